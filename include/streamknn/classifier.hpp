@@ -1,0 +1,53 @@
+// streamknn/classifier.hpp — k-nearest-neighbour classification over a ReferenceSet.
+//
+// A KnnClassifier is a light view: it holds a reference to a store whose TargetSpec is
+// classes(n), plus k and the weighting. It is immutable and safe to use from many threads;
+// the store must outlive it. Aggregation rules are those of streamknn/aggregation.hpp and run
+// on the backend (on the device for CUDA), so only the answers cross back to the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "streamknn/aggregation.hpp"
+#include "streamknn/reference_set.hpp"
+
+namespace streamknn {
+
+struct ClassPredictions {
+  std::size_t num_queries = 0;
+  std::size_t num_classes = 0;
+  std::uint64_t epoch = 0;
+  std::vector<std::int32_t> labels;    ///< one per query; kNoLabel when no neighbour exists
+  std::vector<float> probabilities;    ///< num_queries x num_classes; empty unless asked for
+
+  std::span<const float> probabilities_of(std::size_t query) const {
+    return {probabilities.data() + query * num_classes, num_classes};
+  }
+};
+
+class KnnClassifier {
+ public:
+  /// Throws InvalidArgument if the store does not hold class labels, k is outside
+  /// [1, kMaxK], or Distance weights are asked of the inner-product metric (whose distances
+  /// can be negative).
+  KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights = Weights::Uniform);
+
+  ClassPredictions predict(std::span<const float> queries, std::span<const IdRange> visible = {}) const;
+  ClassPredictions predict_proba(std::span<const float> queries,
+                                 std::span<const IdRange> visible = {}) const;
+  Ticket<ClassPredictions> submit(std::span<const float> queries, bool with_probabilities = false,
+                                  std::span<const IdRange> visible = {}) const;
+
+  std::size_t k() const noexcept { return k_; }
+  Weights weights() const noexcept { return weights_; }
+
+ private:
+  const ReferenceSet* store_;
+  std::size_t k_;
+  Weights weights_;
+};
+
+}  // namespace streamknn

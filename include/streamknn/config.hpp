@@ -1,0 +1,45 @@
+// streamknn/config.hpp — what a reference set is built with.
+//
+// A StoreConfig fixes the dimension, metric and target shape for the lifetime of the store;
+// capacity_hint and queue_capacity only size initial allocations and the update queue.
+// Validation happens in the ReferenceSet constructor, which throws InvalidArgument naming
+// the field and its value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "streamknn/metric.hpp"
+
+namespace streamknn {
+
+/// What each stored point carries besides its vector.
+struct TargetSpec {
+  enum class Kind : unsigned char { None, Classes, Outputs };
+  Kind kind = Kind::None;
+  std::uint32_t count = 0;  ///< number of classes (labels 0..count-1) or of float outputs
+
+  /// Points carry nothing (pure neighbour search, e.g. nearest drivers).
+  static constexpr TargetSpec none() noexcept { return {}; }
+  /// Points carry one class label in [0, n_classes).
+  static constexpr TargetSpec classes(std::uint32_t n_classes) noexcept { return {Kind::Classes, n_classes}; }
+  /// Points carry n_outputs floats (regression, multi-output, or one Q-value per action).
+  static constexpr TargetSpec outputs(std::uint32_t n_outputs) noexcept { return {Kind::Outputs, n_outputs}; }
+
+  friend constexpr bool operator==(TargetSpec, TargetSpec) = default;
+};
+
+/// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
+enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
+
+struct StoreConfig {
+  std::size_t dim = 0;                        ///< vector dimension (2 for Haversine: lat, lon)
+  Metric metric = Metric::L2;
+  TargetSpec target = TargetSpec::none();
+  std::size_t capacity_hint = 1024;           ///< points to allocate for up front (grows as needed)
+  std::size_t queue_capacity = 1 << 16;       ///< operations that may wait for publish()
+  BackendKind backend = BackendKind::Auto;
+  int cuda_device = 0;                        ///< device ordinal for the CUDA backend
+};
+
+}  // namespace streamknn

@@ -1,0 +1,96 @@
+// streamknn/reference_set.hpp — the mutable reference set: push updates, publish, search.
+//
+// Threading: push()/try_push() may be called from any number of threads at once and never
+// block inside the library (push() waits only for queue space). publish() may be called from
+// any thread; concurrent calls are serialised. search()/submit() may be called from any number
+// of threads, concurrently with pushes and publishes.
+//
+// Visibility: every update whose push returned before publish() began is visible to every
+// search submitted after publish() returned; searches already in flight finish on the snapshot
+// they started on; updates from one thread apply in the order they were pushed.
+//
+// Errors: malformed updates and queries throw InvalidArgument at the call; id errors (unknown
+// id, duplicate insert) are reported by publish() and never stop the other updates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "streamknn/config.hpp"
+#include "streamknn/publish_report.hpp"
+#include "streamknn/search.hpp"
+#include "streamknn/ticket.hpp"
+#include "streamknn/update.hpp"
+
+namespace streamknn {
+
+namespace detail {
+class Engine;
+}
+
+class ReferenceSet {
+ public:
+  /// Validates the configuration and creates the backend (BackendKind::Auto picks CUDA where
+  /// a device is usable). Throws InvalidArgument or BackendUnavailable.
+  explicit ReferenceSet(const StoreConfig& config);
+  ~ReferenceSet();
+  ReferenceSet(ReferenceSet&&) noexcept;
+  ReferenceSet& operator=(ReferenceSet&&) noexcept;
+  ReferenceSet(const ReferenceSet&) = delete;
+  ReferenceSet& operator=(const ReferenceSet&) = delete;
+
+  // ---- producers -------------------------------------------------------------------------
+  /// Queues an update; false (and nothing queued) when the queue is full.
+  bool try_push(const Update& update);
+  /// Queues an update, waiting for a publish() to free space when the queue is full.
+  void push(const Update& update);
+
+  void insert(PointId id, std::span<const float> vector) { push(Update::insert(id, vector)); }
+  void insert(PointId id, std::span<const float> vector, std::int32_t label) {
+    push(Update::insert(id, vector, label));
+  }
+  void insert(PointId id, std::span<const float> vector, std::span<const float> values) {
+    push(Update::insert(id, vector, values));
+  }
+  void move(PointId id, std::span<const float> vector) { push(Update::move(id, vector)); }
+  void erase(PointId id) { push(Update::erase(id)); }
+  void set_target(PointId id, std::int32_t label) { push(Update::set_target(id, label)); }
+  void set_target(PointId id, std::span<const float> values) { push(Update::set_target(id, values)); }
+
+  // ---- publisher ---------------------------------------------------------------------------
+  /// Applies every update pushed before this call began and makes them visible as a new epoch.
+  /// On OutOfMemory nothing is applied, the published state is unchanged and the drained
+  /// updates stay pending for the next publish().
+  PublishReport publish();
+
+  // ---- queries -------------------------------------------------------------------------------
+  /// Exact k nearest neighbours of queries (row-major, Q x dim) on the current snapshot.
+  /// visible, if not empty, holds one IdRange per query restricting what that query sees.
+  Neighbors search(std::span<const float> queries, std::size_t k,
+                   std::span<const IdRange> visible = {}) const;
+  /// Asynchronous search: returns at once; the inputs are copied before it returns.
+  Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k,
+                           std::span<const IdRange> visible = {}) const;
+
+  // ---- state -----------------------------------------------------------------------------------
+  std::size_t size() const noexcept;          ///< points in the published snapshot
+  std::uint64_t epoch() const noexcept;       ///< epoch of the published snapshot (0 = empty)
+  std::size_t pending() const noexcept;       ///< updates queued and not yet published
+  const StoreConfig& config() const noexcept;
+  BackendKind backend() const noexcept;       ///< Cpu or Cuda, never Auto
+  std::string backend_name() const;           ///< e.g. "cpu (2 threads)", "cuda:0 NVIDIA H100"
+
+  /// Internal engine, used by KnnClassifier / KnnRegressor.
+  const detail::Engine& engine() const noexcept { return *engine_; }
+
+ private:
+  std::unique_ptr<detail::Engine> engine_;
+};
+
+/// True when this build has the CUDA backend and a CUDA device is usable.
+bool cuda_available() noexcept;
+
+}  // namespace streamknn

@@ -1,0 +1,50 @@
+// streamknn/regressor.hpp — k-nearest-neighbour regression over a ReferenceSet.
+//
+// A KnnRegressor is a light, immutable view over a store whose TargetSpec is outputs(T): each
+// query gets T values, each aggregated separately (mean, distance-weighted mean or median; see
+// streamknn/aggregation.hpp). Safe to use from many threads; the store must outlive it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "streamknn/aggregation.hpp"
+#include "streamknn/reference_set.hpp"
+
+namespace streamknn {
+
+struct RegressionPredictions {
+  std::size_t num_queries = 0;
+  std::size_t num_outputs = 0;
+  std::uint64_t epoch = 0;
+  std::vector<float> values;  ///< num_queries x num_outputs; NaN rows when no neighbour exists
+
+  std::span<const float> values_of(std::size_t query) const {
+    return {values.data() + query * num_outputs, num_outputs};
+  }
+};
+
+class KnnRegressor {
+ public:
+  /// Throws InvalidArgument if the store does not hold float outputs, k is outside
+  /// [1, kMaxK], or WeightedMean is asked of the inner-product metric.
+  KnnRegressor(const ReferenceSet& store, std::size_t k,
+               RegressionAggregate aggregate = RegressionAggregate::Mean);
+
+  RegressionPredictions predict(std::span<const float> queries,
+                                std::span<const IdRange> visible = {}) const;
+  Ticket<RegressionPredictions> submit(std::span<const float> queries,
+                                       std::span<const IdRange> visible = {}) const;
+
+  std::size_t k() const noexcept { return k_; }
+  RegressionAggregate aggregate() const noexcept { return aggregate_; }
+
+ private:
+  const ReferenceSet* store_;
+  std::size_t k_;
+  RegressionAggregate aggregate_;
+};
+
+}  // namespace streamknn

@@ -1,0 +1,57 @@
+// streamknn/update.hpp — the operations producers push into a reference set.
+//
+// An Update is a non-owning view: push()/try_push() validate it and copy its payload into the
+// queue's preallocated pool before returning, so the caller may reuse its buffers at once.
+// Points are keyed by a caller-chosen 64-bit id; kInvalidId is reserved (it marks padding in
+// search results) and is refused.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+
+namespace streamknn {
+
+using PointId = std::uint64_t;
+
+/// Reserved id: never a valid point; pads results when fewer than k points exist.
+inline constexpr PointId kInvalidId = std::numeric_limits<PointId>::max();
+
+enum class UpdateKind : unsigned char { Insert, Move, Erase, SetTarget };
+
+struct Update {
+  UpdateKind kind = UpdateKind::Erase;
+  PointId id = kInvalidId;
+  std::span<const float> vector;   ///< Insert and Move: dim floats
+  std::span<const float> values;   ///< regression target (Insert / SetTarget on an Outputs store)
+  std::int32_t label = -1;         ///< class target (Insert / SetTarget on a Classes store)
+  bool has_target = false;
+
+  /// Insert into a store whose points carry no target.
+  static Update insert(PointId id, std::span<const float> vector) noexcept {
+    return {UpdateKind::Insert, id, vector, {}, -1, false};
+  }
+  /// Insert a labelled point into a classification store.
+  static Update insert(PointId id, std::span<const float> vector, std::int32_t label) noexcept {
+    return {UpdateKind::Insert, id, vector, {}, label, true};
+  }
+  /// Insert a point with float outputs into a regression store.
+  static Update insert(PointId id, std::span<const float> vector, std::span<const float> values) noexcept {
+    return {UpdateKind::Insert, id, vector, values, -1, true};
+  }
+  /// Give an existing point a new vector; its target is kept.
+  static Update move(PointId id, std::span<const float> vector) noexcept {
+    return {UpdateKind::Move, id, vector, {}, -1, false};
+  }
+  static Update erase(PointId id) noexcept { return {UpdateKind::Erase, id, {}, {}, -1, false}; }
+  static Update set_target(PointId id, std::int32_t label) noexcept {
+    return {UpdateKind::SetTarget, id, {}, {}, label, true};
+  }
+  static Update set_target(PointId id, std::span<const float> values) noexcept {
+    return {UpdateKind::SetTarget, id, {}, values, -1, true};
+  }
+};
+
+const char* to_string(UpdateKind kind) noexcept;
+
+}  // namespace streamknn

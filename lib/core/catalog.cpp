@@ -1,0 +1,156 @@
+#include "core/catalog.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/check.hpp"
+#include "core/metric_space.hpp"
+
+namespace streamknn::detail {
+
+namespace {
+
+/// Index of slot's entry in a channel for this batch, appending a new entry if needed.
+std::size_t channel_entry(std::uint32_t slot, std::uint64_t stamp, std::vector<std::uint32_t>& pos,
+                          std::vector<std::uint64_t>& stamps, std::vector<std::uint32_t>& slots) {
+  if (stamps[slot] == stamp) return pos[slot];
+  stamps[slot] = stamp;
+  pos[slot] = static_cast<std::uint32_t>(slots.size());
+  slots.push_back(slot);
+  return pos[slot];
+}
+
+}  // namespace
+
+Catalog::Catalog(const StoreConfig& config)
+    : config_(config),
+      stored_dim_(stored_dim(config.metric, config.dim)),
+      value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0) {}
+
+std::size_t Catalog::slots_needed(std::span<const QueuedOp> ops) const noexcept {
+  std::size_t inserts = 0;
+  for (const QueuedOp& op : ops) inserts += op.kind == UpdateKind::Insert;
+  return std::size_t(high_water_) + inserts;
+}
+
+void Catalog::reserve_for(std::span<const QueuedOp> ops) {
+  const std::size_t slots = slots_needed(ops);
+  if (slots > std::numeric_limits<std::uint32_t>::max()) {
+    throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
+  }
+  ids_.reserve(ids_.size() + (slots - high_water_));
+  for (auto* v : {&vector_pos_, &target_pos_, &id_pos_}) {
+    if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
+  }
+  for (auto* v : {&vector_stamp_, &target_stamp_, &id_stamp_}) {
+    if (v->size() < slots) v->resize(std::max(slots, v->size() * 2), 0);
+  }
+}
+
+std::uint32_t Catalog::allocate_slot() {
+  if (free_.empty()) return high_water_++;
+  const std::uint32_t slot = *free_.begin();
+  free_.erase(free_.begin());
+  return slot;
+}
+
+void Catalog::free_slot(std::uint32_t slot) {
+  if (slot + 1 != high_water_) {
+    free_.insert(slot);
+    return;
+  }
+  // The top slot: shrink the scanned range past every free slot below it.
+  --high_water_;
+  while (!free_.empty() && *free_.rbegin() + 1 == high_water_) {
+    free_.erase(std::prev(free_.end()));
+    --high_water_;
+  }
+}
+
+void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+                      PublishReport& report) {
+  batch.clear();
+  ++batch_stamp_;
+  const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+
+  auto write_vector = [&](std::uint32_t slot, const QueuedOp& op) {
+    const std::size_t e = channel_entry(slot, batch_stamp_, vector_pos_, vector_stamp_, batch.vector_slots);
+    if (e * stored_dim_ == batch.vectors.size()) batch.vectors.resize(batch.vectors.size() + stored_dim_);
+    to_stored_form(config_.metric, queue.vector_of(op), batch.vectors.data() + e * stored_dim_);
+  };
+  auto write_target = [&](std::uint32_t slot, const QueuedOp& op) {
+    if (config_.target.kind == TargetSpec::Kind::None) return;
+    const std::size_t e = channel_entry(slot, batch_stamp_, target_pos_, target_stamp_, batch.target_slots);
+    if (classes) {
+      if (e == batch.labels.size()) batch.labels.push_back(0);
+      batch.labels[e] = op.label;
+    } else {
+      if (e * value_count_ == batch.values.size()) batch.values.resize(batch.values.size() + value_count_);
+      const auto v = queue.values_of(op);
+      std::copy(v.begin(), v.end(), batch.values.begin() + static_cast<std::ptrdiff_t>(e * value_count_));
+    }
+  };
+  auto write_id = [&](std::uint32_t slot, PointId id) {
+    const std::size_t e = channel_entry(slot, batch_stamp_, id_pos_, id_stamp_, batch.id_slots);
+    if (e == batch.ids.size()) batch.ids.push_back(kInvalidId);
+    batch.ids[e] = id;
+  };
+  auto reject = [&](const QueuedOp& op, RejectReason reason) {
+    report.rejected.push_back({op.id, op.kind, reason});
+  };
+
+  for (const QueuedOp& op : ops) {
+    switch (op.kind) {
+      case UpdateKind::Insert: {
+        if (ids_.find(op.id)) {
+          reject(op, RejectReason::DuplicateId);
+          continue;
+        }
+        const std::uint32_t slot = allocate_slot();
+        ids_.insert(op.id, slot);
+        write_vector(slot, op);
+        write_target(slot, op);
+        write_id(slot, op.id);
+        ++report.inserted;
+        break;
+      }
+      case UpdateKind::Move: {
+        const auto slot = ids_.find(op.id);
+        if (!slot) {
+          reject(op, RejectReason::UnknownId);
+          continue;
+        }
+        write_vector(*slot, op);
+        ++report.moved;
+        break;
+      }
+      case UpdateKind::Erase: {
+        const auto slot = ids_.erase(op.id);
+        if (!slot) {
+          reject(op, RejectReason::UnknownId);
+          continue;
+        }
+        write_id(*slot, kInvalidId);
+        free_slot(*slot);
+        ++report.erased;
+        break;
+      }
+      case UpdateKind::SetTarget: {
+        const auto slot = ids_.find(op.id);
+        if (!slot) {
+          reject(op, RejectReason::UnknownId);
+          continue;
+        }
+        write_target(*slot, op);
+        ++report.retargeted;
+        break;
+      }
+    }
+  }
+  batch.slot_count = high_water_;
+  report.drained += ops.size();
+  report.applied = report.inserted + report.moved + report.erased + report.retargeted;
+  report.size = ids_.size();
+}
+
+}  // namespace streamknn::detail

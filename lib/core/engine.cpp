@@ -1,0 +1,217 @@
+#include "core/engine.hpp"
+
+#include <cmath>
+
+#include "core/check.hpp"
+#include "core/metric_space.hpp"
+#include "streamknn/error.hpp"
+
+namespace streamknn::detail {
+
+namespace {
+
+std::unique_ptr<Backend> make_backend(const StoreConfig& config) {
+  switch (config.backend) {
+    case BackendKind::Cpu: return make_cpu_backend(config);
+    case BackendKind::Cuda: return make_cuda_backend(config);
+    case BackendKind::Auto:
+      return cuda_device_usable(config.cuda_device) ? make_cuda_backend(config) : make_cpu_backend(config);
+  }
+  fail_argument("StoreConfig.backend has an unknown value");
+}
+
+const StoreConfig& validated(const StoreConfig& config) {
+  const char* where = "ReferenceSet(StoreConfig)";
+  if (config.dim == 0) fail_argument(where, ": dim must be at least 1");
+  if (config.dim > (1u << 20)) fail_argument(where, ": dim=", config.dim, " exceeds the limit of 1048576");
+  if (config.metric == Metric::Haversine && config.dim != 2) {
+    fail_argument(where, ": the haversine metric takes (latitude, longitude) pairs, so dim must be 2, not ",
+                  config.dim);
+  }
+  switch (config.target.kind) {
+    case TargetSpec::Kind::None: break;
+    case TargetSpec::Kind::Classes:
+      if (config.target.count < 1) fail_argument(where, ": target classes(n) needs n >= 1, got ", config.target.count);
+      if (config.target.count > (1u << 16)) {
+        fail_argument(where, ": target classes(", config.target.count, ") exceeds the limit of 65536 classes");
+      }
+      break;
+    case TargetSpec::Kind::Outputs:
+      if (config.target.count < 1) fail_argument(where, ": target outputs(n) needs n >= 1, got ", config.target.count);
+      if (config.target.count > 4096) {
+        fail_argument(where, ": target outputs(", config.target.count, ") exceeds the limit of 4096 outputs");
+      }
+      break;
+    default: fail_argument(where, ": target kind has an unknown value");
+  }
+  if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
+  if (config.queue_capacity > (1u << 24)) {
+    fail_argument(where, ": queue_capacity=", config.queue_capacity, " exceeds the limit of 16777216");
+  }
+  return config;
+}
+
+std::size_t value_floats(const StoreConfig& config) {
+  return config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+}
+
+}  // namespace
+
+Engine::Engine(const StoreConfig& config)
+    : config_(validated(config)),
+      stored_dim_(stored_dim(config.metric, config.dim)),
+      backend_(make_backend(config_)),
+      queue_(config_.queue_capacity, config_.dim, value_floats(config_)),
+      catalog_(config_) {
+  backend_->reserve(config_.capacity_hint);
+}
+
+void Engine::check_k(std::size_t k, const char* caller) {
+  if (k < 1) fail_argument(caller, ": k=", k, " must be at least 1");
+  if (k > kMaxK) fail_argument(caller, ": k=", k, " exceeds the maximum of ", kMaxK);
+}
+
+void Engine::validate_point(std::span<const float> vector, const char* what, const char* caller) const {
+  if (vector.size() != config_.dim) {
+    fail_argument(caller, ": ", what, " has ", vector.size(), " floats but the store's dim is ", config_.dim);
+  }
+  if (const std::size_t bad = first_non_finite(vector); bad != vector.size()) {
+    fail_argument(caller, ": ", what, "[", bad, "] is ", describe_non_finite(vector[bad]));
+  }
+  if (config_.metric == Metric::Cosine) {
+    bool all_zero = true;
+    for (float v : vector) all_zero &= v == 0.0f;
+    if (all_zero) fail_argument(caller, ": ", what, " is the zero vector, which has no direction for the cosine metric");
+  }
+  if (config_.metric == Metric::Haversine && std::fabs(vector[0]) > 90.0f) {
+    fail_argument(caller, ": ", what, " latitude ", vector[0], " is outside [-90, 90] degrees");
+  }
+}
+
+void Engine::validate(const Update& u, const char* caller) const {
+  const char* kind = to_string(u.kind);
+  if (u.id == kInvalidId) {
+    fail_argument(caller, "(", kind, "): id ", u.id, " is reserved (kInvalidId marks padding)");
+  }
+  const std::string where = concat(caller, "(", kind, " id=", u.id, ")");
+  const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
+  if (needs_vector) {
+    validate_point(u.vector, "vector", where.c_str());
+  } else if (!u.vector.empty()) {
+    fail_argument(where, ": a ", kind, " carries no vector");
+  }
+  const bool needs_target = u.kind == UpdateKind::SetTarget ||
+                            (u.kind == UpdateKind::Insert && config_.target.kind != TargetSpec::Kind::None);
+  if (!needs_target) {
+    if (u.has_target) {
+      fail_argument(where, config_.target.kind == TargetSpec::Kind::None ? ": the store's points carry no target"
+                                                                          : ": only insert and set_target carry a target");
+    }
+    return;
+  }
+  switch (config_.target.kind) {
+    case TargetSpec::Kind::None: fail_argument(where, ": the store's points carry no target");
+    case TargetSpec::Kind::Classes:
+      if (!u.has_target || !u.values.empty()) fail_argument(where, ": the store expects a class label");
+      if (u.label < 0 || std::uint32_t(u.label) >= config_.target.count) {
+        fail_argument(where, ": label ", u.label, " is outside [0, ", config_.target.count, ")");
+      }
+      break;
+    case TargetSpec::Kind::Outputs:
+      if (!u.has_target || u.values.size() != config_.target.count) {
+        fail_argument(where, ": the store expects ", config_.target.count, " target values, got ",
+                      u.has_target ? u.values.size() : 0);
+      }
+      if (const std::size_t bad = first_non_finite(u.values); bad != u.values.size()) {
+        fail_argument(where, ": target value[", bad, "] is ", describe_non_finite(u.values[bad]));
+      }
+      break;
+  }
+}
+
+bool Engine::try_push(const Update& update) {
+  validate(update, "ReferenceSet::try_push");
+  return queue_.try_push(update);
+}
+
+void Engine::push(const Update& update) {
+  validate(update, "ReferenceSet::push");
+  queue_.push(update);
+}
+
+std::size_t Engine::pending() const noexcept { return queue_.queued() + carried_.load(std::memory_order_relaxed); }
+
+PublishReport Engine::publish() {
+  std::lock_guard lock(publish_mutex_);
+  // Everything pushed before this call is among the first `capacity` records in the queue,
+  // so draining at most that many both includes it and cannot livelock behind fast producers.
+  queue_.drain(queue_.capacity(), drained_);
+  PublishReport report;
+  report.epoch = epoch();
+  report.size = size();
+  if (drained_.empty()) return report;
+
+  try {
+    catalog_.reserve_for(drained_);
+    backend_->reserve(catalog_.slots_needed(drained_));
+  } catch (const std::bad_alloc&) {
+    carried_.store(drained_.size(), std::memory_order_relaxed);
+    throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted while growing to ",
+                             catalog_.slots_needed(drained_), " slots; ", drained_.size(),
+                             " updates stay pending"));
+  } catch (const Error&) {
+    carried_.store(drained_.size(), std::memory_order_relaxed);
+    throw;
+  }
+
+  catalog_.resolve(drained_, queue_, batch_, report);
+  queue_.release(drained_);
+  drained_.clear();
+  carried_.store(0, std::memory_order_relaxed);
+
+  const bool changed = report.applied > 0;
+  const std::uint64_t next = changed ? epoch() + 1 : epoch();
+  if (changed) backend_->apply(batch_, next);
+  epoch_.store(next, std::memory_order_release);
+  size_.store(catalog_.size(), std::memory_order_release);
+  report.epoch = next;
+  return report;
+}
+
+Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+                                  AggregateSpec aggregate, const char* caller) const {
+  check_k(k, caller);
+  if (queries.size() % config_.dim != 0) {
+    fail_argument(caller, ": queries has ", queries.size(), " floats, not a multiple of dim=", config_.dim);
+  }
+  const std::size_t num_queries = queries.size() / config_.dim;
+  if (!visible.empty() && visible.size() != num_queries) {
+    fail_argument(caller, ": visible has ", visible.size(), " ranges for ", num_queries, " queries (give one per query or none)");
+  }
+  QueryRequest request;
+  request.num_queries = num_queries;
+  request.k = k;
+  request.aggregate = aggregate;
+  request.queries.resize(num_queries * stored_dim_);
+  for (std::size_t q = 0; q < num_queries; ++q) {
+    const auto row = queries.subspan(q * config_.dim, config_.dim);
+    const std::string what = concat("query ", q);
+    validate_point(row, what.c_str(), caller);
+    to_stored_form(config_.metric, row, request.queries.data() + q * stored_dim_);
+    if (!visible.empty() && visible[q].begin > visible[q].end) {
+      fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");
+    }
+  }
+  request.visible.assign(visible.begin(), visible.end());
+  if (num_queries == 0) {  // nothing to search: an empty, already resolved answer
+    QueryResult empty;
+    empty.neighbors.k = k;
+    empty.neighbors.epoch = empty.classes.epoch = empty.regression.epoch = epoch();
+    empty.classes.num_classes = config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;
+    empty.regression.num_outputs = value_floats(config_);
+    return Ticket<QueryResult>::ready_with(std::move(empty));
+  }
+  return backend_->submit(std::move(request));
+}
+
+}  // namespace streamknn::detail

@@ -1,0 +1,63 @@
+// The engine behind ReferenceSet: validation at the boundary, the update queue, the catalogue
+// (id -> slot) and the backend. One object per reference set; no global state.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/catalog.hpp"
+#include "core/update_queue.hpp"
+#include "streamknn/config.hpp"
+#include "streamknn/publish_report.hpp"
+#include "streamknn/update.hpp"
+
+namespace streamknn::detail {
+
+class Engine {
+ public:
+  explicit Engine(const StoreConfig& config);
+
+  bool try_push(const Update& update);
+  void push(const Update& update);
+  PublishReport publish();
+
+  /// Validates and runs a query batch. caller names the public entry point in error messages.
+  Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+                            AggregateSpec aggregate, const char* caller) const;
+
+  std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
+  std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  std::size_t pending() const noexcept;
+  const StoreConfig& config() const noexcept { return config_; }
+  const Backend& backend() const noexcept { return *backend_; }
+
+  /// Checks k against [1, kMaxK], naming the caller.
+  static void check_k(std::size_t k, const char* caller);
+
+ private:
+  void validate(const Update& update, const char* caller) const;
+  void validate_point(std::span<const float> vector, const char* what, const char* caller) const;
+
+  StoreConfig config_;
+  std::size_t stored_dim_;
+  std::unique_ptr<Backend> backend_;
+  UpdateQueue queue_;
+
+  std::mutex publish_mutex_;        // one publisher at a time; guards the members below
+  Catalog catalog_;
+  std::vector<QueuedOp> drained_;   // drained and not yet applied (kept across an OutOfMemory)
+  ResolvedBatch batch_;
+
+  std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<std::size_t> size_{0};
+  std::atomic<std::size_t> carried_{0};
+};
+
+}  // namespace streamknn::detail

@@ -1,0 +1,40 @@
+// How each metric is computed inside the library: the stored form of a vector (unit sphere for
+// Haversine, normalised for Cosine), the ranking value the kernels minimise (squared L2 of the
+// stored forms, or -<q,p>), and the conversion of a ranking value into the reported distance.
+// Shared by both backends so that they store and report the same numbers.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+#include "streamknn/metric.hpp"
+
+namespace streamknn::detail {
+
+/// Dimension of the stored form (3 for Haversine, else the user dimension).
+inline std::size_t stored_dim(Metric metric, std::size_t dim) noexcept {
+  return metric == Metric::Haversine ? 3 : dim;
+}
+
+/// True when the ranking value is a squared L2 distance between stored forms.
+inline bool ranks_by_squared_l2(Metric metric) noexcept { return metric != Metric::InnerProduct; }
+
+/// Writes the stored form of a user vector (already validated) into out[0..stored_dim).
+void to_stored_form(Metric metric, std::span<const float> in, float* out) noexcept;
+
+/// Reported distance of a ranking value (see streamknn/metric.hpp).
+inline double reported_distance(Metric metric, double rank) noexcept {
+  switch (metric) {
+    case Metric::L2: return std::sqrt(rank);
+    case Metric::InnerProduct: return rank;
+    case Metric::Cosine: return 0.5 * rank;
+    case Metric::Haversine: {
+      const double half_chord = 0.5 * std::sqrt(rank);
+      return 2.0 * kEarthRadiusMetres * std::asin(half_chord < 1.0 ? half_chord : 1.0);
+    }
+  }
+  return rank;
+}
+
+}  // namespace streamknn::detail

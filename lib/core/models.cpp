@@ -1,0 +1,66 @@
+// KnnClassifier and KnnRegressor: argument checks, then one backend query whose aggregation
+// runs where the search ran.
+#include "core/check.hpp"
+#include "core/engine.hpp"
+#include "core/ticket_map.hpp"
+#include "streamknn/classifier.hpp"
+#include "streamknn/regressor.hpp"
+
+namespace streamknn {
+
+KnnClassifier::KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights)
+    : store_(&store), k_(k), weights_(weights) {
+  const char* where = "KnnClassifier";
+  detail::Engine::check_k(k, where);
+  if (store.config().target.kind != TargetSpec::Kind::Classes) {
+    detail::fail_argument(where, ": the store's points carry no class labels (StoreConfig.target must be classes(n))");
+  }
+  if (weights == Weights::Distance && store.config().metric == Metric::InnerProduct) {
+    detail::fail_argument(where, ": distance weights need a non-negative metric, and inner-product distances can be negative");
+  }
+}
+
+ClassPredictions KnnClassifier::predict(std::span<const float> queries, std::span<const IdRange> visible) const {
+  return submit(queries, false, visible).get();
+}
+
+ClassPredictions KnnClassifier::predict_proba(std::span<const float> queries, std::span<const IdRange> visible) const {
+  return submit(queries, true, visible).get();
+}
+
+Ticket<ClassPredictions> KnnClassifier::submit(std::span<const float> queries, bool with_probabilities,
+                                               std::span<const IdRange> visible) const {
+  detail::AggregateSpec spec;
+  spec.output = with_probabilities ? detail::AggregateSpec::Output::Probabilities : detail::AggregateSpec::Output::Labels;
+  spec.weights = weights_;
+  return detail::map_ticket(store_->engine().query(queries, k_, visible, spec, "KnnClassifier::predict"),
+                    &detail::QueryResult::classes);
+}
+
+KnnRegressor::KnnRegressor(const ReferenceSet& store, std::size_t k, RegressionAggregate aggregate)
+    : store_(&store), k_(k), aggregate_(aggregate) {
+  const char* where = "KnnRegressor";
+  detail::Engine::check_k(k, where);
+  if (store.config().target.kind != TargetSpec::Kind::Outputs) {
+    detail::fail_argument(where, ": the store's points carry no float outputs (StoreConfig.target must be outputs(n))");
+  }
+  if (aggregate == RegressionAggregate::WeightedMean && store.config().metric == Metric::InnerProduct) {
+    detail::fail_argument(where, ": weighted_mean needs a non-negative metric, and inner-product distances can be negative");
+  }
+}
+
+RegressionPredictions KnnRegressor::predict(std::span<const float> queries, std::span<const IdRange> visible) const {
+  return submit(queries, visible).get();
+}
+
+Ticket<RegressionPredictions> KnnRegressor::submit(std::span<const float> queries,
+                                                   std::span<const IdRange> visible) const {
+  detail::AggregateSpec spec;
+  spec.output = detail::AggregateSpec::Output::Values;
+  spec.regression = aggregate_;
+  spec.weights = aggregate_ == RegressionAggregate::WeightedMean ? Weights::Distance : Weights::Uniform;
+  return detail::map_ticket(store_->engine().query(queries, k_, visible, spec, "KnnRegressor::predict"),
+                    &detail::QueryResult::regression);
+}
+
+}  // namespace streamknn

@@ -1,0 +1,31 @@
+// A publish's updates resolved to slots: what a backend writes into its reference buffers.
+// Each channel holds at most one write per slot (the last op of the batch wins), so a scatter
+// kernel can apply a channel without ordering between writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "streamknn/update.hpp"
+
+namespace streamknn::detail {
+
+struct ResolvedBatch {
+  std::uint32_t slot_count = 0;         ///< slots to scan after this batch (high-water mark)
+  std::vector<std::uint32_t> vector_slots;
+  std::vector<float> vectors;           ///< vector_slots.size() x stored_dim, in stored form
+  std::vector<std::uint32_t> target_slots;
+  std::vector<std::int32_t> labels;     ///< classification: one per target slot
+  std::vector<float> values;            ///< regression: target_slots.size() x outputs
+  std::vector<std::uint32_t> id_slots;
+  std::vector<PointId> ids;             ///< kInvalidId marks the slot as erased
+
+  bool empty() const noexcept { return vector_slots.empty() && target_slots.empty() && id_slots.empty(); }
+  void clear() noexcept {
+    vector_slots.clear(); vectors.clear(); target_slots.clear(); labels.clear(); values.clear();
+    id_slots.clear(); ids.clear();
+  }
+};
+
+}  // namespace streamknn::detail

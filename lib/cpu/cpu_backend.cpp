@@ -1,0 +1,199 @@
+// The CPU backend: two HostStore buffers. Searches pin the front buffer; publish() writes the
+// back buffer once its last reader has left, swaps, and replays the same batch onto the other
+// buffer at the next publish, so the two never drift and no publish copies the whole store.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/aggregate.hpp"
+#include "core/backend.hpp"
+#include "core/check.hpp"
+#include "core/metric_space.hpp"
+#include "cpu/cpu_search.hpp"
+#include "cpu/host_store.hpp"
+#include "cpu/thread_pool.hpp"
+#include "streamknn/error.hpp"
+
+namespace streamknn::detail {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const StoreConfig& config)
+      : config_(config),
+        stored_dim_(stored_dim(config.metric, config.dim)),
+        buffers_{Buffer(stored_dim_, config.target), Buffer(stored_dim_, config.target)},
+        pool_(std::max(1u, std::thread::hardware_concurrency()) - 1) {}
+
+  BackendKind kind() const noexcept override { return BackendKind::Cpu; }
+
+  std::string name() const override {
+    return concat("cpu (", pool_.concurrency(), " threads, ", cpu_search_isa(), ")");
+  }
+
+  void reserve(std::size_t slots) override {
+    Buffer& back = buffers_[1 - front_];
+    wait_unread(back);
+    try {
+      back.store.reserve(slots);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted growing the store to ", slots,
+                               " points of dim ", config_.dim));
+    }
+  }
+
+  void apply(const ResolvedBatch& batch, std::uint64_t epoch) override {
+    Buffer& back = buffers_[1 - front_];
+    wait_unread(back);
+    if (has_pending_) back.store.apply(pending_);
+    back.store.apply(batch);
+    back.epoch = epoch;
+    {
+      std::lock_guard lock(mutex_);
+      front_ = 1 - front_;
+    }
+    pending_ = batch;
+    has_pending_ = true;
+  }
+
+  Ticket<QueryResult> submit(QueryRequest request) const override {
+    const Buffer& buffer = pin();
+    struct Unpin {
+      const CpuBackend* self;
+      const Buffer* buffer;
+      ~Unpin() { self->unpin(*buffer); }
+    } unpin{this, &buffer};
+    return Ticket<QueryResult>::ready_with(run(buffer, request));
+  }
+
+ private:
+  struct Buffer {
+    Buffer(std::size_t stored_dim, TargetSpec target) : store(stored_dim, target) {}
+    HostStore store;
+    std::uint64_t epoch = 0;
+    mutable int readers = 0;  // guarded by mutex_
+  };
+
+  const Buffer& pin() const {
+    std::lock_guard lock(mutex_);
+    const Buffer& b = buffers_[front_];
+    ++b.readers;
+    return b;
+  }
+  void unpin(const Buffer& b) const {
+    std::lock_guard lock(mutex_);
+    if (--b.readers == 0) unread_.notify_all();
+  }
+  void wait_unread(const Buffer& b) const {
+    std::unique_lock lock(mutex_);
+    unread_.wait(lock, [&] { return b.readers == 0; });
+  }
+
+  QueryResult run(const Buffer& buffer, const QueryRequest& request) const {
+    const HostStore& store = buffer.store;
+    const std::size_t nq = request.num_queries, k = request.k, stride = store.stride();
+    // Queries padded to the store's row stride and aligned like its rows.
+    AlignedVector<float> padded(nq * stride, 0.0f);
+    for (std::size_t q = 0; q < nq; ++q) {
+      std::memcpy(padded.data() + q * stride, request.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
+    }
+    CpuSearchInput input;
+    input.store = &store;
+    input.queries = padded.data();
+    input.num_queries = nq;
+    input.k = k;
+    input.visible = request.visible.empty() ? nullptr : request.visible.data();
+    input.inner_product = config_.metric == Metric::InnerProduct;
+    std::vector<Candidate> found;
+    exact_search(input, pool_, found);
+
+    QueryResult result;
+    const auto output = request.aggregate.output;
+    if (output == AggregateSpec::Output::Neighbors) {
+      Neighbors& n = result.neighbors;
+      n.num_queries = nq;
+      n.k = k;
+      n.epoch = buffer.epoch;
+      n.distances.resize(nq * k);
+      n.ids.resize(nq * k);
+      for (std::size_t i = 0; i < nq * k; ++i) {
+        n.ids[i] = found[i].id;
+        n.distances[i] = found[i].id == kInvalidId
+                             ? std::numeric_limits<float>::infinity()
+                             : static_cast<float>(reported_distance(config_.metric, found[i].rank));
+      }
+      return result;
+    }
+    aggregate(store, request, found, result);
+    result.classes.epoch = result.regression.epoch = buffer.epoch;
+    return result;
+  }
+
+  void aggregate(const HostStore& store, const QueryRequest& request, const std::vector<Candidate>& found,
+                 QueryResult& result) const {
+    const std::size_t nq = request.num_queries, k = request.k;
+    const bool classify = request.aggregate.output != AggregateSpec::Output::Values;
+    const bool proba = request.aggregate.output == AggregateSpec::Output::Probabilities;
+    const std::size_t classes = classify ? config_.target.count : 0;
+    const std::size_t outputs = classify ? 0 : config_.target.count;
+    if (classify) {
+      result.classes.num_queries = nq;
+      result.classes.num_classes = classes;
+      result.classes.labels.resize(nq);
+      if (proba) result.classes.probabilities.resize(nq * classes);
+    } else {
+      result.regression.num_queries = nq;
+      result.regression.num_outputs = outputs;
+      result.regression.values.resize(nq * outputs);
+    }
+    pool_.parallel_for(nq, [&](std::size_t q) {
+      std::vector<float> dist;
+      std::vector<std::int32_t> labels;
+      std::vector<float> values;
+      std::vector<double> scratch(k), class_weight(classes);
+      const Candidate* row = found.data() + q * k;
+      for (std::size_t j = 0; j < k && row[j].id != kInvalidId; ++j) {
+        dist.push_back(static_cast<float>(reported_distance(config_.metric, row[j].rank)));
+      }
+      const std::size_t n = dist.size();
+      if (classify) {
+        for (std::size_t j = 0; j < n; ++j) labels.push_back(store.label(row[j].slot));
+        result.classes.labels[q] =
+            vote(dist, labels, request.aggregate.weights, class_weight, scratch,
+                 proba ? result.classes.probabilities.data() + q * classes : nullptr);
+        return;
+      }
+      values.resize(n);
+      for (std::size_t o = 0; o < outputs; ++o) {
+        for (std::size_t j = 0; j < n; ++j) values[j] = store.values(row[j].slot)[o];
+        result.regression.values[q * outputs + o] = regress(dist, values, request.aggregate.regression, scratch);
+      }
+    });
+  }
+
+  StoreConfig config_;
+  std::size_t stored_dim_;
+  mutable std::mutex mutex_;  // guards front_ swaps and reader counts
+  mutable std::condition_variable unread_;
+  Buffer buffers_[2];
+  int front_ = 0;
+  ResolvedBatch pending_;     // applied to the front buffer, not yet to the back one
+  bool has_pending_ = false;
+  mutable ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const StoreConfig& config) {
+  if (!cpu_search_supported()) {
+    throw BackendUnavailable(concat("CPU backend: the search kernels were built for ", cpu_search_isa(),
+                                    " (AVX2 + FMA) and this CPU lacks them; rebuild with -DSTREAMKNN_CPU_ISA=portable"));
+  }
+  return std::make_unique<CpuBackend>(config);
+}
+
+}  // namespace streamknn::detail

@@ -1,0 +1,46 @@
+// Exact k-nearest-neighbour search over one HostStore: blocked distance computation with Eigen
+// packets for high dimensions, a direct path for up to 4 stored dimensions, and a bounded
+// max-heap per query ordered by (rank, id). Uses every thread of the pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "cpu/host_store.hpp"
+#include "cpu/thread_pool.hpp"
+#include "streamknn/search.hpp"
+
+namespace streamknn::detail {
+
+struct Candidate {
+  float rank = std::numeric_limits<float>::infinity();
+  std::uint32_t slot = std::numeric_limits<std::uint32_t>::max();
+  PointId id = kInvalidId;
+};
+
+/// Strict (rank, id) order: the total order every result follows.
+inline bool closer(const Candidate& a, const Candidate& b) noexcept {
+  return a.rank < b.rank || (a.rank == b.rank && a.id < b.id);
+}
+
+struct CpuSearchInput {
+  const HostStore* store = nullptr;
+  const float* queries = nullptr;   ///< num_queries x store->stride(), stored form, zero padded
+  std::size_t num_queries = 0;
+  std::size_t k = 0;
+  const IdRange* visible = nullptr; ///< nullptr or one per query
+  bool inner_product = false;       ///< rank by -<q,p> instead of squared L2
+};
+
+/// Returns the instruction-set level the search kernels were compiled for, e.g. "x86-64-v3".
+const char* cpu_search_isa() noexcept;
+/// True when this CPU can run the compiled search kernels.
+bool cpu_search_supported() noexcept;
+
+/// Fills out (num_queries x k) with each query's k best candidates in (rank, id) order,
+/// padded with default Candidates.
+void exact_search(const CpuSearchInput& input, ThreadPool& pool, std::vector<Candidate>& out);
+
+}  // namespace streamknn::detail

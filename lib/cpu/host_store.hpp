@@ -1,0 +1,72 @@
+// One host copy of the reference buffers: vectors in stored form (rows padded to a multiple
+// of 8 floats above 4 dimensions, so every row starts 32-byte aligned and every pair of rows is
+// reduced in the same order), ids (kInvalidId = free slot), and targets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "core/resolved_batch.hpp"
+#include "streamknn/config.hpp"
+
+namespace streamknn::detail {
+
+template <class T, std::size_t Alignment = 64>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <class U>
+  AlignedAllocator(const AlignedAllocator<U, Alignment>&) noexcept {}
+  template <class U>
+  struct rebind {
+    using other = AlignedAllocator<U, Alignment>;
+  };
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(Alignment))); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t(Alignment)); }
+  friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) noexcept { return true; }
+};
+
+template <class T>
+using AlignedVector = std::vector<T, AlignedAllocator<T>>;
+
+/// Row stride of the stored form: exact up to 4 dimensions (the low-dimension path reads
+/// rows directly), else rounded up to 8 floats (one AVX register).
+inline std::size_t row_stride(std::size_t stored_dim) noexcept {
+  return stored_dim <= 4 ? stored_dim : (stored_dim + 7) / 8 * 8;
+}
+
+class HostStore {
+ public:
+  HostStore(std::size_t stored_dim, TargetSpec target);
+
+  /// Grows to hold `slots` slots, keeping the contents. Throws std::bad_alloc.
+  void reserve(std::size_t slots);
+  /// Writes a batch; capacity must already hold batch.slot_count slots.
+  void apply(const ResolvedBatch& batch);
+
+  std::size_t slot_count() const noexcept { return slot_count_; }
+  std::size_t capacity() const noexcept { return ids_.size(); }
+  std::size_t stride() const noexcept { return stride_; }
+  std::size_t stored_dim() const noexcept { return stored_dim_; }
+  const float* row(std::size_t slot) const noexcept { return vectors_.data() + slot * stride_; }
+  PointId id(std::size_t slot) const noexcept { return ids_[slot]; }
+  const PointId* ids() const noexcept { return ids_.data(); }
+  std::int32_t label(std::size_t slot) const noexcept { return labels_[slot]; }
+  const float* values(std::size_t slot) const noexcept { return values_.data() + slot * value_count_; }
+
+ private:
+  std::size_t stored_dim_;
+  std::size_t stride_;
+  TargetSpec target_;
+  std::size_t value_count_;
+  std::size_t slot_count_ = 0;
+  AlignedVector<float> vectors_;
+  std::vector<PointId> ids_;
+  std::vector<std::int32_t> labels_;
+  std::vector<float> values_;
+};
+
+}  // namespace streamknn::detail
