@@ -45,7 +45,9 @@ class ReferenceSet {
   // ---- producers -------------------------------------------------------------------------
   /// Queues an update; false (and nothing queued) when the queue is full.
   bool try_push(const Update& update);
-  /// Queues an update, waiting for a publish() to free space when the queue is full.
+  /// Queues an update, waiting for a publish() to free space when the queue is full. A thread
+  /// that both pushes and publishes must not push more than queue_capacity updates between
+  /// publishes (it would wait for itself): use try_push and publish() when it returns false.
   void push(const Update& update);
 
   void insert(PointId id, std::span<const float> vector) { push(Update::insert(id, vector)); }

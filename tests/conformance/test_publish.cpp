@@ -1,0 +1,154 @@
+// publish(): reports, epochs, id errors, snapshot isolation of in-flight searches, growth.
+#include <thread>
+
+#include "support/test_support.hpp"
+
+using namespace test;
+
+TEST_CASE("publish reports what it applied and names every rejected op") {
+  ReferenceSet store(config_for(2, Metric::L2, TargetSpec::classes(3)));
+  const float v[2] = {1, 2};
+  store.insert(1, v, 0);
+  store.insert(2, v, 1);
+  store.insert(1, v, 2);       // duplicate in the same batch
+  store.move(7, v);            // unknown
+  store.erase(8);              // unknown
+  store.set_target(9, 1);      // unknown
+  store.set_target(2, 2);
+  const PublishReport r = store.publish();
+  CHECK(r.drained == 7);
+  CHECK(r.applied == 3);
+  CHECK(r.inserted == 2);
+  CHECK(r.retargeted == 1);
+  REQUIRE(r.rejected.size() == 4);
+  CHECK(r.rejected[0].id == 1);
+  CHECK(r.rejected[0].kind == UpdateKind::Insert);
+  CHECK(r.rejected[0].reason == RejectReason::DuplicateId);
+  CHECK(r.rejected[1].id == 7);
+  CHECK(r.rejected[1].kind == UpdateKind::Move);
+  CHECK(r.rejected[1].reason == RejectReason::UnknownId);
+  CHECK(r.rejected[2].id == 8);
+  CHECK(r.rejected[3].id == 9);
+  CHECK(r.size == 2);
+  CHECK(store.size() == 2);
+  CHECK(r.epoch == 1);
+  CHECK(store.epoch() == 1);
+}
+
+TEST_CASE("epochs advance only when something changed; ops of one thread apply in order") {
+  ReferenceSet store(config_for(1));
+  CHECK(store.epoch() == 0);
+  CHECK(store.publish().epoch == 0);  // nothing pushed
+  const float a[1] = {1}, b[1] = {2}, c[1] = {3};
+  store.insert(42, a);
+  store.move(42, b);
+  store.erase(42);
+  store.insert(42, c);   // same id again, same batch
+  auto r = store.publish();
+  CHECK(r.applied == 4);
+  CHECK(r.epoch == 1);
+  const float q[1] = {3};
+  auto got = store.search(q, 1);
+  CHECK(got.ids[0] == 42);
+  CHECK(got.distances[0] == 0.0f);
+  store.erase(1234);
+  r = store.publish();  // only a rejection: nothing changed
+  CHECK(r.epoch == 1);
+  CHECK(r.rejected.size() == 1);
+}
+
+TEST_CASE("results carry the epoch they were computed on; in-flight searches keep their snapshot") {
+  auto g = rng(600);
+  ReferenceSet store(config_for(8));
+  const auto data = uniform(g, 5000 * 8);
+  for (PointId id = 0; id < 5000; ++id) store.insert(id, std::span(data).subspan(id * 8, 8));
+  store.publish();
+  const std::vector<float> q(data.begin(), data.begin() + 8);  // point 0 itself
+  auto before = store.submit(q, 1);
+  // Move point 0 far away and publish twice while the first search may still be running.
+  const std::vector<float> far(8, 100.0f);
+  store.move(0, far);
+  store.publish();
+  store.insert(99999, far);
+  store.publish();
+  const Neighbors old = before.get();
+  CHECK(old.epoch == 1);
+  CHECK(old.ids[0] == 0);
+  CHECK(old.distances[0] == 0.0f);
+  const Neighbors now = store.search(q, 1);
+  CHECK(now.epoch == 3);
+  CHECK(now.ids[0] != 0);
+}
+
+TEST_CASE("growth far past the capacity hint keeps every point") {
+  auto g = rng(700);
+  StoreConfig c = config_for(3);
+  c.capacity_hint = 4;
+  c.queue_capacity = 64;
+  ReferenceSet store(c);
+  Model model;
+  model.dim = 3;
+  PointId id = 0;
+  for (int round = 0; round < 40; ++round) {
+    for (int i = 0; i < 64; ++i, ++id) {
+      auto v = uniform(g, 3);
+      store.insert(id, v);
+      model.vectors[id] = v;
+    }
+    store.publish();
+  }
+  CHECK(store.size() == 2560);
+  for (PointId probe : {PointId(0), PointId(1000), PointId(2559)}) {
+    const auto& v = model.vectors[probe];
+    const auto got = store.search(v, 1);
+    CHECK(got.ids[0] == probe);
+  }
+}
+
+TEST_CASE("a full queue makes try_push return false and push wait for a publish") {
+  StoreConfig c = config_for(2);
+  c.queue_capacity = 16;
+  ReferenceSet store(c);
+  const float v[2] = {0, 0};
+  for (PointId id = 0; id < 16; ++id) CHECK(store.try_push(Update::insert(id, v)));
+  CHECK_FALSE(store.try_push(Update::insert(16, v)));
+  CHECK(store.pending() == 16);
+  std::atomic<bool> pushed{false};
+  std::thread producer([&] {
+    store.push(Update::insert(16, v));  // waits: the queue is full
+    pushed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(pushed.load());
+  CHECK(store.publish().inserted == 16);
+  producer.join();
+  CHECK(pushed.load());
+  CHECK(store.publish().inserted == 1);
+  CHECK(store.size() == 17);
+}
+
+TEST_CASE("set_target changes what the classifier and regressor see") {
+  ReferenceSet labels(config_for(1, Metric::L2, TargetSpec::classes(4)));
+  const float v[1] = {0};
+  labels.insert(1, v, 2);
+  labels.publish();
+  KnnClassifier clf(labels, 1);
+  CHECK(clf.predict(v).labels[0] == 2);
+  labels.set_target(1, 3);
+  labels.publish();
+  CHECK(clf.predict(v).labels[0] == 3);
+
+  ReferenceSet values(config_for(1, Metric::L2, TargetSpec::outputs(2)));
+  const float y[2] = {1.5f, -2};
+  values.insert(1, v, y);
+  values.publish();
+  KnnRegressor reg(values, 1);
+  CHECK(reg.predict(v).values[1] == -2.0f);
+  const float y2[2] = {7, 8};
+  values.set_target(1, y2);
+  values.publish();
+  const auto p = reg.predict(v);
+  CHECK(p.values[0] == 7.0f);
+  CHECK(p.values[1] == 8.0f);
+  CHECK(p.epoch == 2);
+}

@@ -1,0 +1,24 @@
+// doctest main shared by every suite: prints the seed before any test runs, and lets a GPU
+// suite skip (exit code 77, which ctest reports as "Skipped") where no CUDA device exists.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "support/test_support.hpp"
+
+int main(int argc, char** argv) {
+#ifdef STREAMKNN_TEST_CUDA
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) listing |= std::strncmp(argv[i], "--list", 6) == 0 || std::strncmp(argv[i], "-ltc", 4) == 0;
+  if (!listing && !streamknn::cuda_available()) {
+    std::printf("SKIPPED: no usable CUDA device (or this build has no CUDA backend); "
+                "the CUDA suites run on a GPU machine, see tests/gpu/README.md\n");
+    return 77;
+  }
+#endif
+  (void)test::seed();
+  doctest::Context context(argc, argv);
+  return context.run();
+}
