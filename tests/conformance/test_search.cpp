@@ -170,7 +170,7 @@ TEST_CASE("k larger than the store pads with kInvalidId and +inf") {
   CHECK(got.found(0) == 2);
 }
 
-TEST_CASE("an empty store returns only padding; an empty batch returns an empty result") {
+TEST_CASE("an empty store returns only padding, an empty batch an empty result") {
   ReferenceSet store(config_for(4));
   const float q[4] = {1, 2, 3, 4};
   const Neighbors got = store.search(q, 3);
