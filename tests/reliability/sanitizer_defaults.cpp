@@ -1,0 +1,36 @@
+// Default options of the sanitizer runtimes, linked into every executable of a
+// -DSTREAMKNN_SANITIZE=... build (top-level CMakeLists.txt), so that ctest, a test binary run
+// by hand and CI all run with the same settings. Variables in the environment (TSAN_OPTIONS,
+// ASAN_OPTIONS, UBSAN_OPTIONS) still override them. See docs/reliability.md.
+//
+// * allocator_may_return_null=1: a huge allocation throws std::bad_alloc, as it does without a
+//   sanitizer, instead of aborting; the bad-input suites check that such requests are refused
+//   with streamknn::OutOfMemory.
+// * ThreadSanitizer suppressions: Boost.Lockfree's queue and free list read node memory
+//   speculatively and validate it afterwards with a tagged-pointer CAS, and recycle nodes by
+//   overlaying a plain free-list pointer on them (boostorg/lockfree#78). Those accesses are
+//   races by the letter of the memory model but part of the algorithm; they are suppressed by
+//   the frames inside boost::lockfree only. The queue's payload pool (UpdateQueue) is written
+//   and read outside those frames, so a missing happens-before on a payload is still reported,
+//   and the ordering of the records themselves is checked by the linearizability test.
+
+extern "C" {
+
+const char* __tsan_default_options() {
+  return "halt_on_error=0:second_deadlock_stack=1:allocator_may_return_null=1:report_signal_unsafe=0";
+}
+
+const char* __tsan_default_suppressions() {
+  return "race:boost::lockfree::detail::freelist_stack\n"
+         "race:boost::lockfree::detail::tagged_ptr\n"
+         "race:boost::lockfree::queue\n";
+}
+
+const char* __asan_default_options() {
+  return "allocator_may_return_null=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:"
+         "detect_stack_use_after_return=1";
+}
+
+const char* __ubsan_default_options() { return "print_stacktrace=1:halt_on_error=1"; }
+
+}  // extern "C"
