@@ -1,0 +1,107 @@
+// Bindings of streamknn::KnnClassifier and KnnRegressor: light views over a ReferenceSet whose
+// aggregation runs where the search runs (on the device for the CUDA backend).
+#include "common.hpp"
+
+namespace streamknn::python {
+
+namespace {
+
+struct Classifier {
+  Classifier(const Store& store, std::size_t k, const std::string& weights)
+      : store(&store), model(store.set(), k, parse_weights(weights)) {}
+  const Store* store;
+  KnnClassifier model;
+};
+
+struct Regressor {
+  Regressor(const Store& store, std::size_t k, const std::string& aggregate)
+      : store(&store), model(store.set(), k, parse_regression_aggregate(aggregate)) {}
+  const Store* store;
+  KnnRegressor model;
+};
+
+py::ssize_t ssize(std::size_t n) { return static_cast<py::ssize_t>(n); }
+
+}  // namespace
+
+void bind_models(py::module_& m) {
+  py::class_<Classifier>(m, "KnnClassifier", R"doc(
+k-nearest-neighbour classification over a ReferenceSet built with n_classes.
+
+KnnClassifier(store, k, weights='uniform')   weights: 'uniform' or 'distance' (1/distance; a
+neighbour at distance 0 takes all the weight). A class tie goes to the smaller label. The store
+is kept alive by the classifier and may keep changing; every answer carries its epoch.
+)doc")
+      .def(py::init<const Store&, std::size_t, const std::string&>(), py::arg("store"), py::arg("k"),
+           py::arg("weights") = "uniform", py::keep_alive<1, 2>())
+      .def(
+          "predict",
+          [](const Classifier& c, py::handle queries, py::handle visible) -> py::object {
+            if (is_device_array(queries)) return device_call(py::cast(&c), "predict", queries, visible);
+            const char* call = "KnnClassifier.predict";
+            const FloatRows q = as_float_rows(queries, c.store->set().config().dim, false, call, "queries");
+            const std::vector<IdRange> ranges = as_ranges(visible, q.rows, call);
+            ClassPredictions p;
+            {
+              py::gil_scoped_release nogil;
+              p = c.model.predict({q.data, q.rows * q.cols}, ranges);
+            }
+            return py::make_tuple(adopt(std::move(p.labels), {ssize(q.rows)}), p.epoch);
+          },
+          py::arg("queries"), py::arg("visible") = py::none(),
+          "Returns (labels, epoch): int32 labels (n_queries,), -1 where a query has no visible neighbour. "
+          "visible: as for ReferenceSet.search.")
+      .def(
+          "predict_proba",
+          [](const Classifier& c, py::handle queries, py::handle visible) -> py::object {
+            if (is_device_array(queries)) return device_call(py::cast(&c), "predict_proba", queries, visible);
+            const char* call = "KnnClassifier.predict_proba";
+            const FloatRows q = as_float_rows(queries, c.store->set().config().dim, false, call, "queries");
+            const std::vector<IdRange> ranges = as_ranges(visible, q.rows, call);
+            ClassPredictions p;
+            {
+              py::gil_scoped_release nogil;
+              p = c.model.predict_proba({q.data, q.rows * q.cols}, ranges);
+            }
+            const std::size_t classes = c.store->set().config().target.count;
+            return py::make_tuple(adopt(std::move(p.labels), {ssize(q.rows)}),
+                                  adopt(std::move(p.probabilities), {ssize(q.rows), ssize(classes)}), p.epoch);
+          },
+          py::arg("queries"), py::arg("visible") = py::none(),
+          "Returns (labels, probabilities, epoch): probabilities float32 (n_queries, n_classes), all 0 "
+          "where a query has no visible neighbour.")
+      .def_property_readonly("k", [](const Classifier& c) { return c.model.k(); })
+      .def_property_readonly("weights", [](const Classifier& c) { return std::string(to_string(c.model.weights())); });
+
+  py::class_<Regressor>(m, "KnnRegressor", R"doc(
+k-nearest-neighbour regression over a ReferenceSet built with n_outputs.
+
+KnnRegressor(store, k, aggregate='mean')   aggregate: 'mean', 'weighted_mean' (1/distance, a
+neighbour at distance 0 takes all the weight) or 'median' (numpy's), each output separately.
+)doc")
+      .def(py::init<const Store&, std::size_t, const std::string&>(), py::arg("store"), py::arg("k"),
+           py::arg("aggregate") = "mean", py::keep_alive<1, 2>())
+      .def(
+          "predict",
+          [](const Regressor& r, py::handle queries, py::handle visible) -> py::object {
+            if (is_device_array(queries)) return device_call(py::cast(&r), "predict", queries, visible);
+            const char* call = "KnnRegressor.predict";
+            const FloatRows q = as_float_rows(queries, r.store->set().config().dim, false, call, "queries");
+            const std::vector<IdRange> ranges = as_ranges(visible, q.rows, call);
+            RegressionPredictions p;
+            {
+              py::gil_scoped_release nogil;
+              p = r.model.predict({q.data, q.rows * q.cols}, ranges);
+            }
+            const std::size_t outputs = r.store->set().config().target.count;
+            return py::make_tuple(adopt(std::move(p.values), {ssize(q.rows), ssize(outputs)}), p.epoch);
+          },
+          py::arg("queries"), py::arg("visible") = py::none(),
+          "Returns (values, epoch): float32 (n_queries, n_outputs), NaN rows where a query has no visible "
+          "neighbour. visible: as for ReferenceSet.search.")
+      .def_property_readonly("k", [](const Regressor& r) { return r.model.k(); })
+      .def_property_readonly("aggregate",
+                             [](const Regressor& r) { return std::string(to_string(r.model.aggregate())); });
+}
+
+}  // namespace streamknn::python

@@ -1,0 +1,201 @@
+// streamknn._streamknn: the extension module. Exceptions, array conversions, module attributes.
+#include <algorithm>
+#include <limits>
+
+#include "common.hpp"
+
+namespace streamknn::python {
+
+namespace {
+
+const char* const kModule = "streamknn._streamknn";
+
+/// Sets the Python error `type_name` (an attribute of this module) with `message`.
+void raise(const char* type_name, const char* message) {
+  py::object type = py::module_::import(kModule).attr(type_name);
+  PyErr_SetString(type.ptr(), message);
+}
+
+py::object new_exception(py::module_& m, const char* name, py::tuple bases, const char* doc) {
+  const std::string qualified = message("streamknn.", name);
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  py::object object = py::reinterpret_steal<py::object>(type);
+  m.add_object(name, object);
+  return object;
+}
+
+std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+}  // namespace
+
+void bind_errors(py::module_& m) {
+  py::handle runtime_error(PyExc_RuntimeError), value_error(PyExc_ValueError), memory_error(PyExc_MemoryError);
+  py::object error = new_exception(m, "Error", py::make_tuple(runtime_error),
+                                   "Base of every error streamknn raises (a RuntimeError).");
+  new_exception(m, "InvalidArgument", py::make_tuple(error, value_error),
+                "A caller-supplied value is out of range or malformed (also a ValueError).");
+  new_exception(m, "QueueFull", py::make_tuple(error),
+                "The update queue is full and the batch push was asked not to wait or publish "
+                "(on_full='raise'). Attribute `queued`: rows of the batch that were queued.");
+  new_exception(m, "OutOfMemory", py::make_tuple(error, memory_error),
+                "Host or device memory could not be allocated; the store keeps its last valid state "
+                "(also a MemoryError).");
+  new_exception(m, "BackendUnavailable", py::make_tuple(error),
+                "The requested backend cannot run here (no CUDA device, or built without CUDA).");
+  new_exception(m, "CudaError", py::make_tuple(error), "A CUDA runtime call failed.");
+
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    try {
+      if (pointer) std::rethrow_exception(pointer);
+    } catch (const BatchQueueFull& e) {
+      py::object type = py::module_::import(kModule).attr("QueueFull");
+      py::object instance = type(e.what());
+      instance.attr("queued") = e.queued();
+      PyErr_SetObject(type.ptr(), instance.ptr());
+    } catch (const InvalidArgument& e) {
+      raise("InvalidArgument", e.what());
+    } catch (const QueueFull& e) {
+      raise("QueueFull", e.what());
+    } catch (const OutOfMemory& e) {
+      raise("OutOfMemory", e.what());
+    } catch (const BackendUnavailable& e) {
+      raise("BackendUnavailable", e.what());
+    } catch (const CudaError& e) {
+      raise("CudaError", e.what());
+    } catch (const Error& e) {
+      raise("Error", e.what());
+    }
+  });
+}
+
+OnFull parse_on_full(const std::string& name, const char* call) {
+  if (name == "publish") return OnFull::Publish;
+  if (name == "wait") return OnFull::Wait;
+  if (name == "raise") return OnFull::Raise;
+  fail_argument(call, ": unknown on_full '", name, "' (choose publish, wait or raise)");
+}
+
+IdArray as_ids(py::handle object, int ndim, std::size_t columns, const char* call, const char* what) {
+  py::array a = py::array::ensure(object);
+  if (!a) throw py::type_error(message(call, ": ", what, " must be an array of integers"));
+  if (a.ndim() != ndim || (ndim == 2 && static_cast<std::size_t>(a.shape(1)) != columns)) {
+    std::string shape;
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) shape += message(d ? ", " : "", a.shape(d));
+    if (ndim == 1) fail_argument(call, ": ", what, " must be 1-D, got shape (", shape, ")");
+    fail_argument(call, ": ", what, " must have shape (n, ", columns, "), got (", shape, ")");
+  }
+  IdArray out;
+  out.rows = ndim == 0 ? 1 : static_cast<std::size_t>(a.shape(0));
+  const char kind = a.dtype().kind();
+  if (a.size() == 0) {  // an empty list converts to float64: nothing to check
+    out.keep = py::array_t<std::uint64_t>(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  } else if (kind == 'u' || kind == 'b') {
+    out.keep = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  } else if (kind == 'i') {
+    auto signed_ids = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    const std::int64_t* p = signed_ids.data();
+    const auto n = static_cast<std::size_t>(signed_ids.size());
+    const auto bad = std::find_if(p, p + n, [](std::int64_t v) { return v < 0; });
+    if (bad != p + n) {
+      const std::size_t at = static_cast<std::size_t>(bad - p);
+      if (ndim == 2) fail_argument(call, ": ", what, "[", at / columns, ", ", at % columns, "] = ", *bad, " is negative");
+      fail_argument(call, ": ", what, "[", at, "] = ", *bad, " is negative (ids are unsigned 64-bit)");
+    }
+    out.keep = signed_ids;  // non-negative int64 has the bits of the same uint64
+  } else {
+    throw py::type_error(message(call, ": ", what, " must hold integers, got dtype ", dtype_name(a)));
+  }
+  out.data = static_cast<const PointId*>(out.keep.data());
+  return out;
+}
+
+bool is_device_array(py::handle object) {
+  if (py::isinstance<py::array>(object) || !py::hasattr(object, "__dlpack_device__")) return false;
+  return py::module_::import("streamknn._arrays").attr("on_device")(object).cast<bool>();
+}
+
+FloatRows as_float_rows(py::handle object, std::size_t cols, bool allow_column, const char* call, const char* what) {
+  py::object source = py::reinterpret_borrow<py::object>(object);
+  if (!py::isinstance<py::array>(object) && py::hasattr(object, "__dlpack__")) {
+    // A host DLPack array (a CPU tensor, ...): viewed in place where its layout allows; one that
+    // cannot be exported (e.g. a tensor that requires grad) goes through __array__ below.
+    try {
+      source = py::module_::import("numpy").attr("from_dlpack")(object);
+    } catch (const py::error_already_set&) {
+    }
+  }
+  py::array a = py::array::ensure(source);
+  if (!a) throw py::type_error(message(call, ": ", what, " must be an array of numbers"));
+  const char kind = a.dtype().kind();
+  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b' && a.size() != 0) {
+    throw py::type_error(message(call, ": ", what, " must hold real numbers, got dtype ", dtype_name(a)));
+  }
+  std::size_t rows = 0, have_cols = 0;
+  if (a.ndim() == 2) {
+    rows = static_cast<std::size_t>(a.shape(0));
+    have_cols = static_cast<std::size_t>(a.shape(1));
+  } else if (a.ndim() == 1 && allow_column) {
+    rows = static_cast<std::size_t>(a.shape(0));
+    have_cols = 1;
+  } else {
+    fail_argument(call, ": ", what, " must be 2-D (n, ", cols, "), got a ", a.ndim(), "-D array");
+  }
+  if (have_cols != cols) {
+    fail_argument(call, ": ", what, " has ", have_cols, " columns but the store expects ", cols);
+  }
+  FloatRows out;
+  out.keep = FloatArray::ensure(a);
+  if (!out.keep) throw py::error_already_set();
+  out.data = out.keep.data();
+  out.rows = rows;
+  out.cols = cols;
+  return out;
+}
+
+LabelArray as_labels(py::handle object, const char* call) {
+  py::array a = py::array::ensure(object);
+  if (!a) throw py::type_error(message(call, ": labels must be an array of integers"));
+  if (a.ndim() != 1) fail_argument(call, ": labels must be 1-D, got a ", a.ndim(), "-D array");
+  const char kind = a.dtype().kind();
+  if (a.size() != 0 && kind != 'i' && kind != 'u' && kind != 'b') {
+    throw py::type_error(message(call, ": labels must be integers 0..n_classes-1, got dtype ", dtype_name(a)));
+  }
+  LabelArray out;
+  out.keep = decltype(out.keep)::ensure(a);
+  if (!out.keep) throw py::error_already_set();
+  out.data = out.keep.data();
+  out.rows = static_cast<std::size_t>(a.shape(0));
+  return out;
+}
+
+std::vector<IdRange> as_ranges(py::handle object, std::size_t num_queries, const char* call) {
+  std::vector<IdRange> ranges;
+  if (object.is_none()) return ranges;
+  const IdArray a = as_ids(object, 2, 2, call, "visible");
+  if (a.rows != num_queries) {
+    fail_argument(call, ": visible has ", a.rows, " ranges for ", num_queries, " queries (give one per query or None)");
+  }
+  ranges.resize(a.rows);
+  for (std::size_t q = 0; q < a.rows; ++q) ranges[q] = IdRange{a.data[2 * q], a.data[2 * q + 1]};
+  return ranges;
+}
+
+}  // namespace streamknn::python
+
+PYBIND11_MODULE(_streamknn, m) {
+  namespace sp = streamknn::python;
+  m.doc() =
+      "streamknn._streamknn: thin bindings of the streamknn C++ library (exact k-NN over a reference "
+      "set that changes while it is queried). Import the package `streamknn`, not this module.";
+  sp::bind_errors(m);
+  sp::bind_reference_set(m);
+  sp::bind_models(m);
+  m.def("cuda_available", &streamknn::cuda_available,
+        "True when this build has the CUDA backend and a CUDA device is usable.");
+  m.attr("__version__") = streamknn::version_string();
+  m.attr("built_with_cuda") = streamknn::kBuiltWithCuda;
+  m.attr("max_k") = streamknn::kMaxK;
+  m.attr("invalid_id") = pybind11::int_(streamknn::kInvalidId);
+  m.attr("earth_radius_metres") = streamknn::kEarthRadiusMetres;
+}

@@ -1,0 +1,397 @@
+// Bindings of streamknn::ReferenceSet: batch updates (arrays of ids, vectors and targets),
+// publish() with its report, and search().
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <optional>
+
+#include "common.hpp"
+
+namespace streamknn::python {
+
+namespace {
+
+// ---- publish reports ------------------------------------------------------------------------------
+
+void merge_into(PublishReport& into, PublishReport&& later) {
+  if (later.epoch >= into.epoch) {
+    into.epoch = later.epoch;
+    into.size = later.size;
+  }
+  into.drained += later.drained;
+  into.applied += later.applied;
+  into.inserted += later.inserted;
+  into.moved += later.moved;
+  into.erased += later.erased;
+  into.retargeted += later.retargeted;
+  into.rejected.insert(into.rejected.end(), later.rejected.begin(), later.rejected.end());
+}
+
+py::object target_count(const StoreConfig& config, TargetSpec::Kind kind) {
+  if (config.target.kind != kind) return py::none();
+  return py::int_(config.target.count);
+}
+
+BackendKind parse_backend(const std::string& name) {
+  if (name == "auto") return BackendKind::Auto;
+  if (name == "cpu") return BackendKind::Cpu;
+  if (name == "cuda") return BackendKind::Cuda;
+  fail_argument("ReferenceSet: unknown backend '", name, "' (choose auto, cpu or cuda)");
+}
+
+const char* backend_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::Cpu: return "cpu";
+    case BackendKind::Cuda: return "cuda";
+    case BackendKind::Auto: break;
+  }
+  return "auto";
+}
+
+// ---- batches ---------------------------------------------------------------------------------------
+
+/// One batch of updates of one kind, converted and shape-checked (with the GIL held).
+struct Batch {
+  UpdateKind kind = UpdateKind::Insert;
+  IdArray ids;
+  std::optional<FloatRows> vectors;
+  std::optional<LabelArray> labels;
+  std::optional<FloatRows> values;
+
+  Update row(std::size_t i) const {
+    const PointId id = ids.data[i];
+    const std::span<const float> vector =
+        vectors ? std::span<const float>(vectors->data + i * vectors->cols, vectors->cols) : std::span<const float>();
+    switch (kind) {
+      case UpdateKind::Insert:
+        if (labels) return Update::insert(id, vector, static_cast<std::int32_t>(labels->data[i]));
+        if (values) return Update::insert(id, vector, {values->data + i * values->cols, values->cols});
+        return Update::insert(id, vector);
+      case UpdateKind::Move: return Update::move(id, vector);
+      case UpdateKind::Erase: return Update::erase(id);
+      case UpdateKind::SetTarget:
+        if (labels) return Update::set_target(id, static_cast<std::int32_t>(labels->data[i]));
+        return Update::set_target(id, {values->data + i * values->cols, values->cols});
+    }
+    return Update::erase(id);
+  }
+};
+
+Batch make_batch(const Store& store, UpdateKind kind, py::handle ids, py::handle vectors, py::handle targets,
+                 const char* call) {
+  const StoreConfig& config = store.set().config();
+  Batch b;
+  b.kind = kind;
+  b.ids = as_ids(ids, 1, 1, call, "ids");
+  const std::size_t n = b.ids.rows;
+  if (kind == UpdateKind::Insert || kind == UpdateKind::Move) {
+    b.vectors = as_float_rows(vectors, config.dim, false, call, "vectors");
+    if (b.vectors->rows != n) fail_argument(call, ": ", n, " ids but ", b.vectors->rows, " vectors");
+  }
+  const bool wants_target = kind == UpdateKind::SetTarget ||
+                            (kind == UpdateKind::Insert && config.target.kind != TargetSpec::Kind::None);
+  if (!wants_target) {
+    if (!targets.is_none()) {
+      fail_argument(call, config.target.kind == TargetSpec::Kind::None ? ": the store's points carry no target"
+                                                                        : ": only insert and set_target take targets");
+    }
+    return b;
+  }
+  if (targets.is_none()) {
+    fail_argument(call, ": targets are required (the store holds ",
+                  config.target.kind == TargetSpec::Kind::Classes ? "class labels" : "float outputs", ")");
+  }
+  switch (config.target.kind) {
+    case TargetSpec::Kind::None: fail_argument(call, ": the store's points carry no target");
+    case TargetSpec::Kind::Classes:
+      b.labels = as_labels(targets, call);
+      if (b.labels->rows != n) fail_argument(call, ": ", n, " ids but ", b.labels->rows, " labels");
+      break;
+    case TargetSpec::Kind::Outputs:
+      b.values = as_float_rows(targets, config.target.count, config.target.count == 1, call, "targets");
+      if (b.values->rows != n) fail_argument(call, ": ", n, " ids but ", b.values->rows, " target rows");
+      break;
+  }
+  return b;
+}
+
+const char* non_finite(float v) { return std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf"); }
+
+/// Checks every row before any is queued, so a malformed batch queues nothing.
+// TODO(core): replace with ReferenceSet::validate(const Update&) once the library offers it
+// (see docs/python.md, "C++ API the bindings need"); these mirror Engine::validate's rules.
+void check_batch(const Batch& b, const StoreConfig& config, const char* call) {
+  const std::size_t n = b.ids.rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (b.ids.data[i] == kInvalidId) fail_argument(call, ": ids[", i, "] = ", kInvalidId, " is reserved (invalid_id)");
+  }
+  if (b.vectors) {
+    const std::size_t d = b.vectors->cols;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* row = b.vectors->data + i * d;
+      bool all_zero = true;
+      for (std::size_t j = 0; j < d; ++j) {
+        if (!std::isfinite(row[j])) fail_argument(call, ": vectors[", i, ", ", j, "] is ", non_finite(row[j]));
+        all_zero &= row[j] == 0.0f;
+      }
+      if (config.metric == Metric::Cosine && all_zero) {
+        fail_argument(call, ": vectors[", i, "] is the zero vector, which has no direction for the cosine metric");
+      }
+      if (config.metric == Metric::Haversine && std::fabs(row[0]) > 90.0f) {
+        fail_argument(call, ": vectors[", i, "] latitude ", row[0], " is outside [-90, 90] degrees");
+      }
+    }
+  }
+  if (b.labels) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t label = b.labels->data[i];
+      if (label < 0 || label >= static_cast<std::int64_t>(config.target.count)) {
+        fail_argument(call, ": labels[", i, "] = ", label, " is outside [0, ", config.target.count, ")");
+      }
+    }
+  }
+  if (b.values) {
+    const std::size_t t = b.values->cols;
+    for (std::size_t i = 0; i < n * t; ++i) {
+      if (!std::isfinite(b.values->data[i])) {
+        fail_argument(call, ": targets[", i / t, ", ", i % t, "] is ", non_finite(b.values->data[i]));
+      }
+    }
+  }
+}
+
+/// Checks, then pushes every row (GIL released). Returns the number of rows queued.
+std::size_t push_batch(Store& store, const Batch& b, const std::string& on_full_name, const char* call) {
+  const OnFull on_full = parse_on_full(on_full_name, call);
+  py::gil_scoped_release nogil;
+  check_batch(b, store.set().config(), call);
+  ReferenceSet& set = store.set();
+  std::size_t i = 0;
+  try {
+    for (; i < b.ids.rows; ++i) {
+      const Update u = b.row(i);
+      switch (on_full) {
+        case OnFull::Wait: set.push(u); break;
+        case OnFull::Publish:
+          while (!set.try_push(u)) store.carry(set.publish());
+          break;
+        case OnFull::Raise:
+          if (!set.try_push(u)) {
+            throw BatchQueueFull(message(call, ": the update queue is full (queue_capacity=", set.config().queue_capacity,
+                                        ") after queuing ", i, " of ", b.ids.rows,
+                                        " rows; publish() and push the rest (rows ", i, "..)"),
+                                 i);
+          }
+          break;
+      }
+    }
+  } catch (const InvalidArgument& e) {  // the library's own checks: name the rows already queued
+    if (i == 0) throw;
+    throw InvalidArgument(message(e.what(), " (at row ", i, "; rows 0..", i - 1, " were queued)"));
+  } catch (const OutOfMemory& e) {
+    if (i == 0) throw;
+    throw OutOfMemory(message(e.what(), " (at row ", i, "; rows 0..", i - 1, " were queued)"));
+  }
+  return b.ids.rows;
+}
+
+const char* const kOnFullDoc =
+    "on_full: what to do when the update queue (queue_capacity) fills during the batch:\n"
+    "  'publish' (default) publish() and continue; that publish's report is folded into the next\n"
+    "            publish() result, so nothing is lost (searches may see part of the batch early);\n"
+    "  'wait'    block (GIL released) until another thread publishes;\n"
+    "  'raise'   stop and raise streamknn.QueueFull; its `queued` attribute says how many rows\n"
+    "            were queued (the rest were not).\n"
+    "Every row is checked before any is queued: a malformed batch raises InvalidArgument (a\n"
+    "ValueError) and queues nothing. Returns the number of rows queued.";
+
+}  // namespace
+
+PublishReport Store::publish() {
+  PublishReport report = set_.publish();
+  std::lock_guard lock(carried_mutex_);
+  if (!has_carried_) return report;
+  PublishReport merged = std::move(carried_);
+  carried_ = PublishReport{};
+  has_carried_ = false;
+  merge_into(merged, std::move(report));
+  return merged;
+}
+
+void Store::carry(PublishReport report) {
+  std::lock_guard lock(carried_mutex_);
+  if (has_carried_) {
+    merge_into(carried_, std::move(report));
+  } else {
+    carried_ = std::move(report);
+    has_carried_ = true;
+  }
+}
+
+void bind_reference_set(py::module_& m) {
+  py::class_<Rejection>(m, "Rejection", "An update that publish() did not apply, and why.")
+      .def_property_readonly("id", [](const Rejection& r) { return r.id; }, "The id the update named.")
+      .def_property_readonly("kind", [](const Rejection& r) { return std::string(to_string(r.kind)); },
+                             "'insert', 'move', 'erase' or 'set_target'.")
+      .def_property_readonly("reason", [](const Rejection& r) { return std::string(to_string(r.reason)); },
+                             "'unknown id' or 'duplicate id'.")
+      .def("__repr__", [](const Rejection& r) {
+        return message("Rejection(id=", r.id, ", kind='", to_string(r.kind), "', reason='", to_string(r.reason), "')");
+      });
+
+  py::class_<PublishReport>(m, "PublishReport",
+                            "What one publish() did (merged with the publishes that batch pushes made on "
+                            "their own since the previous publish() call).")
+      .def_readonly("epoch", &PublishReport::epoch, "Epoch visible once publish() returned.")
+      .def_readonly("drained", &PublishReport::drained, "Updates taken from the queue.")
+      .def_readonly("applied", &PublishReport::applied, "Updates applied (drained - rejected).")
+      .def_readonly("inserted", &PublishReport::inserted)
+      .def_readonly("moved", &PublishReport::moved)
+      .def_readonly("erased", &PublishReport::erased)
+      .def_readonly("retargeted", &PublishReport::retargeted)
+      .def_readonly("size", &PublishReport::size, "Points in the store after this publish.")
+      .def_readonly("rejected", &PublishReport::rejected, "Every update not applied, in queue order (list of Rejection).")
+      .def_property_readonly(
+          "rejected_ids",
+          [](const PublishReport& r) {
+            std::vector<PointId> ids;
+            for (const Rejection& x : r.rejected) ids.push_back(x.id);
+            return adopt(std::move(ids), {static_cast<py::ssize_t>(r.rejected.size())});
+          },
+          "The ids of the rejected updates as a uint64 array.")
+      .def("__repr__", [](const PublishReport& r) {
+        return message("PublishReport(epoch=", r.epoch, ", drained=", r.drained, ", applied=", r.applied,
+                      ", inserted=", r.inserted, ", moved=", r.moved, ", erased=", r.erased,
+                      ", retargeted=", r.retargeted, ", rejected=", r.rejected.size(), ", size=", r.size, ")");
+      });
+
+  py::class_<Store>(m, "ReferenceSet", R"doc(
+A mutable reference set: push batches of updates, publish() them as a new snapshot, search it.
+
+ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
+             capacity_hint=1024, queue_capacity=65536, cuda_device=0)
+
+metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
+'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
+n_classes: points carry a class label 0..n_classes-1; n_outputs: points carry that many
+floats (regression, multi-output, Q-values); neither: points carry nothing.
+backend: 'auto' (CUDA where a device is usable, else CPU), 'cpu' or 'cuda'.
+
+Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
+queued by insert / move / erase / set_target and become visible together at publish(); unknown
+ids and duplicate inserts are named in the report, never ignored. Every method may be called from
+any thread; searches and publishes release the GIL.
+)doc")
+      .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
+                       std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
+                       std::size_t queue_capacity, int cuda_device) {
+             StoreConfig config;
+             config.dim = dim;
+             config.metric = parse_metric(metric);
+             if (n_classes && n_outputs) fail_argument("ReferenceSet: give n_classes or n_outputs, not both");
+             if (n_classes) config.target = TargetSpec::classes(*n_classes);
+             if (n_outputs) config.target = TargetSpec::outputs(*n_outputs);
+             config.backend = parse_backend(backend);
+             config.capacity_hint = capacity_hint;
+             config.queue_capacity = queue_capacity;
+             config.cuda_device = cuda_device;
+             py::gil_scoped_release nogil;
+             return std::make_unique<Store>(config);
+           }),
+           py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
+           py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
+           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0)
+      .def(
+          "insert",
+          [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {
+            return push_batch(s, make_batch(s, UpdateKind::Insert, ids, vectors, targets, "ReferenceSet.insert"),
+                              on_full, "ReferenceSet.insert");
+          },
+          py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(),
+          py::arg("on_full") = "publish",
+          (std::string("Queues inserts: ids (n,), vectors (n, dim), targets: labels (n,) for a "
+                       "classification store, values (n, n_outputs) (or (n,) when n_outputs == 1) for a "
+                       "regression store, None otherwise.\n") +
+           kOnFullDoc)
+              .c_str())
+      .def(
+          "move",
+          [](Store& s, py::handle ids, py::handle vectors, const std::string& on_full) {
+            return push_batch(s, make_batch(s, UpdateKind::Move, ids, vectors, py::none(), "ReferenceSet.move"),
+                              on_full, "ReferenceSet.move");
+          },
+          py::arg("ids"), py::arg("vectors"), py::kw_only(), py::arg("on_full") = "publish",
+          (std::string("Queues moves (new vectors, targets kept): ids (n,), vectors (n, dim).\n") + kOnFullDoc).c_str())
+      .def(
+          "erase",
+          [](Store& s, py::handle ids, const std::string& on_full) {
+            return push_batch(s, make_batch(s, UpdateKind::Erase, ids, py::none(), py::none(), "ReferenceSet.erase"),
+                              on_full, "ReferenceSet.erase");
+          },
+          py::arg("ids"), py::kw_only(), py::arg("on_full") = "publish",
+          (std::string("Queues erases: ids (n,).\n") + kOnFullDoc).c_str())
+      .def(
+          "set_target",
+          [](Store& s, py::handle ids, py::handle targets, const std::string& on_full) {
+            return push_batch(
+                s, make_batch(s, UpdateKind::SetTarget, ids, py::none(), targets, "ReferenceSet.set_target"), on_full,
+                "ReferenceSet.set_target");
+          },
+          py::arg("ids"), py::arg("targets"), py::kw_only(), py::arg("on_full") = "publish",
+          (std::string("Queues new targets: ids (n,), targets as for insert.\n") + kOnFullDoc).c_str())
+      .def(
+          "publish",
+          [](Store& s) {
+            py::gil_scoped_release nogil;
+            return s.publish();
+          },
+          "Applies every update queued before this call and makes them visible as a new epoch; returns a "
+          "PublishReport. On OutOfMemory nothing is applied and the updates stay pending.")
+      .def(
+          "search",
+          [](const Store& s, py::handle queries, std::size_t k, py::handle visible) -> py::object {
+            if (is_device_array(queries)) return device_call(py::cast(&s), "search", queries, k, visible);
+            const char* call = "ReferenceSet.search";
+            const FloatRows q = as_float_rows(queries, s.set().config().dim, false, call, "queries");
+            const std::vector<IdRange> ranges = as_ranges(visible, q.rows, call);
+            Neighbors n;
+            {
+              py::gil_scoped_release nogil;
+              n = s.set().search({q.data, q.rows * q.cols}, k, ranges);
+            }
+            const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(q.rows), static_cast<py::ssize_t>(k)};
+            return py::make_tuple(adopt(std::move(n.distances), shape), adopt(std::move(n.ids), shape), n.epoch);
+          },
+          py::arg("queries"), py::arg("k"), py::arg("visible") = py::none(),
+          R"doc(Exact k nearest neighbours of queries (n_queries, dim) on the current snapshot.
+
+Returns (distances, ids, epoch): distances float32 (n_queries, k) and ids uint64 (n_queries, k) in
+ascending (distance, id) order, ties to the smaller id; rows with fewer than k visible points end
+with padding (id = invalid_id, distance = inf). visible: None, or (n_queries, 2) uint64 [begin, end)
+id ranges, one per query, restricting what each query sees. float32 C-contiguous queries are used
+in place; anything else is converted once. The GIL is released during the search.)doc")
+      .def_property_readonly("dim", [](const Store& s) { return s.set().config().dim; })
+      .def_property_readonly("metric", [](const Store& s) { return std::string(to_string(s.set().config().metric)); })
+      .def_property_readonly("n_classes", [](const Store& s) { return target_count(s.set().config(), TargetSpec::Kind::Classes); },
+                             "Number of classes, or None when the points carry no label.")
+      .def_property_readonly("n_outputs", [](const Store& s) { return target_count(s.set().config(), TargetSpec::Kind::Outputs); },
+                             "Number of float outputs, or None when the points carry no values.")
+      .def_property_readonly("backend", [](const Store& s) { return std::string(backend_string(s.set().backend())); },
+                             "'cpu' or 'cuda' (never 'auto').")
+      .def_property_readonly("backend_name", [](const Store& s) { return s.set().backend_name(); })
+      .def_property_readonly("queue_capacity", [](const Store& s) { return s.set().config().queue_capacity; })
+      .def_property_readonly("size", [](const Store& s) { return s.set().size(); }, "Points in the published snapshot.")
+      .def_property_readonly("epoch", [](const Store& s) { return s.set().epoch(); }, "Epoch of the published snapshot (0 = empty).")
+      .def_property_readonly("pending", [](const Store& s) { return s.set().pending(); }, "Updates queued and not yet published.")
+      .def("__len__", [](const Store& s) { return s.set().size(); })
+      .def("__repr__", [](const Store& s) {
+        const StoreConfig& c = s.set().config();
+        std::string target = "";
+        if (c.target.kind == TargetSpec::Kind::Classes) target = message(", n_classes=", c.target.count);
+        if (c.target.kind == TargetSpec::Kind::Outputs) target = message(", n_outputs=", c.target.count);
+        return message("ReferenceSet(dim=", c.dim, ", metric='", to_string(c.metric), "'", target, ", backend='",
+                      backend_string(s.set().backend()), "', size=", s.set().size(), ", epoch=", s.set().epoch(), ")");
+      });
+}
+
+}  // namespace streamknn::python

@@ -1,0 +1,57 @@
+"""streamknn: exact k-nearest-neighbour classification and regression over a reference set
+that changes while it is queried (CUDA where a GPU is usable, CPU otherwise, same answers).
+
+Three levels, one library underneath:
+
+* ``ReferenceSet`` (with ``KnnClassifier`` / ``KnnRegressor``): the library's own API, batched.
+* ``KNeighborsClassifier`` / ``KNeighborsRegressor``: scikit-learn estimators (need scikit-learn;
+  imported on first use, so ``import streamknn`` works without it).
+* ``SlidingWindowKNNClassifier`` / ``SlidingWindowKNNRegressor``: River-style streaming models
+  (``learn_one`` / ``predict_one`` on dicts, causal batches), and ``KnnQ`` for KNN-Q learning.
+
+See docs/python.md for the whole API.
+"""
+
+from ._streamknn import (  # noqa: F401  (re-exported)
+    BackendUnavailable,
+    CudaError,
+    Error,
+    InvalidArgument,
+    KnnClassifier,
+    KnnRegressor,
+    OutOfMemory,
+    PublishReport,
+    QueueFull,
+    ReferenceSet,
+    Rejection,
+    __version__,
+    built_with_cuda,
+    cuda_available,
+    earth_radius_metres,
+    invalid_id,
+    max_k,
+)
+from ._knnq import KnnQ  # noqa: F401
+from ._stream import SlidingWindowKNNClassifier, SlidingWindowKNNRegressor  # noqa: F401
+
+_SKLEARN_NAMES = ("KNeighborsClassifier", "KNeighborsRegressor")
+
+__all__ = [
+    "BackendUnavailable", "CudaError", "Error", "InvalidArgument", "KnnClassifier", "KnnQ",
+    "KnnRegressor", "OutOfMemory", "PublishReport", "QueueFull", "ReferenceSet", "Rejection",
+    "SlidingWindowKNNClassifier", "SlidingWindowKNNRegressor", "built_with_cuda", "cuda_available",
+    "earth_radius_metres", "invalid_id", "max_k", *_SKLEARN_NAMES,
+]
+
+
+def __getattr__(name):
+    # The scikit-learn estimators import scikit-learn, so they load on first use only.
+    if name in _SKLEARN_NAMES:
+        from . import _sklearn
+
+        return getattr(_sklearn, name)
+    raise AttributeError(f"module 'streamknn' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SKLEARN_NAMES))

@@ -1,0 +1,338 @@
+"""scikit-learn estimators over streamknn: KNeighborsClassifier and KNeighborsRegressor.
+
+Drop-in for scikit-learn's estimators of the same names where the parameters apply
+(n_neighbors, weights, metric, p), plus ``backend`` ('auto' | 'cpu' | 'cuda') and
+``partial_fit`` (adds samples to the fitted reference set without refitting).
+
+Differences from scikit-learn, all documented in docs/python.md:
+
+* Computation is float32 (inputs are converted once); distances come back as float32.
+* Neighbours at equal distance are ordered by training row (the id), so ties go to the earlier
+  row; scikit-learn leaves the order of equal distances unspecified.
+* metric: 'minkowski' (p=2 only), 'euclidean'/'l2', 'cosine' (zero vectors refused), 'haversine'
+  ((latitude, longitude) in radians and distances in radians, as scikit-learn).
+* weights: 'uniform' or 'distance' (no callables).
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from . import _streamknn
+from ._arrays import queue_capacity_for
+
+# scikit-learn metric name -> (library metric, scale applied to inputs, scale applied to distances)
+_HAVERSINE_IN = 180.0 / np.pi                       # radians -> degrees
+_HAVERSINE_OUT = 1.0 / _streamknn.earth_radius_metres  # metres -> radians of arc
+_METRICS = {
+    "euclidean": "l2",
+    "l2": "l2",
+    "minkowski": "l2",  # p must be 2
+    "cosine": "cosine",
+    "haversine": "haversine",
+}
+
+
+class _StreamKNeighborsBase(BaseEstimator):
+    """Shared fit / partial_fit / kneighbors / pickling for the two estimators."""
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2, backend="auto"):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.metric = metric
+        self.p = p
+        self.backend = backend
+
+    # ---- parameters -------------------------------------------------------------------------------
+    def _library_metric(self):
+        if not isinstance(self.metric, str) or self.metric not in _METRICS:
+            raise ValueError(
+                f"metric={self.metric!r} is not supported (choose one of {sorted(_METRICS)})")
+        if self.metric == "minkowski" and self.p != 2:
+            raise ValueError(f"metric='minkowski' needs p=2 (Euclidean), got p={self.p!r}")
+        return _METRICS[self.metric]
+
+    def _check_params(self):
+        if self.weights not in ("uniform", "distance"):
+            raise ValueError(f"weights={self.weights!r} is not supported (choose 'uniform' or 'distance')")
+        if self.backend not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"backend={self.backend!r} is not supported (choose 'auto', 'cpu' or 'cuda')")
+        self._check_k(self.n_neighbors, "n_neighbors")
+        return self._library_metric()
+
+    @staticmethod
+    def _check_k(k, name):
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise TypeError(f"{name} does not take {type(k).__name__} value, enter integer value")
+        if not 1 <= k <= _streamknn.max_k:
+            raise ValueError(f"Expected {name} in [1, {_streamknn.max_k}], got {k}")
+
+    # ---- data -------------------------------------------------------------------------------------
+    def _query_rows(self, X):
+        """X in the library's units (float32, C order; degrees for haversine)."""
+        if self.metric == "haversine":
+            X = np.asarray(X, dtype=np.float64) * _HAVERSINE_IN
+        return np.ascontiguousarray(X, dtype=np.float32)
+
+    def _target_kwargs(self):
+        raise NotImplementedError
+
+    def _encode_targets(self, y):
+        raise NotImplementedError
+
+    def _build_store(self, X, targets):
+        """A fresh reference set holding rows X (ids 0..n-1) with their encoded targets."""
+        metric = self._check_params()
+        kwargs = self._target_kwargs()
+        width = X.shape[1] + kwargs.get("n_outputs", 0)
+        store = _streamknn.ReferenceSet(
+            X.shape[1], metric, backend=self.backend, capacity_hint=max(1, X.shape[0]),
+            queue_capacity=queue_capacity_for(X.shape[0], width), **kwargs)
+        self._load(store, 0, X, targets)
+        return store
+
+    def _load(self, store, first_id, X, targets):
+        ids = np.arange(first_id, first_id + X.shape[0], dtype=np.uint64)
+        store.insert(ids, self._query_rows(X), targets)
+        report = store.publish()
+        if report.rejected:  # ids are fresh row numbers: a rejection is a bug, never user error
+            raise RuntimeError(f"streamknn: internal error, the reference set rejected {report.rejected[:3]}")
+
+    def _make_model(self, store):
+        raise NotImplementedError
+
+    def _current_model(self):
+        """The model for the current n_neighbors / weights (set_params after fit takes effect at
+        predict, as in scikit-learn) without changing the estimator's state."""
+        if self._model_params == (self.n_neighbors, self.weights):
+            return self._model
+        self._check_params()
+        return self._make_model(self._store)
+
+    def _fit(self, X, y, *, reset):
+        targets = self._encode_targets(y)
+        if reset:
+            self._fit_X = np.ascontiguousarray(X, dtype=np.float32)
+            self._y = targets
+            self._store = self._build_store(self._fit_X, self._y)
+        else:
+            rows = np.ascontiguousarray(X, dtype=np.float32)
+            self._load(self._store, self._fit_X.shape[0], rows, targets)
+            self._fit_X = np.concatenate([self._fit_X, rows])
+            self._y = np.concatenate([self._y, targets])
+        self._model = self._make_model(self._store)
+        self._model_params = (self.n_neighbors, self.weights)
+        self.n_samples_fit_ = self._fit_X.shape[0]
+        self.effective_metric_ = "euclidean" if self._library_metric() == "l2" else self.metric
+        return self
+
+    # ---- queries ----------------------------------------------------------------------------------
+    def _check_query(self, X, n_neighbors=None):
+        check_is_fitted(self)
+        X = self._validate_data(X, reset=False, dtype=np.float32, order="C")
+        k = self.n_neighbors if n_neighbors is None else n_neighbors
+        self._check_k(k, "n_neighbors")
+        if k > self.n_samples_fit_:
+            raise ValueError(
+                f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, "
+                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {X.shape[0]}")
+        return self._query_rows(X), k
+
+    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+        """Indices of (and distances to) the n_neighbors nearest training rows of each query.
+
+        As scikit-learn: X=None queries the training rows themselves, each excluding itself.
+        Distances are float32 (radians for haversine); indices are int64 training-row numbers.
+        """
+        check_is_fitted(self)
+        k = self.n_neighbors if n_neighbors is None else n_neighbors
+        self._check_k(k, "n_neighbors")
+        query_is_train = X is None
+        if query_is_train:
+            if k + 1 > self.n_samples_fit_:
+                raise ValueError(
+                    f"Expected n_neighbors < n_samples_fit when querying the training set, but "
+                    f"n_neighbors = {k}, n_samples_fit = {self.n_samples_fit_}")
+            rows, search_k = self._query_rows(self._fit_X), k + 1
+        else:
+            rows, search_k = self._check_query(X, k)
+        dist, ids, _ = self._store.search(rows, search_k)
+        ind = ids.astype(np.int64)
+        if query_is_train:
+            # Drop each row's own index, or (duplicates) its first neighbour, as scikit-learn does.
+            keep = ind != np.arange(ind.shape[0])[:, None]
+            no_self = keep.all(axis=1)
+            keep[no_self, 0] = False
+            ind = ind[keep].reshape(ind.shape[0], k)
+            dist = dist[keep].reshape(dist.shape[0], k)
+        if self.metric == "haversine":
+            dist = (dist * _HAVERSINE_OUT).astype(np.float32)
+        return (dist, ind) if return_distance else ind
+
+    # ---- pickling: the reference set is rebuilt from the training rows --------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        state = dict(state)
+        state.pop("_store", None)
+        state.pop("_model", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "_fit_X" in state:
+            self._store = self._build_store(self._fit_X, self._y)
+            self._model = self._make_model(self._store)
+            self._model_params = (self.n_neighbors, self.weights)
+
+
+class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
+    """k-nearest-neighbour classifier on streamknn (scikit-learn API).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+    weights : {'uniform', 'distance'}, default='uniform'
+        'distance' weighs neighbours by 1/distance; neighbours at distance 0 take all the weight.
+    metric : {'minkowski', 'euclidean', 'l2', 'cosine', 'haversine'}, default='minkowski'
+    p : int, default=2
+        Only p=2 (Euclidean) is supported with metric='minkowski'.
+    backend : {'auto', 'cpu', 'cuda'}, default='auto'
+        'auto' runs on a CUDA device where one is usable, else on the CPU (same answers).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str (when X had string column names)
+    n_samples_fit_ : int
+    effective_metric_ : str
+
+    ``fit`` stores the rows with ids 0..n-1; ``partial_fit`` appends rows (labels must be among
+    ``classes_``, or among ``classes=`` given to the first ``partial_fit``). Equal-distance
+    neighbours are ordered by training row. Class ties go to the class that sorts first.
+    """
+
+    def _target_kwargs(self):
+        return {"n_classes": len(self.classes_)}
+
+    def _encode_targets(self, y):
+        encoded = np.searchsorted(self.classes_, y)
+        encoded = np.minimum(encoded, len(self.classes_) - 1)
+        unknown = self.classes_[encoded] != y
+        if np.any(unknown):
+            bad = np.unique(np.asarray(y)[unknown])
+            raise ValueError(
+                f"y contains labels {list(bad[:5])} not in classes_ {list(self.classes_)}; pass every "
+                "class with classes= to the first partial_fit call, or fit again")
+        return encoded.astype(np.int32)
+
+    def _make_model(self, store):
+        return _streamknn.KnnClassifier(store, self.n_neighbors, self.weights)
+
+    def _validate_targets(self, y):
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected. Please change the shape "
+                "of y to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+            y = y.ravel()
+        elif y.ndim != 1:
+            raise ValueError(f"y must be 1-D (multi-output classification is not supported), got shape {y.shape}")
+        check_classification_targets(y)
+        return y
+
+    def fit(self, X, y):
+        """Fits the reference set on X (n_samples, n_features) and labels y (n_samples,)."""
+        self._check_params()
+        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True)
+        y = self._validate_targets(y)
+        self.classes_ = np.unique(y)
+        return self._fit(X, y, reset=True)
+
+    def partial_fit(self, X, y, classes=None):
+        """Adds rows to the reference set without refitting (the first call fits).
+
+        classes: every label the calls will use (as scikit-learn's SGDClassifier); optional on
+        the first call (then the labels of that call), ignored afterwards.
+        """
+        first = not hasattr(self, "classes_")
+        self._check_params()
+        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, reset=first)
+        y = self._validate_targets(y)
+        if first:
+            self.classes_ = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+        return self._fit(X, y, reset=first)
+
+    def predict(self, X):
+        """Class labels (n_queries,) by (weighted) majority vote of the n_neighbors nearest rows."""
+        rows, _ = self._check_query(X)
+        labels, _ = self._current_model().predict(rows)
+        return self.classes_[labels]
+
+    def predict_proba(self, X):
+        """Class probabilities (n_queries, n_classes), columns in the order of classes_."""
+        rows, _ = self._check_query(X)
+        _, proba, _ = self._current_model().predict_proba(rows)
+        return proba.astype(np.float64)
+
+    def _more_tags(self):
+        return {"multioutput": False}
+
+
+class KNeighborsRegressor(RegressorMixin, _StreamKNeighborsBase):
+    """k-nearest-neighbour regressor on streamknn (scikit-learn API).
+
+    Parameters as KNeighborsClassifier. y may have several outputs (n_samples, n_outputs);
+    'uniform' predicts the mean of the neighbours' targets, 'distance' the 1/distance-weighted
+    mean (neighbours at distance 0 take all the weight).
+
+    Attributes: n_features_in_, feature_names_in_, n_samples_fit_, effective_metric_.
+    """
+
+    def _target_kwargs(self):
+        return {"n_outputs": self._n_outputs}
+
+    def _encode_targets(self, y):
+        y = np.asarray(y, dtype=np.float32)
+        return np.ascontiguousarray(y.reshape(y.shape[0], -1))
+
+    def _make_model(self, store):
+        aggregate = "mean" if self.weights == "uniform" else "weighted_mean"
+        return _streamknn.KnnRegressor(store, self.n_neighbors, aggregate)
+
+    def fit(self, X, y):
+        """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
+        self._check_params()
+        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True)
+        self._y_1d = np.ndim(y) == 1
+        self._n_outputs = 1 if self._y_1d else y.shape[1]
+        return self._fit(X, y, reset=True)
+
+    def partial_fit(self, X, y):
+        """Adds rows to the reference set without refitting (the first call fits)."""
+        first = not hasattr(self, "n_samples_fit_")
+        self._check_params()
+        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True,
+                                   reset=first)
+        outputs = 1 if np.ndim(y) == 1 else y.shape[1]
+        if first:
+            self._y_1d = np.ndim(y) == 1
+            self._n_outputs = outputs
+        elif outputs != self._n_outputs:
+            raise ValueError(f"y has {outputs} outputs but the estimator was fitted with {self._n_outputs}")
+        return self._fit(X, y, reset=first)
+
+    def predict(self, X):
+        """Predicted targets (n_queries,) or (n_queries, n_outputs), as y was at fit."""
+        rows, _ = self._check_query(X)
+        values, _ = self._current_model().predict(rows)
+        values = values.astype(np.float64)
+        return values.ravel() if self._y_1d else values
+
+    def _more_tags(self):
+        return {"multioutput": True}
