@@ -1,0 +1,129 @@
+#include "streams/csv_source.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "streams/cells.hpp"
+#include "streams/csv_reader.hpp"
+#include "streams/errors.hpp"
+#include "streams/memory_source.hpp"
+
+namespace streamknn::streams {
+
+namespace {
+
+std::string place(const std::string& file, std::size_t line, std::size_t column, const std::string& name) {
+  return file + ", line " + std::to_string(line) + ", column " + std::to_string(column) + " (\"" + name + "\")";
+}
+
+std::string column_list(const std::vector<std::string>& header) {
+  std::string out;
+  for (std::size_t i = 0; i < header.size(); ++i) out += (i ? ", " : "") + quote_cell(header[i]);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& options) {
+  CsvReader reader(path);
+  CsvRecord record;
+  if (!reader.next(record)) throw DataError(path + ": the file is empty (a header line is expected)");
+  const std::vector<std::string> header = record.cells;
+  const std::size_t header_line = record.line;
+  std::unordered_map<std::string, std::size_t> column_of;
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    if (header[c].empty()) {
+      throw DataError(path + ", line " + std::to_string(header_line) + ", column " + std::to_string(c + 1) +
+                      ": the header names no column here (empty name)");
+    }
+    if (auto [it, fresh] = column_of.try_emplace(header[c], c); !fresh) {
+      throw DataError(place(path, header_line, c + 1, header[c]) + ": the header repeats the name of column " +
+                      std::to_string(it->second + 1));
+    }
+  }
+  if (header.size() < 2) {
+    throw DataError(path + ", line " + std::to_string(header_line) + ": the header has " +
+                    std::to_string(header.size()) + " column; at least one feature and the target are needed");
+  }
+  std::size_t target = header.size() - 1;
+  if (!options.target.empty()) {
+    const auto it = column_of.find(options.target);
+    if (it == column_of.end()) {
+      throw DataError(path + ", line " + std::to_string(header_line) + ": no column named " +
+                      quote_cell(options.target) + " for --target; the columns are " + column_list(header));
+    }
+    target = it->second;
+  }
+
+  SourceInfo info;
+  info.name = path;
+  info.task = options.task;
+  info.target_name = header[target];
+  std::vector<std::size_t> feature_columns;  // feature i is CSV column feature_columns[i] (0-based)
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    if (c == target) continue;
+    feature_columns.push_back(c);
+    info.feature_names.push_back(header[c]);
+  }
+  info.dim = feature_columns.size();
+
+  std::vector<float> features;
+  std::vector<float> values;
+  std::vector<std::string> class_cells;
+  std::vector<std::size_t> lines;  // line of each data row, for where()
+  while ((options.limit == 0 || lines.size() < options.limit) && reader.next(record)) {
+    if (record.cells.size() != header.size()) {
+      const std::size_t column = std::min(record.cells.size(), header.size()) + 1;
+      throw DataError(path + ", line " + std::to_string(record.line) + ", column " + std::to_string(column) + ": " +
+                      std::to_string(record.cells.size()) + " fields, but the header (line " +
+                      std::to_string(header_line) + ") has " + std::to_string(header.size()));
+    }
+    for (std::size_t c : feature_columns) {
+      const ParsedNumber n = parse_number(record.cells[c]);
+      if (!n.ok) throw DataError(place(path, record.cell_lines[c], c + 1, header[c]) + ": " + n.problem);
+      features.push_back(static_cast<float>(n.value));
+    }
+    const std::string& cell = record.cells[target];
+    const std::string where_target = place(path, record.cell_lines[target], target + 1, header[target]);
+    if (options.task == Task::Regress) {
+      const ParsedNumber n = parse_number(cell);
+      if (!n.ok) throw DataError(where_target + ": " + n.problem + " (regression targets are numbers)");
+      values.push_back(static_cast<float>(n.value));
+    } else {
+      if (is_missing(cell)) {
+        throw DataError(where_target + ": missing class (" + (cell.empty() ? "empty cell" : quote_cell(cell)) + ")");
+      }
+      class_cells.push_back(cell);
+    }
+    lines.push_back(record.line);
+  }
+  if (lines.empty()) throw DataError(path + ": no data rows after the header (line " + std::to_string(header_line) + ")");
+
+  std::vector<std::int32_t> labels;
+  if (options.task == Task::Classify) {
+    const std::string what = path + ", column " + std::to_string(target + 1) + " (\"" + header[target] + "\")";
+    std::vector<std::int64_t> integers(class_cells.size());
+    bool all_integers = true;
+    for (std::size_t i = 0; i < class_cells.size() && all_integers; ++i) {
+      all_integers = parse_integer_class(class_cells[i], integers[i]);
+    }
+    ClassMapping mapping = all_integers ? classes_from_integers(integers, what) : classes_from_names(class_cells, what);
+    labels = std::move(mapping.labels);
+    info.class_names = std::move(mapping.names);
+    info.notes = "target \"" + header[target] + "\": " + mapping.notes;
+  } else {
+    info.notes = "target \"" + header[target] + "\": regression";
+  }
+
+  auto locator = [path, lines = std::move(lines), feature_columns, header](std::size_t index,
+                                                                           std::optional<std::size_t> column) {
+    const std::size_t line = index < lines.size() ? lines[index] : 0;
+    if (!column) return path + ", line " + std::to_string(line);
+    const std::size_t c = feature_columns.at(*column);
+    return place(path, line, c + 1, header[c]);
+  };
+  return std::make_unique<MemorySource>(std::move(info), std::move(features), std::move(labels), std::move(values),
+                                        std::move(locator));
+}
+
+}  // namespace streamknn::streams

@@ -1,0 +1,25 @@
+// streams/csv_source.hpp — a labelled stream from a CSV file with a header.
+//
+// One column is the target (by name; the last one by default), every other column is a
+// feature. Feature cells must be finite numbers. For classification the target column holds
+// integers (the distinct values, in ascending order, become labels 0..C-1) or, if any cell is
+// not an integer, class names (numbered in order of first appearance); for regression it holds
+// finite numbers. Any bad cell is a DataError naming the file, line, column and value.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "streams/source.hpp"
+
+namespace streamknn::streams {
+
+struct CsvOptions {
+  std::string target;            ///< target column name; empty = the last column
+  Task task = Task::Classify;
+  std::size_t limit = 0;         ///< read at most this many data rows (0 = all)
+};
+
+std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& options);
+
+}  // namespace streamknn::streams

@@ -1,0 +1,54 @@
+#include "streams/memory_source.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace streamknn::streams {
+
+const char* to_string(Task task) noexcept { return task == Task::Classify ? "classify" : "regress"; }
+
+std::string Source::where(std::size_t index, std::optional<std::size_t> column) const {
+  std::string place = info().name + ", point " + std::to_string(index);
+  if (column) place += ", feature " + std::to_string(*column);
+  return place;
+}
+
+MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::vector<std::int32_t> labels,
+                           std::vector<float> values, Locator locator)
+    : info_(std::move(info)),
+      features_(std::move(features)),
+      labels_(std::move(labels)),
+      values_(std::move(values)),
+      locator_(std::move(locator)) {
+  if (info_.dim == 0 || features_.size() % info_.dim != 0) {
+    throw std::logic_error("MemorySource: features do not hold whole rows of dim " + std::to_string(info_.dim));
+  }
+  size_ = features_.size() / info_.dim;
+  const std::size_t targets = info_.task == Task::Classify ? labels_.size() : values_.size();
+  if (targets != size_) {
+    throw std::logic_error("MemorySource: " + std::to_string(targets) + " targets for " + std::to_string(size_) + " rows");
+  }
+  info_.length = size_;
+}
+
+std::size_t MemorySource::read(std::size_t max, Chunk& out) {
+  out.clear();
+  const std::size_t n = std::min(max, size_ - next_);
+  const auto dim = static_cast<std::ptrdiff_t>(info_.dim);
+  const auto first = static_cast<std::ptrdiff_t>(next_), last = static_cast<std::ptrdiff_t>(next_ + n);
+  out.features.assign(features_.begin() + first * dim, features_.begin() + last * dim);
+  if (info_.task == Task::Classify) {
+    out.labels.assign(labels_.begin() + first, labels_.begin() + last);
+  } else {
+    out.values.assign(values_.begin() + first, values_.begin() + last);
+  }
+  out.size = n;
+  next_ += n;
+  return n;
+}
+
+std::string MemorySource::where(std::size_t index, std::optional<std::size_t> column) const {
+  return locator_ ? locator_(index, column) : Source::where(index, column);
+}
+
+}  // namespace streamknn::streams

@@ -1,0 +1,196 @@
+#include "streams/prequential.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "streams/errors.hpp"
+
+namespace streamknn::streams {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+const PrequentialOptions& checked(const Source& source, const PrequentialOptions& options) {
+  const SourceInfo& info = source.info();
+  if (options.k < 1 || options.k > kMaxK) {
+    throw UsageError("--k " + std::to_string(options.k) + " is outside [1, " + std::to_string(kMaxK) + "]");
+  }
+  if (options.batch < 1) throw UsageError("--batch 0: a batch holds at least one point");
+  if (options.metric == Metric::Haversine && info.dim != 2) {
+    throw UsageError("--metric haversine takes (latitude, longitude) pairs, but " + info.name + " has " +
+                     std::to_string(info.dim) + " features");
+  }
+  if (info.task == Task::Classify && info.class_names.empty()) {
+    throw UsageError(info.name + ": a classification stream needs at least one class");
+  }
+  return options;
+}
+
+StoreConfig store_config(const SourceInfo& info, const PrequentialOptions& options) {
+  StoreConfig config;
+  config.dim = info.dim;
+  config.metric = options.metric;
+  config.target = info.task == Task::Classify ? TargetSpec::classes(static_cast<std::uint32_t>(info.class_names.size()))
+                                              : TargetSpec::outputs(1);
+  // The store never holds more than the window plus one batch.
+  config.capacity_hint = options.window ? options.window + options.batch : info.length.value_or(1024);
+  // One batch pushes at most `batch` inserts and `batch` erases before its publish.
+  config.queue_capacity = 2 * options.batch;
+  config.backend = options.backend;
+  return config;
+}
+
+ReferenceSet make_store(const Source& source, const PrequentialOptions& options) {
+  try {
+    return ReferenceSet(store_config(source.info(), options));
+  } catch (const InvalidArgument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace
+
+Prequential::Prequential(Source& source, const PrequentialOptions& options)
+    : source_(source), options_(checked(source, options)), store_(make_store(source, options_)) {
+  try {
+    if (source.info().task == Task::Classify) {
+      classifier_.emplace(store_, options_.k, options_.weights);
+    } else {
+      regressor_.emplace(store_, options_.k,
+                         options_.weights == Weights::Uniform ? RegressionAggregate::Mean : RegressionAggregate::WeightedMean);
+    }
+  } catch (const InvalidArgument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void Prequential::check_chunk(const Chunk& chunk, std::size_t first) const {
+  // The store would refuse these too, but only the source knows where in the file they are.
+  const std::size_t dim = source_.info().dim;
+  for (std::size_t i = 0; i < chunk.size; ++i) {
+    const float* row = chunk.features.data() + i * dim;
+    bool all_zero = true;
+    for (std::size_t c = 0; c < dim; ++c) {
+      if (!std::isfinite(row[c])) {
+        throw DataError(source_.where(first + i, c) + ": " + std::to_string(row[c]) + " is not a finite number");
+      }
+      all_zero &= row[c] == 0.0f;
+    }
+    if (options_.metric == Metric::Haversine && std::fabs(row[0]) > 90.0f) {
+      throw DataError(source_.where(first + i, 0) + ": latitude " + std::to_string(row[0]) +
+                      " is outside [-90, 90] degrees (haversine takes latitude, longitude)");
+    }
+    if (options_.metric == Metric::Cosine && all_zero) {
+      throw DataError(source_.where(first + i) + ": the zero vector has no direction for the cosine metric");
+    }
+    if (!chunk.values.empty() && !std::isfinite(chunk.values[i])) {
+      throw DataError(source_.where(first + i) + ": target " + std::to_string(chunk.values[i]) + " is not finite");
+    }
+  }
+}
+
+void Prequential::push(const Update& update) {
+  // The queue is sized for a whole batch; publishing early when it is full anyway keeps a
+  // single pushing-and-publishing thread from ever waiting for itself.
+  if (store_.try_push(update)) return;
+  store_.publish();
+  if (!store_.try_push(update)) throw Error("Prequential: the update queue stays full after a publish");
+}
+
+PrequentialResult Prequential::run(const Observer& observer) {
+  const SourceInfo& info = source_.info();
+  const bool classify = info.task == Task::Classify;
+  const std::size_t dim = info.dim;
+  const std::size_t window = options_.window;
+  PrequentialResult result;
+  result.classification = ClassificationMetrics(info.class_names.size());
+
+  Chunk chunk;
+  std::vector<IdRange> visible;
+  std::vector<std::int32_t> predicted_labels;
+  std::vector<float> predicted_values;
+  std::vector<double> latencies;
+  PointId erased_below = 0;  // ids [0, erased_below) have been erased
+  const auto start = Clock::now();
+  while (true) {
+    std::size_t want = options_.batch;
+    if (options_.limit) want = std::min(want, options_.limit - result.points);
+    if (want == 0 || source_.read(want, chunk) == 0) break;
+    const std::size_t b0 = result.points;
+    const std::size_t n = chunk.size;
+    check_chunk(chunk, b0);
+
+    // Query b0 sees [b0 - window, b0): anything older can go before this batch's publish.
+    if (window && b0 > window) {
+      for (; erased_below < b0 - window; ++erased_below) push(Update::erase(erased_below));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::span<const float> row(chunk.features.data() + i * dim, dim);
+      push(classify ? Update::insert(b0 + i, row, chunk.labels[i])
+                    : Update::insert(b0 + i, row, std::span<const float>(&chunk.values[i], 1)));
+    }
+    const PublishReport report = store_.publish();
+    if (!report.rejected.empty()) {
+      throw Error("Prequential: publish rejected " + std::to_string(report.rejected.size()) + " updates, first id " +
+                  std::to_string(report.rejected.front().id) + " (" + to_string(report.rejected.front().reason) + ")");
+    }
+
+    visible.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const PointId id = b0 + i;
+      visible[i] = {window && id > window ? id - window : 0, id};
+    }
+    const auto t0 = Clock::now();
+    const std::span<const float> queries(chunk.features.data(), n * dim);
+    if (classify) {
+      predicted_labels = classifier_->predict(queries, visible).labels;
+    } else {
+      predicted_values = regressor_->predict(queries, visible).values;
+    }
+    const double predict_seconds = seconds_since(t0);
+    latencies.push_back(predict_seconds);
+
+    for (std::size_t i = 0; i < n; ++i) {
+      if (classify && predicted_labels[i] != kNoLabel) {
+        result.classification.add(chunk.labels[i], predicted_labels[i]);
+        ++result.scored;
+      } else if (!classify && !std::isnan(predicted_values[i])) {
+        result.regression.add(chunk.values[i], predicted_values[i]);
+        ++result.scored;
+      }
+    }
+    result.points += n;
+    ++result.batches;
+    if (observer) {
+      BatchOutcome outcome;
+      outcome.first = b0;
+      outcome.size = n;
+      if (classify) {
+        outcome.truth_labels = chunk.labels;
+        outcome.predicted_labels = predicted_labels;
+      } else {
+        outcome.truth_values = chunk.values;
+        outcome.predicted_values = predicted_values;
+      }
+      outcome.predict_seconds = predict_seconds;
+      observer(outcome);
+    }
+  }
+  result.seconds = seconds_since(start);
+  if (!latencies.empty()) {
+    result.latency.mean = std::accumulate(latencies.begin(), latencies.end(), 0.0) / double(latencies.size());
+    result.latency.p50 = percentile(latencies, 50);
+    result.latency.p99 = percentile(latencies, 99);
+    result.latency.max = latencies.back();  // percentile() sorted them
+  }
+  return result;
+}
+
+}  // namespace streamknn::streams

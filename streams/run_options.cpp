@@ -1,0 +1,143 @@
+#include "streams/run_options.hpp"
+
+#include "streams/csv_source.hpp"
+#include "streams/drift_generators.hpp"
+#include "streams/errors.hpp"
+#include "streams/moving_objects.hpp"
+#include "streams/vecs_source.hpp"
+
+namespace streamknn::streams {
+
+namespace {
+
+bool is_vecs(const std::string& path) {
+  return path.ends_with(".fvecs") || path.ends_with(".ivecs") || path.ends_with(".bvecs");
+}
+
+Task task_of(const RunOptions& o, Task natural) {
+  if (o.task.empty()) return natural;
+  return o.task == "regress" ? Task::Regress : Task::Classify;
+}
+
+}  // namespace
+
+void add_run_options(CLI::App& run, RunOptions& o) {
+  run.option_defaults()->always_capture_default();
+  const char* input = "Input (a file, or a built-in stream)";
+  auto* in = run.add_option("--input", o.input, "CSV file with a header, or .fvecs/.bvecs/.ivecs vectors")
+                 ->group(input)->check(CLI::ExistingFile);
+  run.add_option("--target", o.target, "CSV: the label/target column (default: the last)")->group(input)->needs(in);
+  run.add_option("--labels", o.labels, "vector files: one label/target per vector (.ivecs or .fvecs, dimension 1)")
+      ->group(input)->needs(in)->check(CLI::ExistingFile);
+  auto* stream = run.add_option("--stream", o.stream, "built-in stream: hyperplane (drifting, 2 classes), rbf "
+                                                      "(moving centroids), drivers (GPS pings -> speed, haversine)")
+                     ->group(input)->check(CLI::IsMember({"hyperplane", "rbf", "drivers"}))->excludes(in);
+  auto generator = [&](CLI::Option* option) { option->group(input)->excludes(in); };
+  generator(run.add_option("--points", o.points, "built-in stream: number of points")->check(CLI::Range(1ul, 1ul << 31)));
+  generator(run.add_option("--seed", o.seed, "built-in stream: seed (the same seed gives the same stream)"));
+  generator(run.add_option("--dim", o.dim, "hyperplane/rbf: number of features")->check(CLI::Range(1ul, 4096ul)));
+  generator(run.add_option("--classes", o.classes, "rbf: number of classes")->check(CLI::Range(2ul, 65536ul)));
+  generator(run.add_option("--drivers", o.drivers, "drivers: number of drivers")->check(CLI::Range(1ul, 10000000ul)));
+  generator(run.add_option("--drift", o.drift, "hyperplane: weight change per point (default 0.001); rbf: centroid "
+                                               "speed per point (default 0.0001)")
+                ->check(CLI::NonNegativeNumber));
+  (void)stream;
+  run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")->group(input);
+
+  const char* model = "Model and evaluation";
+  run.add_option("--task", o.task, "classify or regress (default: the stream's; classify for files)")
+      ->group(model)->check(CLI::IsMember({"classify", "regress"}));
+  run.add_option("--k", o.k, "neighbours per prediction")->group(model)->check(CLI::Range(1ul, kMaxK));
+  run.add_option("--weights", o.weights, "uniform, or distance (1/distance, scikit-learn's rule)")
+      ->group(model)->check(CLI::IsMember({"uniform", "distance"}));
+  run.add_option("--metric", o.metric, "l2, ip, cosine or haversine (default: the stream's; l2 for files)")
+      ->group(model)->check(CLI::IsMember({"l2", "ip", "cosine", "haversine"}));
+  run.add_option("--window", o.window, "predict from the last N points only (0 = every point so far)")->group(model);
+  run.add_option("--batch", o.batch, "points predicted together, causally (same predictions as 1, faster)")
+      ->group(model)->check(CLI::Range(1ul, 1ul << 20));
+  run.add_option("--backend", o.backend, "auto (CUDA where a GPU is usable), cpu or cuda")
+      ->group(model)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+
+  const char* output = "Output";
+  run.add_option("--predictions", o.predictions, "write index,prediction,truth per point to this CSV")->group(output);
+  run.add_option("--report", o.report, "write the final metrics, throughput, latency and device as JSON")->group(output);
+  run.add_option("--plot", o.plot, "draw the score over the stream to this PNG (needs python3-matplotlib)")->group(output);
+  run.add_flag("--no-progress", o.no_progress, "never draw the progress bar (it is drawn only on a terminal anyway)")
+      ->group(output);
+  run.callback([&run, &o] {
+    for (const char* name : {"--dim", "--classes", "--drivers", "--drift"}) {
+      if (run.count(name) > 0) o.given.insert(name);
+    }
+  });
+}
+
+std::unique_ptr<Source> open_source(const RunOptions& o) {
+  if (!o.input.empty()) {
+    const Task task = task_of(o, Task::Classify);
+    if (is_vecs(o.input)) {
+      if (o.labels.empty()) {
+        throw UsageError("--input " + o.input + " holds vectors only; give their labels or targets with --labels FILE");
+      }
+      if (!o.target.empty()) throw UsageError("--target names a CSV column; vector files take --labels");
+      return open_vecs(o.input, o.labels, task, o.limit);
+    }
+    if (!o.labels.empty()) throw UsageError("--labels is for .fvecs/.bvecs/.ivecs input; a CSV names its --target column");
+    return open_csv(o.input, {o.target, task, o.limit});
+  }
+  const auto expect = [&](Task natural) {
+    if (task_of(o, natural) != natural) {
+      throw UsageError("--stream " + o.stream + " is a " + (natural == Task::Classify ? "classification" : "regression") +
+                       " stream; --task " + o.task + " does not fit it");
+    }
+  };
+  // An option the chosen stream has no use for is refused rather than ignored.
+  const auto only_for = [&](const char* option, std::initializer_list<const char*> streams) {
+    if (!o.given.contains(option)) return;
+    for (const char* s : streams) {
+      if (o.stream == s) return;
+    }
+    throw UsageError(std::string(option) + " does not apply to --stream " + o.stream);
+  };
+  only_for("--dim", {"hyperplane", "rbf"});
+  only_for("--classes", {"rbf"});
+  only_for("--drivers", {"drivers"});
+  only_for("--drift", {"hyperplane", "rbf"});
+  if (o.stream == "drivers") {
+    expect(Task::Regress);
+    DriverPingsConfig config;
+    config.world.drivers = o.drivers;
+    config.world.seed = o.seed;
+    config.points = o.points;
+    return std::make_unique<DriverPingsSource>(config);
+  }
+  expect(Task::Classify);
+  if (o.stream == "rbf") {
+    RbfConfig config;
+    config.dim = o.dim;
+    config.classes = o.classes;
+    config.points = o.points;
+    config.seed = o.seed;
+    if (o.given.contains("--drift")) config.speed = o.drift;
+    return std::make_unique<RbfDriftSource>(config);
+  }
+  HyperplaneConfig config;
+  config.dim = o.dim;
+  config.points = o.points;
+  config.seed = o.seed;
+  if (o.given.contains("--drift")) config.drift = o.drift;
+  return std::make_unique<HyperplaneSource>(config);
+}
+
+PrequentialOptions prequential_options(const RunOptions& o, const SourceInfo& info) {
+  PrequentialOptions p;
+  p.k = o.k;
+  p.weights = parse_weights(o.weights);
+  p.metric = o.metric.empty() ? info.metric : parse_metric(o.metric);
+  p.window = o.window;
+  p.batch = o.batch;
+  p.backend = o.backend == "cpu" ? BackendKind::Cpu : o.backend == "cuda" ? BackendKind::Cuda : BackendKind::Auto;
+  p.limit = o.limit;
+  return p;
+}
+
+}  // namespace streamknn::streams
