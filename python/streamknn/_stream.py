@@ -202,7 +202,7 @@ class _SlidingWindowKNN:
         """(M, visible) for predicting X on the current window, or (None, n) before any learning."""
         M = self._matrix(X, learning=False)
         if M is None or self._store is None:
-            return None, (0 if M is None else len(M))
+            return None, len(X)
         self._publish()
         return M, self._ranges(np.full(len(M), self._n))
 
