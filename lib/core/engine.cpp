@@ -1,6 +1,8 @@
 #include "core/engine.hpp"
 
 #include <cmath>
+#include <limits>
+#include <new>
 
 #include "core/check.hpp"
 #include "core/metric_space.hpp"
@@ -43,6 +45,10 @@ const StoreConfig& validated(const StoreConfig& config) {
       }
       break;
     default: fail_argument(where, ": target kind has an unknown value");
+  }
+  if (config.capacity_hint > std::numeric_limits<std::uint32_t>::max()) {
+    fail_argument(where, ": capacity_hint=", config.capacity_hint, " exceeds the limit of ",
+                  std::numeric_limits<std::uint32_t>::max(), " points");
   }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {
@@ -192,7 +198,12 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   request.num_queries = num_queries;
   request.k = k;
   request.aggregate = aggregate;
-  request.queries.resize(num_queries * stored_dim_);
+  try {
+    request.queries.resize(num_queries * stored_dim_);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries of dim ", config_.dim,
+                             "; submit it in smaller batches"));
+  }
   for (std::size_t q = 0; q < num_queries; ++q) {
     const auto row = queries.subspan(q * config_.dim, config_.dim);
     const std::string what = concat("query ", q);
@@ -202,7 +213,6 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
       fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");
     }
   }
-  request.visible.assign(visible.begin(), visible.end());
   if (num_queries == 0) {  // nothing to search: an empty, already resolved answer
     QueryResult empty;
     empty.neighbors.k = k;
@@ -211,7 +221,15 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
     empty.regression.num_outputs = value_floats(config_);
     return Ticket<QueryResult>::ready_with(std::move(empty));
   }
-  return backend_->submit(std::move(request));
+  // A batch whose results cannot be allocated is refused with OutOfMemory naming its shape,
+  // like every other failure (std::bad_alloc is not a streamknn::Error).
+  try {
+    request.visible.assign(visible.begin(), visible.end());
+    return backend_->submit(std::move(request));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries with k=", k, " (",
+                             num_queries * k, " neighbours); submit it in smaller batches"));
+  }
 }
 
 }  // namespace streamknn::detail

@@ -1,12 +1,15 @@
 #include "core/update_queue.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "core/check.hpp"
 
 namespace streamknn::detail {
 
-UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats)
+// A function-try-block: the pool and the two queues allocate everything up front, and a
+// configuration whose queue cannot be allocated is refused with OutOfMemory naming it.
+UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats) try
     : capacity_(capacity),
       vector_floats_(vector_floats),
       value_floats_(value_floats),
@@ -19,6 +22,10 @@ UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::s
       throw OutOfMemory(concat("UpdateQueue: could not reserve ", capacity, " queue slots"));
     }
   }
+} catch (const std::bad_alloc&) {
+  throw OutOfMemory(concat("ReferenceSet(StoreConfig): out of memory allocating the update queue: queue_capacity=",
+                           capacity, " updates of ", vector_floats + value_floats, " floats (",
+                           capacity * (vector_floats + value_floats) * sizeof(float), " bytes)"));
 }
 
 bool UpdateQueue::try_push(const Update& update) noexcept {
