@@ -1,10 +1,12 @@
 """River-style streaming k-NN over a sliding window: SlidingWindowKNNClassifier and
 SlidingWindowKNNRegressor.
 
-The model keeps the last ``window_size`` learned points in a streamknn ReferenceSet. Point number
-i of the stream (counting every learned point from 0) is stored under id i, and a query asked
-after n points were learned sees exactly the ids in [n - window_size, n): the window is exact
-even while erasures of old points are still queued.
+The model keeps the last ``window_size`` learned points (every point when window_size is None)
+in a streamknn ReferenceSet. Point number i of the stream (counting every learned point from 0)
+is stored under id i, and a query asked after n points were learned sees exactly the ids in
+[max(0, n - window_size), n): the window is exact even while erasures of old points are still
+queued. These are the semantics of the command-line runner (``streamknn run``, docs/runner.md):
+same k, weights, metric and window give the same predictions, point for point.
 
 Verbs, as River's (``x`` is a dict {feature: value}):
 
@@ -28,11 +30,16 @@ reported for every class seen so far, 0.0 for classes that are no longer in the 
 """
 
 import math
+import numbers
 
 import numpy as np
 
 from . import _streamknn
 from ._arrays import queue_capacity_for
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Number)
 
 
 class _SlidingWindowKNN:
@@ -41,8 +48,9 @@ class _SlidingWindowKNN:
     def __init__(self, n_neighbors, window_size, metric, backend, features):
         if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or not 1 <= n_neighbors <= _streamknn.max_k:
             raise ValueError(f"n_neighbors must be an integer in [1, {_streamknn.max_k}], got {n_neighbors!r}")
-        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
-            raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
+        if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int)
+                                        or window_size < 1):
+            raise ValueError(f"window_size must be a positive integer or None (every point), got {window_size!r}")
         if backend not in ("auto", "cpu", "cuda"):
             raise ValueError(f"backend must be 'auto', 'cpu' or 'cuda', got {backend!r}")
         self.n_neighbors = n_neighbors
@@ -119,10 +127,10 @@ class _SlidingWindowKNN:
     def _new_store(self):
         d = len(self._features)
         kwargs = self._target_kwargs()
+        held = self.window_size or 1 << 16
         self._store = _streamknn.ReferenceSet(
-            d, self.metric, backend=self.backend, capacity_hint=min(self.window_size, 1 << 20),
-            queue_capacity=queue_capacity_for(2 * self.window_size, d + kwargs.get("n_outputs", 0)),
-            **kwargs)
+            d, self.metric, backend=self.backend, capacity_hint=min(held, 1 << 20),
+            queue_capacity=queue_capacity_for(2 * held, d + kwargs.get("n_outputs", 0)), **kwargs)
         self._model = self._make_model()
 
     def _publish(self):
@@ -141,17 +149,22 @@ class _SlidingWindowKNN:
         self._dirty = True
         return first
 
+    def _window_start(self, n):
+        """First id a query asked after n learned points may see."""
+        return 0 if self.window_size is None else max(0, n - self.window_size)
+
     def _evict(self, upto):
-        """Erases every stored id below upto - window_size (ids that left the window)."""
-        lo, hi = max(0, self._n - self.window_size), max(0, upto - self.window_size)
+        """Erases the stored ids that left the window once upto points are learned."""
+        lo, hi = self._window_start(self._n), self._window_start(upto)
         if hi > lo:
             self._store.erase(np.arange(lo, hi, dtype=np.uint64))
             self._dirty = True
 
     def _ranges(self, ends):
-        """[end - window_size, end) for each end (uint64 (n, 2))."""
+        """[window start, end) for each end (uint64 (n, 2))."""
         ends = np.asarray(ends, dtype=np.int64)
-        return np.stack([np.maximum(ends - self.window_size, 0), ends], axis=1).astype(np.uint64)
+        starts = np.zeros_like(ends) if self.window_size is None else np.maximum(ends - self.window_size, 0)
+        return np.stack([starts, ends], axis=1).astype(np.uint64)
 
     def _store_rows(self, M, targets, advance):
         """Inserts rows M as the next ids; with advance, also moves the window past them."""
@@ -213,21 +226,24 @@ class SlidingWindowKNNClassifier(_SlidingWindowKNN):
     Parameters
     ----------
     n_neighbors : int, default=5
-    window_size : int, default=1000
+    window_size : int or None, default=1000
+        Points a prediction may use (the most recent ones); None: every point learned so far.
     weights : {'uniform', 'distance'}, default='uniform'
         'distance': 1/distance votes, neighbours at distance 0 take all the weight.
     metric : {'l2', 'ip', 'cosine', 'haversine'}, default='l2'
         As streamknn.ReferenceSet (haversine: (latitude, longitude) in degrees).
     backend : {'auto', 'cpu', 'cuda'}, default='auto'
     classes : list, optional
-        Every class the stream will use. Without it, classes are learned as they appear.
+        The classes in label order (a vote tie goes to the earlier one); classes that are not
+        listed are appended as they appear.
     features : list, optional
         Feature order; by default the keys of the first learned x.
 
-    Classes are numbered in sorted order (first-appearance order when they cannot be sorted); a
-    vote tie goes to the class that sorts first, as in the command-line runner and scikit-learn.
-    A class that appears later and sorts between known ones renumbers the window (the store is
-    rebuilt from it, O(window_size) once per such class).
+    Class order, which decides vote ties (the tie goes to the class numbered first), follows the
+    command-line runner: while every class seen is a number, classes are numbered in ascending
+    order (as scikit-learn does); otherwise in order of first appearance. A number that arrives
+    later and sorts before known classes renumbers the window (the store is rebuilt from it:
+    O(window) once per such class), as does outgrowing the store's class capacity (doubling).
     """
 
     def __init__(self, n_neighbors=5, window_size=1000, *, weights="uniform", metric="l2",
@@ -238,10 +254,11 @@ class SlidingWindowKNNClassifier(_SlidingWindowKNN):
         self.weights = weights
         self._classes = []       # class per label number
         self._class_index = {}   # class -> label number
-        self._first_seen = {}    # class -> arrival number of its first point
+        self._first_seen = {}    # class -> arrival number of its first point (-1: given)
+        self._numeric = classes is None  # numbering classes in ascending order
         self._capacity = 0       # n_classes of the store
-        self._ring_X = None      # the window's vectors and labels, to renumber classes
-        self._ring_y = None
+        self._kept_X = None      # the window's vectors and labels by id (a ring when bounded),
+        self._kept_y = None      # to renumber classes
         if classes is not None:
             self._add_classes(list(classes), None)
 
@@ -252,27 +269,21 @@ class SlidingWindowKNNClassifier(_SlidingWindowKNN):
 
     # ---- classes --------------------------------------------------------------------------------------
     def _add_classes(self, new, first_seen_at):
-        """Adds unseen classes; renumbers (rebuilding the store) when the order changes."""
+        """Adds unseen classes (in order of appearance); renumbers the window when needed."""
         fresh = [c for c in dict.fromkeys(new) if c not in self._class_index]
         if not fresh:
             return
         for j, c in enumerate(fresh):
-            self._first_seen[c] = first_seen_at[j] if first_seen_at is not None else -1
-        try:
-            ordered = sorted(self._classes + fresh)
-        except TypeError:
-            ordered = self._classes + fresh
-        appended = ordered[: len(self._classes)] == self._classes
+            self._first_seen[c] = -1 if first_seen_at is None else first_seen_at[j]
+        self._numeric = self._numeric and all(_is_number(c) for c in fresh)
+        ordered = sorted(self._classes + fresh) if self._numeric else self._classes + fresh
+        renumber = ordered[: len(self._classes)] != self._classes
         old_index = self._class_index
         self._classes = ordered
         self._class_index = {c: j for j, c in enumerate(ordered)}
-        if self._store is None:
-            return
-        if appended and len(ordered) <= self._capacity:
-            return
-        # Renumber: rebuild the store from the window with the new label numbers.
-        remap = np.array([self._class_index[c] for c in sorted(old_index, key=old_index.get)], dtype=np.int32)
-        self._rebuild(remap)
+        if self._store is not None and (renumber or len(ordered) > self._capacity):
+            remap = np.array([self._class_index[c] for c in sorted(old_index, key=old_index.get)], dtype=np.int32)
+            self._rebuild(remap)
 
     def _target_kwargs(self):
         self._capacity = max(2, 1 << max(0, len(self._classes) - 1).bit_length())
@@ -281,15 +292,30 @@ class SlidingWindowKNNClassifier(_SlidingWindowKNN):
     def _make_model(self):
         return _streamknn.KnnClassifier(self._store, self.n_neighbors, self.weights)
 
+    def _slots(self, ids):
+        return ids if self.window_size is None else ids % self.window_size
+
+    def _keep(self, first, M, labels):
+        """Remembers rows first.. (the last window_size of them) for a later renumbering."""
+        if self._kept_X is None:
+            rows = self.window_size or max(1024, len(M))
+            self._kept_X = np.zeros((rows, M.shape[1]), dtype=np.float32)
+            self._kept_y = np.zeros(rows, dtype=np.int32)
+        if self.window_size is None and first + len(M) > len(self._kept_X):
+            rows = max(2 * len(self._kept_X), first + len(M))
+            self._kept_X = np.resize(self._kept_X, (rows, M.shape[1]))
+            self._kept_y = np.resize(self._kept_y, rows)
+        tail = slice(max(0, len(M) - (self.window_size or len(M))), len(M))
+        slots = self._slots(np.arange(first, first + len(M))[tail])
+        self._kept_X[slots], self._kept_y[slots] = M[tail], labels[tail]
+
     def _rebuild(self, remap):
-        lo = max(0, self._n - self.window_size)
-        ids = np.arange(lo, self._n, dtype=np.int64)
-        slots = ids % self.window_size
-        X, labels = self._ring_X[slots], remap[self._ring_y[slots]]
-        self._ring_y[slots] = labels
+        ids = np.arange(self._window_start(self._n), self._n, dtype=np.int64)
+        slots = self._slots(ids)
+        self._kept_y[slots] = remap[self._kept_y[slots]]
         self._new_store()
         if len(ids):
-            self._store.insert(ids.astype(np.uint64), X, labels)
+            self._store.insert(ids.astype(np.uint64), self._kept_X[slots], self._kept_y[slots])
         self._dirty = True
 
     def _learn_rows(self, M, y, advance):
@@ -298,12 +324,7 @@ class SlidingWindowKNNClassifier(_SlidingWindowKNN):
         if fresh:
             self._add_classes(fresh, [self._n + y.index(c) for c in fresh])
         labels = np.fromiter((self._class_index[c] for c in y), dtype=np.int32, count=len(y))
-        if self._ring_X is None:
-            self._ring_X = np.zeros((self.window_size, M.shape[1]), dtype=np.float32)
-            self._ring_y = np.zeros(self.window_size, dtype=np.int32)
-        tail = slice(max(0, len(M) - self.window_size), len(M))  # only the last window_size rows stay
-        slots = np.arange(self._n, self._n + len(M))[tail] % self.window_size
-        self._ring_X[slots], self._ring_y[slots] = M[tail], labels[tail]
+        self._keep(self._n, M, labels)
         self._store_rows(M, labels, advance)
 
     # ---- predictions ---------------------------------------------------------------------------------
@@ -362,7 +383,8 @@ class SlidingWindowKNNRegressor(_SlidingWindowKNN):
     Parameters
     ----------
     n_neighbors : int, default=5
-    window_size : int, default=1000
+    window_size : int or None, default=1000
+        Points a prediction may use (the most recent ones); None: every point learned so far.
     aggregation_method : {'mean', 'weighted_mean', 'median'}, default='mean'
         As River's KNNRegressor: mean, 1/distance-weighted mean (neighbours at distance 0 take
         all the weight) or median (numpy's) of the neighbours' targets.

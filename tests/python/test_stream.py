@@ -1,6 +1,7 @@
 """River-style streaming models: one-at-a-time vs batched calls, against a numpy reference of
 the sliding-window rule (window = the last window_size learned points; neighbours by
-(distance, arrival number); vote ties to the class that sorts first)."""
+(distance, arrival number); vote ties to the class numbered first: numbers in ascending order,
+names in order of first appearance, as the command-line runner numbers them)."""
 import math
 
 import numpy as np
@@ -9,12 +10,18 @@ import pytest
 import streamknn
 
 
+def class_order(y):
+    distinct = list(dict.fromkeys(y))
+    return sorted(distinct) if all(isinstance(c, (int, float, np.number)) for c in distinct) else distinct
+
+
 def reference_prequential(X, y, k, window, weights="uniform", classify=True, aggregate="mean"):
-    """Predictions of a test-then-train pass: row i is predicted on rows [i - window, i)."""
-    classes = sorted(set(y)) if classify else None
+    """Predictions of a test-then-train pass: row i is predicted on rows [i - window, i)
+    (window None: rows [0, i))."""
+    classes = class_order(y) if classify else None
     out = []
     for i in range(len(X)):
-        lo = max(0, i - window)
+        lo = 0 if window is None else max(0, i - window)
         if i == lo:
             out.append(None if classify else math.nan)
             continue
@@ -53,7 +60,7 @@ def as_dicts(X, names=("a", "b", "c")):
 
 
 @pytest.mark.parametrize("weights", ["uniform", "distance"])
-@pytest.mark.parametrize("window", [1, 7, 100, 1000])
+@pytest.mark.parametrize("window", [1, 7, 100, 1000, None])
 def test_classifier_one_at_a_time_and_batched_match_the_reference(backend, rng, weights, window):
     X, y = stream(rng)
     want = reference_prequential(X, y, k=5, window=window, weights=weights)
@@ -91,19 +98,31 @@ def test_probabilities_one_at_a_time_equal_batched(backend, rng):
     assert want[0] == {} and all(abs(sum(p.values()) - 1) < 1e-5 for p in want[1:])
 
 
-def test_new_classes_renumber_the_window(backend):
-    """Classes arriving out of order (and past the store's class capacity) keep votes and ties
-    by sorted class order."""
+def test_numeric_classes_are_numbered_in_ascending_order(backend):
+    """Numbers arriving out of order (and past the store's class capacity) renumber the window,
+    so vote ties keep going to the smallest class."""
     model = streamknn.SlidingWindowKNNClassifier(2, 10, backend=backend)
-    model.learn_one({"x": 0.0}, "m")
-    model.learn_one({"x": 2.0}, "z")
-    model.learn_one({"x": 4.0}, "b")  # sorts first: renumbers
-    model.learn_one({"x": 6.0}, "a")  # a fourth class: capacity grows
-    model.learn_one({"x": 8.0}, "q")  # a fifth
-    assert model.classes == ["a", "b", "m", "q", "z"]
-    assert model.predict_one({"x": 1.0}) == "m"  # tie m/z at distance 1: 'm' sorts first
-    assert model.predict_one({"x": 5.0}) == "a"  # tie a/b: 'a'
-    assert model.predict_proba_one({"x": 7.9}) == {"a": 0.5, "b": 0.0, "m": 0.0, "q": 0.5, "z": 0.0}
+    model.learn_one({"x": 0.0}, 5)
+    model.learn_one({"x": 2.0}, 9)
+    model.learn_one({"x": 4.0}, 1)    # sorts first: renumbers
+    model.learn_one({"x": 6.0}, 0)    # a fourth class, sorting first again
+    model.learn_one({"x": 8.0}, 7.5)  # a fifth: the store's class capacity grows
+    assert model.classes == [0, 1, 5, 7.5, 9]
+    assert model.predict_one({"x": 1.0}) == 5    # tie 5 / 9 at distance 1
+    assert model.predict_one({"x": 5.0}) == 0    # tie 1 / 0
+    assert model.predict_proba_one({"x": 7.9}) == {0: 0.5, 1: 0.0, 5: 0.0, 7.5: 0.5, 9: 0.0}
+
+
+def test_named_classes_are_numbered_by_first_appearance(backend):
+    model = streamknn.SlidingWindowKNNClassifier(2, None, backend=backend)
+    for x, c in [(0.0, "m"), (2.0, "z"), (4.0, "b"), (6.0, "a")]:
+        model.learn_one({"x": x}, c)
+    assert model.classes == ["m", "z", "b", "a"]
+    assert model.predict_one({"x": 1.0}) == "m"  # tie m / z: 'm' came first
+    assert model.predict_one({"x": 5.0}) == "b"  # tie b / a: 'b' came first
+    given = streamknn.SlidingWindowKNNClassifier(2, 10, classes=["z", "m"], backend=backend)
+    given.learn_many([{"x": 0.0}, {"x": 2.0}], ["m", "z"])
+    assert given.predict_one({"x": 1.0}) == "z"  # the given order decides
 
 
 def test_given_classes_and_integer_labels(backend, rng):
