@@ -25,10 +25,10 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.option_defaults()->always_capture_default();
   const char* input = "Input (a file, or a built-in stream)";
   auto* in = run.add_option("--input", o.input, "CSV file with a header, or .fvecs/.bvecs/.ivecs vectors")
-                 ->group(input)->check(CLI::ExistingFile);
+                 ->group(input);
   run.add_option("--target", o.target, "CSV: the label/target column (default: the last)")->group(input)->needs(in);
   run.add_option("--labels", o.labels, "vector files: one label/target per vector (.ivecs or .fvecs, dimension 1)")
-      ->group(input)->needs(in)->check(CLI::ExistingFile);
+      ->group(input)->needs(in);
   auto* stream = run.add_option("--stream", o.stream, "built-in stream: hyperplane (drifting, 2 classes), rbf "
                                                       "(moving centroids), drivers (GPS pings -> speed, haversine)")
                      ->group(input)->check(CLI::IsMember({"hyperplane", "rbf", "drivers"}))->excludes(in);
