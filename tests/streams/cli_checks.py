@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""The `streamknn` command line end to end: exit codes (0 success, 1 data error, 2 usage
+error), messages that name the file, line and column, --batch invariance of the predictions
+file, and the predictions / report / plot outputs.
+
+Usage: cli_checks.py PATH/TO/streamknn    (standard library only; the --plot check is skipped
+where matplotlib is missing)
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+RUNNER = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([RUNNER, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(name, ok, detail=""):
+    print(("ok    " if ok else "FAIL  ") + name + ("" if ok else f"\n      {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def expect(name, args, code, *fragments):
+    rc, out, err = run(*args)
+    text = out + err
+    missing = [f for f in fragments if f not in text]
+    check(name, rc == code and not missing,
+          f"exit {rc} (want {code}); missing {missing}; output:\n{text.strip()[:800]}")
+    return out
+
+
+def write(tmp, name, text):
+    path = os.path.join(tmp, name)
+    with open(path, "w" if isinstance(text, str) else "wb") as f:
+        f.write(text)
+    return path
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        # ---- success, and the default -------------------------------------------------------
+        out = expect("no arguments runs the default stream", [], 0, "accuracy", "Cohen's kappa", "points/s",
+                     "predict latency p50", "predict latency p99", "backend")
+        check("the default summary names the hyperplane stream", "hyperplane(" in out, out)
+        expect("--help exits 0", ["run", "--help"], 0, "--window", "--batch", "--predictions")
+        expect("--version exits 0", ["--version"], 0, "streamknn")
+        expect("regression summary", ["run", "--stream", "drivers", "--points", "3000", "--drivers", "300"], 0,
+               "MAE", "RMSE", "R^2", "haversine metric")
+        expect("rbf stream", ["run", "--stream", "rbf", "--points", "2000", "--classes", "3"], 0, "accuracy")
+
+        # ---- usage errors: exit 2 -------------------------------------------------------------
+        usage = [
+            ("unknown option", ["run", "--bogus"], "--bogus"),
+            ("k out of range", ["run", "--k", "0"], "--k"),
+            ("unknown metric", ["run", "--metric", "manhattan"], "manhattan"),
+            ("unknown subcommand", ["walk"], "walk"),
+            ("--input with --stream", ["run", "--input", "x.csv", "--stream", "rbf"], "excludes"),
+            ("--target without --input", ["run", "--target", "y"], "--input"),
+            ("--classes with the hyperplane", ["run", "--classes", "3"], "--classes does not apply to --stream hyperplane"),
+            ("--task regress with the hyperplane", ["run", "--task", "regress"], "classification stream"),
+            ("haversine on 10 features", ["run", "--metric", "haversine", "--points", "10"], "has 10 features"),
+            ("distance weights with ip", ["run", "--metric", "ip", "--weights", "distance", "--points", "10"],
+             "inner"),
+        ]
+        for name, args, fragment in usage:
+            expect("usage error: " + name, args, 2, fragment)
+
+        # ---- data errors: exit 1, with file, line and column ------------------------------------
+        bad = [
+            ("missing value", "a,b,y\n1,2,x\n3,,y\n", "line 3, column 2 (\"b\"): missing value"),
+            ("NA placeholder", "a,b,y\n1,NA,x\n", "line 2, column 2 (\"b\"): missing value (\"NA\")"),
+            ("non-numeric cell", "a,b,y\n1,2,x\n3,four,y\n", "line 3, column 2 (\"b\"): \"four\" is not a number"),
+            ("short row", "a,b,y\n1,2,x\n3,4\n", "line 3, column 3: 2 fields"),
+            ("unclosed quote", "a,b,y\n1,\"2,x\n", "line 2, column 2: quoted field is never closed"),
+            ("stray quote", "a,b,y\n1,2\",x\n", "line 2, column 2: '\"' inside an unquoted field"),
+            ("empty line", "a,b,y\n1,2,x\n\n3,4,y\n", "line 3, column 1: empty line"),
+            ("missing class", "a,b,y\n1,2,\n", "line 2, column 3 (\"y\"): missing class"),
+        ]
+        for name, text, fragment in bad:
+            path = write(tmp, "bad.csv", text)
+            expect("data error: " + name, ["run", "--input", path], 1, path + ", " + fragment)
+        expect("data error: missing file", ["run", "--input", os.path.join(tmp, "none.csv")], 1, "cannot open")
+        expect("data error: unknown --target", ["run", "--input", write(tmp, "t.csv", "a,y\n1,2\n"), "--target", "z"],
+               1, "no column named \"z\"", "\"a\", \"y\"")
+        geo = write(tmp, "geo.csv", "lat,lon,city\n48.85,2.35,Paris\n91,2,Nowhere\n")
+        expect("data error: latitude out of range", ["run", "--input", geo, "--metric", "haversine"], 1,
+               geo + ", line 3, column 1 (\"lat\"): latitude 91")
+        vec = write(tmp, "x.fvecs", struct.pack("<i2f", 2, 1.0, 2.0) + struct.pack("<i", 2) + b"\0\0")
+        lab = write(tmp, "y.ivecs", struct.pack("<ii", 1, 0) * 2)
+        expect("data error: truncated .fvecs", ["run", "--input", vec, "--labels", lab], 1,
+               vec + ", vector 1 (byte offset 12): truncated")
+        expect("usage error: vectors without --labels", ["run", "--input", vec], 2, "--labels")
+        expect("data error: unwritable predictions file",
+               ["run", "--points", "100", "--predictions", os.path.join(tmp, "no", "such", "dir.csv")], 1,
+               "cannot open for writing")
+
+        # ---- a CSV with named classes, and a vector file with labels ---------------------------
+        kinds = ["cat", '"dog, big"']  # a quoted class name with a comma
+        rows = ["x,y,kind"] + [f"{i % 7},{(i * 3) % 5},{kinds[0] if i % 3 else kinds[1]}" for i in range(200)]
+        named = write(tmp, "named.csv", "\n".join(rows) + "\n")
+        pred = os.path.join(tmp, "named_pred.csv")
+        expect("named classes are reported", ["run", "--input", named, "--predictions", pred], 0,
+               "numbered in order of first appearance: dog, big=0, cat=1")
+        lines = read(pred).splitlines()
+        check("predictions file: header, one row per point, the first prediction empty",
+              lines[0] == "index,prediction,truth" and len(lines) == 201 and lines[1] == '0,,"dog, big"',
+              lines[:3])
+        vecs = b"".join(struct.pack("<i3f", 3, i % 5, i % 3, 1.0) for i in range(100))
+        labels = b"".join(struct.pack("<ii", 1, 10 + i % 2) for i in range(100))
+        expect("vector files with labels", ["run", "--input", write(tmp, "v.fvecs", vecs), "--labels",
+                                            write(tmp, "v.ivecs", labels), "--k", "3"], 0, "2 integer classes")
+
+        # ---- --batch invariance of the predictions file ------------------------------------------
+        reg_rows = ["a,b,c,t"] + [f"{(i * 37) % 101 / 10},{(i * 11) % 23},{(i * 5) % 7},{(i * 13) % 17 / 4}"
+                                  for i in range(600)]
+        regression = write(tmp, "reg.csv", "\n".join(reg_rows) + "\n")
+        streams = [
+            ("hyperplane", ["--points", "2500"]),
+            ("rbf", ["--stream", "rbf", "--points", "2500", "--weights", "distance"]),
+            ("drivers", ["--stream", "drivers", "--points", "2500", "--drivers", "200", "--weights", "distance"]),
+            ("CSV regression", ["--input", regression, "--task", "regress", "--weights", "distance"]),
+        ]
+        for name, args in streams:
+            for window in ("0", "100"):
+                files = []
+                for batch in ("1", "7", "64"):
+                    out = os.path.join(tmp, f"b{batch}.csv")
+                    rc, _, err = run("run", *args, "--window", window, "--batch", batch, "--predictions", out)
+                    files.append(read(out) if rc == 0 else f"exit {rc}: {err}")
+                check(f"--batch 1, 7, 64 identical: {name}, window {window}",
+                      files[0] == files[1] == files[2] and files[0].startswith("index"), files[0][:200])
+
+        # ---- the JSON report ------------------------------------------------------------------------
+        report = os.path.join(tmp, "r.json")
+        expect("--report", ["run", "--points", "3000", "--window", "500", "--batch", "32", "--report", report], 0)
+        r = json.loads(read(report))
+        check("report: metrics, throughput, latency, backend, device",
+              r["points"] == 3000 and r["scored"] == 2999 and 0 < r["metrics"]["accuracy"] <= 1 and
+              "kappa" in r["metrics"] and r["points_per_second"] > 0 and
+              r["predict_latency_us"]["p99"] >= r["predict_latency_us"]["p50"] > 0 and
+              r["backend"] in ("cpu", "cuda") and r["device"] and r["config"]["window"] == 500 and
+              r["config"]["batch"] == 32, r)
+
+        # ---- --plot ------------------------------------------------------------------------------
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib, numpy"], capture_output=True)
+        if probe.returncode != 0:
+            print("skip  --plot (python3-matplotlib is not installed)")
+        else:
+            png = os.path.join(tmp, "plot.png")
+            expect("--plot draws a PNG", ["run", "--points", "3000", "--plot", png], 0, "wrote")
+            with open(png, "rb") as f:
+                check("--plot output is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n")
+            check("--plot leaves no scratch file behind", not os.path.exists(png + ".predictions.csv"))
+
+    print(f"{len(failures)} failures" if failures else "all command-line checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
