@@ -20,7 +20,7 @@ build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	@$(BUILD)/streams/streamknn
+	@$(BUILD)/streams/streamknn run
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

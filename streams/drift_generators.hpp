@@ -18,7 +18,7 @@ namespace streamknn::streams {
 struct HyperplaneConfig {
   std::size_t dim = 10;
   std::size_t points = 100000;
-  double drift = 0.001;     ///< change of each weight per point (MOA's magChange)
+  double drift = 0.01;      ///< change of each weight per point (MOA's magChange)
   double reversal = 0.1;    ///< probability per point that a weight's drift changes sign (MOA's sigma)
   double noise = 0.05;      ///< probability that a label is flipped
   std::uint64_t seed = 42;
@@ -43,7 +43,7 @@ struct RbfConfig {
   std::size_t dim = 10;
   std::size_t classes = 4;
   std::size_t centroids = 50;
-  double speed = 1e-4;      ///< distance each centroid moves per point
+  double speed = 0.001;     ///< distance each centroid moves per point
   std::size_t points = 100000;
   std::uint64_t seed = 42;
 };

@@ -38,9 +38,10 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   generator(run.add_option("--dim", o.dim, "hyperplane/rbf: number of features")->check(CLI::Range(1ul, 4096ul)));
   generator(run.add_option("--classes", o.classes, "rbf: number of classes")->check(CLI::Range(2ul, 65536ul)));
   generator(run.add_option("--drivers", o.drivers, "drivers: number of drivers")->check(CLI::Range(1ul, 10000000ul)));
-  generator(run.add_option("--drift", o.drift, "hyperplane: weight change per point (default 0.001); rbf: centroid "
-                                               "speed per point (default 0.0001)")
-                ->check(CLI::NonNegativeNumber));
+  generator(run.add_option("--drift", o.drift, "hyperplane: weight change per point (default 0.01); rbf: centroid "
+                                               "speed per point (default 0.001)")
+                ->check(CLI::NonNegativeNumber)
+                ->default_str(""));
   (void)stream;
   run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")->group(input);
 

@@ -21,7 +21,7 @@ struct RunOptions {
   // Input: a file, or a built-in generator.
   std::string input, target, labels;
   std::string stream = "hyperplane";
-  std::size_t points = 50000;
+  std::size_t points = 200000;
   std::uint64_t seed = 42;
   std::size_t dim = 10;
   std::size_t classes = 4;

@@ -65,7 +65,7 @@ TEST_CASE("csv reader: a cell's line is where it starts, after embedded newlines
   CHECK_FALSE(reader.next(r));
 }
 
-TEST_CASE("csv reader: the last line may lack its newline; a trailing comma is an empty field") {
+TEST_CASE("csv reader: the last line may lack its newline, and a trailing comma is an empty field") {
   CHECK(records("a,b\n1,2") == std::vector<std::vector<std::string>>{{"a", "b"}, {"1", "2"}});
   CHECK(records("a,b,\n") == std::vector<std::vector<std::string>>{{"a", "b", ""}});
 }

@@ -45,7 +45,7 @@ void check_determinism(const std::function<std::unique_ptr<Source>(std::uint64_t
 
 }  // namespace
 
-TEST_CASE("hyperplane: deterministic by seed, features in [0, 1), both classes, noise flips labels") {
+TEST_CASE("hyperplane: deterministic by seed, features in the unit cube, both classes, noise flips labels") {
   check_determinism(
       [](std::uint64_t seed) {
         HyperplaneConfig c;
@@ -117,7 +117,7 @@ TEST_CASE("rbf with moving centroids: deterministic by seed, labels within the c
   for (float x : all.features) REQUIRE(std::isfinite(x));
 }
 
-TEST_CASE("moving objects: deterministic by seed; drivers stay near their city; passengers inside it") {
+TEST_CASE("moving objects: deterministic by seed, drivers stay near their city, passengers inside it") {
   MovingObjectsConfig c;
   c.drivers = 300;
   c.seed = test::seed();

@@ -20,7 +20,7 @@ TEST_CASE("accuracy and Cohen's kappa, by hand") {
   CHECK(m.kappa() == doctest::Approx(0.5));
 }
 
-TEST_CASE("kappa: perfect agreement on two classes is 1; chance-level prediction is 0; p_e = 1 is 0") {
+TEST_CASE("kappa: perfect agreement on two classes is 1, chance-level prediction is 0, p_e = 1 gives 0") {
   ClassificationMetrics perfect(2);
   for (int i = 0; i < 4; ++i) perfect.add(i % 2, i % 2);
   CHECK(perfect.kappa() == doctest::Approx(1));

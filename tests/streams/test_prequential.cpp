@@ -191,7 +191,7 @@ TEST_CASE("regression, distance weights, window: the weighted mean of the naive 
   }
 }
 
-TEST_CASE("the first point has no prediction and is not scored; the scores cover the rest") {
+TEST_CASE("the first point has no prediction and is not scored, the scores cover the rest") {
   PrequentialOptions o;
   o.window = 100;
   const Predictions p = run(*hyperplane(700), o);
