@@ -4,7 +4,7 @@
     plot_stream.py PREDICTIONS.csv OUT.png [--task classify|regress] [--window N] [--title TEXT]
 
 PREDICTIONS.csv is what `streamknn run --predictions` writes (index,prediction,truth). The plot
-shows the score over a moving window of N points (default: 1/50 of the stream, at least 100)
+shows the score over a moving window of N points (default: about 1/50 of the stream, at least 100)
 and the cumulative prequential score: accuracy for classification, absolute error (MAE) for
 regression. Rows with an empty prediction (no visible neighbour) are left out, as the runner
 leaves them out of its scores. The task is guessed from the file when not given: numbers that
@@ -62,6 +62,12 @@ def moving_mean(x, n):
     return out
 
 
+def nice(n):
+    """n rounded down to 1, 2 or 5 times a power of ten, so the legend reads "last 2000 points"."""
+    scale = 10 ** (len(str(n)) - 1)
+    return max(m * scale for m in (1, 2, 5) if m * scale <= n)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("predictions")
@@ -73,7 +79,7 @@ def main():
 
     index, predicted, truth = load(args.predictions)
     task = args.task or ("regress" if is_regression(truth) else "classify")
-    n = args.window or max(100, len(index) // 50)
+    n = args.window or nice(max(100, len(index) // 50))
     n = min(n, len(index))
     if task == "classify":
         score = np.array([p == t for p, t in zip(predicted, truth)], dtype=float)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <numeric>
 
@@ -12,6 +13,12 @@ namespace streamknn::streams {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string shown(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(v));
+  return buf;
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -79,19 +86,19 @@ void Prequential::check_chunk(const Chunk& chunk, std::size_t first) const {
     bool all_zero = true;
     for (std::size_t c = 0; c < dim; ++c) {
       if (!std::isfinite(row[c])) {
-        throw DataError(source_.where(first + i, c) + ": " + std::to_string(row[c]) + " is not a finite number");
+        throw DataError(source_.where(first + i, c) + ": " + shown(row[c]) + " is not a finite number");
       }
       all_zero &= row[c] == 0.0f;
     }
     if (options_.metric == Metric::Haversine && std::fabs(row[0]) > 90.0f) {
-      throw DataError(source_.where(first + i, 0) + ": latitude " + std::to_string(row[0]) +
+      throw DataError(source_.where(first + i, 0) + ": latitude " + shown(row[0]) +
                       " is outside [-90, 90] degrees (haversine takes latitude, longitude)");
     }
     if (options_.metric == Metric::Cosine && all_zero) {
       throw DataError(source_.where(first + i) + ": the zero vector has no direction for the cosine metric");
     }
     if (!chunk.values.empty() && !std::isfinite(chunk.values[i])) {
-      throw DataError(source_.where(first + i) + ": target " + std::to_string(chunk.values[i]) + " is not finite");
+      throw DataError(source_.where(first + i) + ": target " + shown(chunk.values[i]) + " is not finite");
     }
   }
 }

@@ -242,7 +242,7 @@ TEST_CASE("data the metric refuses is a DataError naming the file, line and colu
   o.backend = BackendKind::Cpu;
   Prequential evaluator(*source, o);
   CHECK_THROWS_WITH_AS(evaluator.run(),
-                       (path + ", line 3, column 1 (\"lat\"): latitude 95.000000 is outside [-90, 90] degrees "
+                       (path + ", line 3, column 1 (\"lat\"): latitude 95 is outside [-90, 90] degrees "
                                "(haversine takes latitude, longitude)")
                            .c_str(),
                        DataError);
