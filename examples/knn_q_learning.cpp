@@ -63,8 +63,8 @@ class MountainCar {
 /// set_target needs every action's value, not only the one that changes.
 class KnnQ {
  public:
-  KnnQ(std::size_t k, float novelty, float learning_rate) : store_(config()), q_(store_, k), k_(k),
-        novelty_(novelty), learning_rate_(learning_rate) {}
+  KnnQ(std::size_t k, float novelty, float learning_rate)
+      : store_(config()), q_(store_, k), k_(k), novelty_(novelty), learning_rate_(learning_rate) {}
 
   struct Lookup {
     QValues q{};                  ///< the neighbours' mean Q-values (0 before anything is stored)
@@ -165,8 +165,11 @@ int main(int argc, char** argv) {
       arrived = car.step(action);
       ++steps;
       const auto next_state = car.observe();
-      KnnQ::Lookup next = agent.lookup(next_state);
-      const float future = arrived ? 0.0f : *std::max_element(next.q.begin(), next.q.end());
+      float future = 0;  // nothing more to come once the car is at the flag
+      if (!arrived) {
+        const QValues next = agent.lookup(next_state).q;
+        future = *std::max_element(next.begin(), next.end());
+      }
       agent.learn(state, here, action, -1.0f + future);
       state = next_state;
       here = arrived ? KnnQ::Lookup{} : agent.lookup(state);  // fresh: this step's learning included

@@ -29,9 +29,10 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_option("--target", o.target, "CSV: the label/target column (default: the last)")->group(input)->needs(in);
   run.add_option("--labels", o.labels, "vector files: one label/target per vector (.ivecs or .fvecs, dimension 1)")
       ->group(input)->needs(in);
-  auto* stream = run.add_option("--stream", o.stream, "built-in stream: hyperplane (drifting, 2 classes), rbf "
-                                                      "(moving centroids), drivers (GPS pings -> speed, haversine)")
-                     ->group(input)->check(CLI::IsMember({"hyperplane", "rbf", "drivers"}))->excludes(in);
+  run.add_option("--stream", o.stream,
+                 "built-in stream: hyperplane (drifting, 2 classes), rbf (moving centroids), drivers (GPS pings -> "
+                 "speed, haversine)")
+      ->group(input)->check(CLI::IsMember({"hyperplane", "rbf", "drivers"}))->excludes(in);
   auto generator = [&](CLI::Option* option) { option->group(input)->excludes(in); };
   generator(run.add_option("--points", o.points, "built-in stream: number of points")->check(CLI::Range(1ul, 1ul << 31)));
   generator(run.add_option("--seed", o.seed, "built-in stream: seed (the same seed gives the same stream)"));
@@ -42,7 +43,6 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                                                "speed per point (default 0.001)")
                 ->check(CLI::NonNegativeNumber)
                 ->default_str(""));
-  (void)stream;
   run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")->group(input);
 
   const char* model = "Model and evaluation";

@@ -107,6 +107,10 @@ def main():
                ["run", "--points", "100", "--predictions", os.path.join(tmp, "no", "such", "dir.csv")], 1,
                "cannot open for writing")
 
+        rc, out, err = run("run", "--backend", "cuda", "--points", "200")
+        check("--backend cuda: runs on a GPU, or exit 1 saying why not",
+              (rc == 0 and "cuda" in out) or (rc == 1 and "CUDA" in err and "Traceback" not in err), out + err)
+
         # ---- a CSV with named classes, and a vector file with labels ---------------------------
         kinds = ["cat", '"dog, big"']  # a quoted class name with a comma
         rows = ["x,y,kind"] + [f"{i % 7},{(i * 3) % 5},{kinds[0] if i % 3 else kinds[1]}" for i in range(200)]

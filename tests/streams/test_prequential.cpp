@@ -108,7 +108,7 @@ std::vector<std::pair<double, std::size_t>> naive_neighbours(const Chunk& all, s
 }  // namespace
 
 TEST_CASE("classification: batch 1, 7 and 64 give identical predictions, with and without a window") {
-  for (std::size_t window : {0u, 150u}) {
+  for (std::size_t window : {0u, 5u, 150u}) {  // 5: a window shorter than a batch
     CAPTURE(window);
     PrequentialOptions o;
     o.k = 5;
