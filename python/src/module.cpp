@@ -90,7 +90,7 @@ IdArray as_ids(py::handle object, int ndim, std::size_t columns, const char* cal
   const char kind = a.dtype().kind();
   if (a.size() == 0) {  // an empty list converts to float64: nothing to check
     out.keep = py::array_t<std::uint64_t>(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
-  } else if (kind == 'u' || kind == 'b') {
+  } else if (kind == 'u') {
     out.keep = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
   } else if (kind == 'i') {
     auto signed_ids = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);

@@ -109,5 +109,6 @@ def device_call(target, method, queries, *args):
     if native is not None and getattr(target, "backend", "cuda") == "cuda":
         results = native(queries, *args)
         return tuple(from_dlpack_like(r, queries) if hasattr(r, "__dlpack__") else r for r in results)
+    args = tuple(to_host(a) if on_device(a) else a for a in args)  # e.g. visible ranges on the device
     results = getattr(target, method)(to_host(queries), *args)
     return tuple(to_device_like(r, queries) if isinstance(r, np.ndarray) else r for r in results)
