@@ -75,7 +75,7 @@ class _StreamKNeighborsBase(BaseEstimator):
     # ---- data -------------------------------------------------------------------------------------
     def _query_rows(self, X):
         """X in the library's units (float32, C order; degrees for haversine)."""
-        if self.metric == "haversine":
+        if self._fit_metric == "haversine":
             X = np.asarray(X, dtype=np.float64) * _HAVERSINE_IN
         return np.ascontiguousarray(X, dtype=np.float32)
 
@@ -117,6 +117,7 @@ class _StreamKNeighborsBase(BaseEstimator):
     def _fit(self, X, y, *, reset):
         targets = self._encode_targets(y)
         if reset:
+            self._fit_metric = self.metric  # the units of the stored rows, whatever set_params does later
             self._fit_X = np.ascontiguousarray(X, dtype=np.float32)
             self._y = targets
             self._store = self._build_store(self._fit_X, self._y)
@@ -128,7 +129,7 @@ class _StreamKNeighborsBase(BaseEstimator):
         self._model = self._make_model(self._store)
         self._model_params = (self.n_neighbors, self.weights)
         self.n_samples_fit_ = self._fit_X.shape[0]
-        self.effective_metric_ = "euclidean" if self._library_metric() == "l2" else self.metric
+        self.effective_metric_ = "euclidean" if _METRICS[self._fit_metric] == "l2" else self._fit_metric
         return self
 
     # ---- queries ----------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ class _StreamKNeighborsBase(BaseEstimator):
             keep[no_self, 0] = False
             ind = ind[keep].reshape(ind.shape[0], k)
             dist = dist[keep].reshape(dist.shape[0], k)
-        if self.metric == "haversine":
+        if self._fit_metric == "haversine":
             dist = (dist * _HAVERSINE_OUT).astype(np.float32)
         return (dist, ind) if return_distance else ind
 
