@@ -27,7 +27,7 @@ std::string column_list(const std::vector<std::string>& header) {
 std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& options) {
   CsvReader reader(path);
   CsvRecord record;
-  if (!reader.next(record)) throw DataError(path + ": the file is empty (a header line is expected)");
+  if (!reader.next(record)) throw DataError(path + ", line 1: the file is empty (a header line is expected)");
   const std::vector<std::string> header = record.cells;
   const std::size_t header_line = record.line;
   std::unordered_map<std::string, std::size_t> column_of;
@@ -97,7 +97,10 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
     }
     lines.push_back(record.line);
   }
-  if (lines.empty()) throw DataError(path + ": no data rows after the header (line " + std::to_string(header_line) + ")");
+  if (lines.empty()) {
+    throw DataError(path + ", line " + std::to_string(header_line + 1) + ": no data rows after the header (line " +
+                    std::to_string(header_line) + ")");
+  }
 
   std::vector<std::int32_t> labels;
   if (options.task == Task::Classify) {

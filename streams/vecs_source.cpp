@@ -37,7 +37,7 @@ Vecs read_vecs(const std::string& path, std::size_t max_count) {
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<std::size_t>(in.tellg());
   in.seekg(0);
-  if (file_size == 0) throw DataError(path + ": the file is empty (no vectors)");
+  if (file_size == 0) throw DataError(path + ", vector 0 (byte offset 0): the file is empty (no vectors)");
 
   // Records are read one at a time so that a --limit reads only what it uses of a large set.
   const std::size_t width = component_bytes(out.kind);

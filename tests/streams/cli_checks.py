@@ -79,29 +79,54 @@ def main():
             expect("usage error: " + name, args, 2, fragment)
 
         # ---- data errors: exit 1, with file, line and column ------------------------------------
-        bad = [
-            ("missing value", "a,b,y\n1,2,x\n3,,y\n", "line 3, column 2 (\"b\"): missing value"),
-            ("NA placeholder", "a,b,y\n1,NA,x\n", "line 2, column 2 (\"b\"): missing value (\"NA\")"),
-            ("non-numeric cell", "a,b,y\n1,2,x\n3,four,y\n", "line 3, column 2 (\"b\"): \"four\" is not a number"),
-            ("short row", "a,b,y\n1,2,x\n3,4\n", "line 3, column 3: 2 fields"),
-            ("unclosed quote", "a,b,y\n1,\"2,x\n", "line 2, column 2: quoted field is never closed"),
-            ("stray quote", "a,b,y\n1,2\",x\n", "line 2, column 2: '\"' inside an unquoted field"),
-            ("empty line", "a,b,y\n1,2,x\n\n3,4,y\n", "line 3, column 1: empty line"),
-            ("missing class", "a,b,y\n1,2,\n", "line 2, column 3 (\"y\"): missing class"),
+        bad = [  # (name, CSV text, extra options, the place and problem the message must give)
+            ("missing value", "a,b,y\n1,2,x\n3,,y\n", [], "line 3, column 2 (\"b\"): missing value (empty cell)"),
+            ("NA placeholder", "a,b,y\n1,NA,x\n", [], "line 2, column 2 (\"b\"): missing value (\"NA\")"),
+            ("? placeholder", "a,b,y\n?,1,x\n", [], "line 2, column 1 (\"a\"): missing value (\"?\")"),
+            ("non-numeric cell", "a,b,y\n1,2,x\n3,four,y\n", [], "line 3, column 2 (\"b\"): \"four\" is not a number"),
+            ("infinite cell", "a,b,y\n1,inf,x\n", [], "line 2, column 2 (\"b\"): \"inf\" is not a finite number"),
+            ("beyond float32", "a,b,y\n1e39,1,x\n", [], "line 2, column 1 (\"a\"): \"1e39\" is outside the range"),
+            ("short row", "a,b,y\n1,2,x\n3,4\n", [], "line 3, column 3: 2 fields, but the header (line 1) has 3"),
+            ("long row", "a,b,y\n1,2,x,9\n", [], "line 2, column 4: 4 fields"),
+            ("unclosed quote", "a,b,y\n1,\"2,x\n", [], "line 2, column 2: quoted field is never closed"),
+            ("stray quote", "a,b,y\n1,2\",x\n", [], "line 2, column 2: '\"' inside an unquoted field"),
+            ("text after a quote", "a,b,y\n1,\"2\"3,x\n", [], "line 2, column 2: unexpected '3' after the closing quote"),
+            ("empty line", "a,b,y\n1,2,x\n\n3,4,y\n", [], "line 3, column 1: empty line"),
+            ("blank last line", "a,b,y\n1,2,x\n\n", [], "line 3, column 1: empty line"),
+            ("missing class", "a,b,y\n1,2,\n", [], "line 2, column 3 (\"y\"): missing class (empty cell)"),
+            ("regression target", "a,t\n1,2\n2,high\n", ["--task", "regress"],
+             "line 3, column 2 (\"t\"): \"high\" is not a number"),
+            ("repeated header name", "a,a,y\n1,2,x\n", [], "line 1, column 2 (\"a\"): the header repeats"),
+            ("empty header name", "a,,y\n1,2,x\n", [], "line 1, column 2: the header names no column"),
+            ("header only", "a,b,y\n", [], "line 2: no data rows after the header (line 1)"),
+            ("empty file", "", [], "line 1: the file is empty"),
         ]
-        for name, text, fragment in bad:
+        for name, text, extra, fragment in bad:
             path = write(tmp, "bad.csv", text)
-            expect("data error: " + name, ["run", "--input", path], 1, path + ", " + fragment)
+            expect("data error: " + name, ["run", "--input", path, *extra], 1, path + ", " + fragment)
+        two = struct.pack("<i2f", 2, 1.0, 2.0)
+        labels2 = write(tmp, "l2.ivecs", struct.pack("<ii", 1, 0) * 2)
+        bad_vecs = [  # (name, features, labels, the message)
+            ("truncated vector", two + struct.pack("<i", 2) + b"\0\0", labels2,
+             "vector 1 (byte offset 12): truncated: 2 bytes left of the 8"),
+            ("truncated dimension", two + b"\2\0", labels2, "vector 1 (byte offset 12): truncated: 2 bytes left"),
+            ("dimension 0", struct.pack("<i", 0), labels2, "vector 0 (byte offset 0): dimension 0 is outside"),
+            ("dimension changes", two + struct.pack("<i3f", 3, 1, 2, 3), labels2,
+             "vector 1 (byte offset 12): dimension 3, but vector 0 has 2"),
+            ("NaN component", two + struct.pack("<i2f", 2, 1.0, float("nan")), labels2,
+             "vector 1, component 1 (byte offset 20): NaN"),
+            ("too few labels", two + two, write(tmp, "l1.ivecs", struct.pack("<ii", 1, 0)), "1 labels for the 2 vectors"),
+        ]
+        for name, features, labels, fragment in bad_vecs:
+            vec = write(tmp, "bad.fvecs", features)
+            expect("data error: " + name, ["run", "--input", vec, "--labels", labels], 1, fragment)
+        vec = write(tmp, "x.fvecs", two)
         expect("data error: missing file", ["run", "--input", os.path.join(tmp, "none.csv")], 1, "cannot open")
         expect("data error: unknown --target", ["run", "--input", write(tmp, "t.csv", "a,y\n1,2\n"), "--target", "z"],
                1, "no column named \"z\"", "\"a\", \"y\"")
         geo = write(tmp, "geo.csv", "lat,lon,city\n48.85,2.35,Paris\n91,2,Nowhere\n")
         expect("data error: latitude out of range", ["run", "--input", geo, "--metric", "haversine"], 1,
                geo + ", line 3, column 1 (\"lat\"): latitude 91")
-        vec = write(tmp, "x.fvecs", struct.pack("<i2f", 2, 1.0, 2.0) + struct.pack("<i", 2) + b"\0\0")
-        lab = write(tmp, "y.ivecs", struct.pack("<ii", 1, 0) * 2)
-        expect("data error: truncated .fvecs", ["run", "--input", vec, "--labels", lab], 1,
-               vec + ", vector 1 (byte offset 12): truncated")
         expect("usage error: vectors without --labels", ["run", "--input", vec], 2, "--labels")
         expect("data error: unwritable predictions file",
                ["run", "--points", "100", "--predictions", os.path.join(tmp, "no", "such", "dir.csv")], 1,

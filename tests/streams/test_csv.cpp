@@ -151,8 +151,8 @@ TEST_CASE("csv source: every malformed input is a DataError naming line and colu
 }
 
 TEST_CASE("csv source: bad files and bad targets") {
-  CHECK(data_error("").find("empty") != std::string::npos);
-  CHECK(data_error("a,b,t\n").find("no data rows after the header (line 1)") != std::string::npos);
+  CHECK(data_error("").find("line 1: the file is empty") != std::string::npos);
+  CHECK(data_error("a,b,t\n").find("line 2: no data rows after the header (line 1)") != std::string::npos);
   CHECK(data_error("t\n1\n").find("at least one feature") != std::string::npos);
   const std::string missing_target = data_error("a,b,t\n1,2,0\n", {"label"});
   CHECK(missing_target.find("no column named \"label\"") != std::string::npos);
