@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""KNN-Q on Mountain Car, in batches: the Python version of the KNN-Q example.
+"""KNN-Q on Mountain Car, in batches: the Python version of examples/knn_q_learning.cpp.
 
 A Q-function is stored as states with one Q-value per action (streamknn.KnnQ). Each step, for a
 batch of cars driving at once: look up the k nearest stored states of every car, average their
 Q-values per action to pick the greedy action, move the cars, then write the TD targets back
 to those neighbours with one ``lookup_and_update`` call. States far from every stored one are
 added as the cars explore. Q-values start at 0 while every reward is -1, so unexplored actions
-look best and get tried (optimistic initialisation; no epsilon needed).
+look best and get tried (optimistic initialisation; no epsilon needed). The update rule is the
+C++ example's (each neighbour's Q-value for the action moves by alpha * (target - mean)); the
+difference is that here many cars learn at once, one batched call per step.
 
     PYTHONPATH=build/python python3 python/examples/knn_q_mountain_car.py [--episodes 60] [--backend cpu]
 """
