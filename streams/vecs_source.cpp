@@ -121,7 +121,9 @@ std::unique_ptr<Source> open_vecs(const std::string& features_path, const std::s
   info.name = features_path;
   info.task = task;
   info.dim = features.dim;
-  for (std::size_t c = 0; c < features.dim; ++c) info.feature_names.push_back("x" + std::to_string(c));
+  for (std::size_t c = 0; c < features.dim; ++c) {
+    info.feature_names.push_back(std::string("x").append(std::to_string(c)));  // "x" + ... trips GCC 12's -Wrestrict
+  }
   info.target_name = labels_path;
 
   std::vector<float> x = std::move(features.floats);
