@@ -53,9 +53,13 @@ std::string json_string(const std::string& s) {
 /// 1234567 -> "1,234,567": throughput is read at a glance.
 std::string grouped(double v) {
   if (!std::isfinite(v)) return "n/a";
-  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<std::size_t>(i), ",");
-  return digits;
+  const std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-') out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string microseconds(double seconds) {
