@@ -1,12 +1,12 @@
 // A scratch directory per test case, removed when the case ends (pass or fail).
 #pragma once
 
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,10 +15,9 @@ namespace test {
 class ScratchDir {
  public:
   ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("streamknn-streams-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "streamknn-streams-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ScratchDir: mkdtemp failed for " + pattern);
+    path_ = pattern;
   }
   ~ScratchDir() {
     std::error_code ignored;
