@@ -39,7 +39,7 @@ class CpuBackend final : public Backend {
     Buffer& back = buffers_[1 - front_];
     wait_unread(back);
     try {
-      back.store.reserve(slots);
+      back.store.reserve(std::max(slots, pending_slots_));
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted growing the store to ", slots,
                                " points of dim ", config_.dim));
@@ -58,6 +58,13 @@ class CpuBackend final : public Backend {
     }
     pending_ = batch;
     has_pending_ = true;
+    // The next publish replays this batch onto the other buffer, which must then hold every
+    // slot the batch writes. That can be more than the next batch's high-water mark: slots
+    // inserted and erased within this batch lie above the mark it leaves behind.
+    pending_slots_ = 0;
+    for (const auto* slots : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+      for (const std::uint32_t s : *slots) pending_slots_ = std::max<std::size_t>(pending_slots_, std::size_t(s) + 1);
+    }
   }
 
   Ticket<QueryResult> submit(QueryRequest request) const override {
@@ -183,6 +190,7 @@ class CpuBackend final : public Backend {
   int front_ = 0;
   ResolvedBatch pending_;     // applied to the front buffer, not yet to the back one
   bool has_pending_ = false;
+  std::size_t pending_slots_ = 0;  // slots pending_ writes (its highest slot + 1)
   mutable ThreadPool pool_;
 };
 
