@@ -27,3 +27,46 @@ test: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log
+
+# ---- reliability (docs/reliability.md) -----------------------------------------------------------
+#   make test-sanitizers   the CPU build and its whole suite under ThreadSanitizer (build-tsan) and
+#                          under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
+#   make fuzz              builds the libFuzzer harnesses with clang (build-fuzz) and runs each for
+#                          FUZZ_SECONDS on its corpus in fuzz/corpus/; new inputs go to build-fuzz/new
+#   make fuzz-merge        folds the new inputs that add coverage into fuzz/corpus/ (to commit)
+SANITIZER_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMKNN_CUDA=OFF -DSTREAMKNN_PYTHON=OFF -DSTREAMKNN_BUILD_BENCH=OFF
+FUZZ_SECONDS ?= 60
+FUZZERS := fuzz_ops fuzz_csv fuzz_vecs
+
+.PHONY: test-sanitizers test-tsan test-asan fuzz fuzz-build fuzz-merge
+
+test-sanitizers: test-tsan test-asan
+
+test-tsan test-asan: test-%: deps
+	@cmake -S . -B build-$* $(SANITIZER_FLAGS) -DSTREAMKNN_SANITIZE=$(if $(filter tsan,$*),thread,address$(,)undefined) \
+	  > build-$*.configure.log 2>&1 || (cat build-$*.configure.log; exit 1)
+	@cmake --build build-$* -j$(JOBS)
+	@cd build-$* && ctest --output-on-failure -j$(JOBS) -LE gpu
+
+, := ,
+
+fuzz-build: deps
+	@cmake -S . -B build-fuzz $(SANITIZER_FLAGS) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DSTREAMKNN_SANITIZE=address,undefined -DSTREAMKNN_BUILD_FUZZERS=ON -DSTREAMKNN_BUILD_TESTS=OFF \
+	  -DSTREAMKNN_BUILD_EXAMPLES=OFF > build-fuzz.configure.log 2>&1 || (cat build-fuzz.configure.log; exit 1)
+	@cmake --build build-fuzz -j$(JOBS) --target $(FUZZERS)
+
+fuzz: fuzz-build
+	@mkdir -p build-fuzz/artifacts
+	@for f in $(FUZZERS); do \
+	  mkdir -p build-fuzz/new/$$f; \
+	  echo "fuzz: $$f for $(FUZZ_SECONDS) s on fuzz/corpus/$$f"; \
+	  if ! build-fuzz/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+	      -artifact_prefix=build-fuzz/artifacts/$$f- build-fuzz/new/$$f fuzz/corpus/$$f > build-fuzz/$$f.log 2>&1; then \
+	    tail -n 60 build-fuzz/$$f.log; echo "fuzz: $$f FAILED; the input is in build-fuzz/artifacts/"; exit 1; \
+	  fi; \
+	  grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)" build-fuzz/$$f.log | sed "s/^/fuzz: $$f /"; \
+	done
+
+fuzz-merge: fuzz-build
+	@for f in $(FUZZERS); do build-fuzz/fuzz/$$f -merge=1 fuzz/corpus/$$f build-fuzz/new/$$f 2>&1 | tail -n 1; done
