@@ -216,8 +216,12 @@ TEST_CASE("faults: running out of memory while a publish resolves its batch keep
   StoreConfig config = config_for(kDim);
   config.queue_capacity = 1 << 16;
   ReferenceSet store(config);
-  for (PointId id = 0; id < kPoints; ++id) store.insert(id, row(kDim, id));
-  REQUIRE(store.publish().inserted == kPoints);
+  for (PointId id = 0; id < kPoints; ++id) {  // in small publishes, so the batch buffers stay small
+    store.insert(id, row(kDim, id));
+    if (id % 1000 == 999) REQUIRE(store.publish().inserted == 1000);
+  }
+  store.move(0, row(kDim, 0));
+  REQUIRE(store.publish().moved == 1);  // both buffers have grown: the next publish needs no growth
   {
     std::string why;
     auto limit = MemoryLimit::leave(8u << 20, why);
