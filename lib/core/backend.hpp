@@ -47,9 +47,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const noexcept = 0;
   virtual std::string name() const = 0;
-  /// Ensures the buffer the next apply() writes holds `slots` slots. May throw OutOfMemory,
-  /// in which case nothing visible changed.
-  virtual void reserve(std::size_t slots) = 0;
+  /// Ensures the next apply() can write a batch of up to `batch_ops` operations into a buffer
+  /// of `slots` slots. May throw OutOfMemory, in which case nothing visible changed.
+  virtual void reserve(std::size_t slots, std::size_t batch_ops) = 0;
   /// Applies a batch (after reserve() for its slot_count) and publishes it as `epoch`.
   /// Searches submitted after this returns see it; searches in flight keep their snapshot.
   virtual void apply(const ResolvedBatch& batch, std::uint64_t epoch) = 0;

@@ -69,7 +69,7 @@ Engine::Engine(const StoreConfig& config)
       backend_(make_backend(config_)),
       queue_(config_.queue_capacity, config_.dim, value_floats(config_)),
       catalog_(config_) {
-  backend_->reserve(config_.capacity_hint);
+  backend_->reserve(config_.capacity_hint, 0);
 }
 
 void Engine::check_k(std::size_t k, const char* caller) {
@@ -159,7 +159,7 @@ PublishReport Engine::publish() {
 
   try {
     catalog_.reserve_for(drained_);
-    backend_->reserve(catalog_.slots_needed(drained_));
+    backend_->reserve(catalog_.slots_needed(drained_), drained_.size());
   } catch (const std::bad_alloc&) {
     carried_.store(drained_.size(), std::memory_order_relaxed);
     throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted while growing to ",

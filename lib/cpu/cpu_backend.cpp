@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
     return concat("cpu (", pool_.concurrency(), " threads, ", cpu_search_isa(), ")");
   }
 
-  void reserve(std::size_t slots) override {
+  void reserve(std::size_t slots, std::size_t /*batch_ops*/) override {
     Buffer& back = buffers_[1 - front_];
     wait_unread(back);
     try {

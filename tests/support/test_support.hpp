@@ -12,6 +12,7 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <sstream>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,14 @@ inline std::uint64_t seed() {
     return s;
   }();
   return value;
+}
+
+/// Text of any streamable values, concatenated.
+template <class... Parts>
+std::string concat_str(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
 }
 
 /// A generator per test case, derived from the run seed and a case-specific salt.

@@ -1,0 +1,137 @@
+// bench/latency: one query end to end (host vectors in, host answers out) on a 100,000 x 2
+// store, K = 16, over many queries: p50 / p99 / p99.9, beside the raw floor of the same card:
+// a pinned H2D of the query + one empty kernel + a D2H of the answer + a stream sync, issued
+// directly and as a CUDA graph.
+//   latency [--n 100000] [--queries 100000] [--k 16] [--metric l2|haversine] [--csv latency.csv]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "streamknn/streamknn.hpp"
+
+namespace {
+
+void check(cudaError_t s, const char* what) {
+  if (s != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(s));
+}
+
+__global__ void empty_kernel(const float* in, float* out) {
+  if (threadIdx.x == 0 && in[0] == 1234.5f) out[0] = in[0];
+}
+
+struct Percentiles {
+  double p50, p99, p999, mean;
+};
+
+Percentiles percentiles(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  double sum = 0;
+  for (double v : us) sum += v;
+  auto at = [&](double f) { return us[std::min(us.size() - 1, std::size_t(f * us.size()))]; };
+  return {at(0.5), at(0.99), at(0.999), sum / us.size()};
+}
+
+template <class F>
+std::vector<double> time_us(int n, F&& f) {
+  std::vector<double> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    f(i);
+    out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace streamknn;
+  std::map<std::string, std::string> args{{"--n", "100000"}, {"--queries", "100000"}, {"--k", "16"},
+                                          {"--metric", "l2"}, {"--csv", "latency.csv"}};
+  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  const std::size_t n = std::stoul(args["--n"]), k = std::stoul(args["--k"]);
+  const int queries = std::stoi(args["--queries"]);
+  const Metric metric = parse_metric(args["--metric"]);
+
+  // Raw floor: the same copies and one kernel, with nothing else.
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  float *h_in, *h_out, *d_in, *d_out;
+  check(cudaMallocHost(&h_in, 64), "cudaMallocHost");
+  check(cudaMallocHost(&h_out, k * 12), "cudaMallocHost");
+  check(cudaMalloc(&d_in, 64), "cudaMalloc");
+  check(cudaMalloc(&d_out, k * 12), "cudaMalloc");
+  auto round_trip = [&] {
+    cudaMemcpyAsync(d_in, h_in, 16, cudaMemcpyHostToDevice, stream);
+    empty_kernel<<<1, 32, 0, stream>>>(d_in, d_out);
+    cudaMemcpyAsync(h_out, d_out, k * 12, cudaMemcpyDeviceToHost, stream);
+  };
+  for (int i = 0; i < 1000; ++i) {
+    round_trip();
+    cudaStreamSynchronize(stream);
+  }
+  const auto raw = percentiles(time_us(queries, [&](int) {
+    round_trip();
+    check(cudaStreamSynchronize(stream), "sync");
+  }));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  round_trip();
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (int i = 0; i < 1000; ++i) {
+    cudaGraphLaunch(exec, stream);
+    cudaStreamSynchronize(stream);
+  }
+  const auto raw_graph = percentiles(time_us(queries, [&](int) {
+    check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check(cudaStreamSynchronize(stream), "sync");
+  }));
+
+  // The library: a store of n random points, one query at a time, host to host.
+  StoreConfig config;
+  config.dim = 2;
+  config.metric = metric;
+  config.capacity_hint = n;
+  config.queue_capacity = n;
+  config.backend = BackendKind::Cuda;
+  ReferenceSet store(config);
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> lat(-60, 60), lon(-180, 180), unit(0, 1);
+  auto point = [&] {
+    return metric == Metric::Haversine ? std::vector<float>{lat(g), lon(g)} : std::vector<float>{unit(g), unit(g)};
+  };
+  for (PointId id = 0; id < n; ++id) store.insert(id, point());
+  store.publish();
+  std::vector<std::vector<float>> qs(4096);
+  for (auto& q : qs) q = point();
+  for (int i = 0; i < 1000; ++i) store.search(qs[i % qs.size()], k);
+  const auto ours = percentiles(time_us(queries, [&](int i) { store.search(qs[i % qs.size()], k); }));
+
+  std::printf("device %s: one query, %zu x 2 store (%s), k = %zu, %d timed queries after 1000 warm-up\n",
+              store.backend_name().c_str(), n, to_string(metric).data(), k, queries);
+  std::printf("%-40s %9s %9s %9s %9s\n", "path", "p50 us", "p99 us", "p99.9 us", "mean us");
+  auto row = [](const char* name, const Percentiles& p) {
+    std::printf("%-40s %9.1f %9.1f %9.1f %9.1f\n", name, p.p50, p.p99, p.p999, p.mean);
+  };
+  row("raw floor: H2D + empty kernel + D2H", raw);
+  row("raw floor as a CUDA graph", raw_graph);
+  row("streamknn search (host to host)", ours);
+  if (std::FILE* csv = std::fopen(args["--csv"].c_str(), "w")) {
+    std::fprintf(csv, "path,n,k,metric,p50_us,p99_us,p999_us,mean_us\n");
+    for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph}, {"streamknn", ours}}) {
+      std::fprintf(csv, "%s,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f\n", name, n, k, to_string(metric).data(), p.p50, p.p99,
+                   p.p999, p.mean);
+    }
+    std::fclose(csv);
+  }
+}

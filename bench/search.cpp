@@ -1,0 +1,133 @@
+// bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
+//   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
+//          [--reps 30] [--sets 3] [--csv out.csv]
+// For every (shape, K, Q): builds the store once through the public API (random uniform
+// data, fixed seed), then times searches host-to-host (host queries in, host answers out)
+// over `sets` different query sets, reps each after a warm-up, and reports the median.
+// Floor = max(store bytes / measured read bandwidth, 3 N D Q flops / measured FP32 rate)
+// (direct-form distances: a subtract and an FMA per element). Prints a table and writes CSV.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bandwidth.hpp"
+#include "streamknn/streamknn.hpp"
+
+namespace {
+
+struct Shape {
+  std::string name;
+  std::size_t n, d;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
+  return out;
+}
+
+std::vector<std::size_t> numbers(const std::string& s) {
+  std::vector<std::size_t> out;
+  for (const auto& p : split(s)) out.push_back(std::stoul(p));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace streamknn;
+  std::map<std::string, std::string> args{{"--shapes", "mnist,imagenet,googlenews"},
+                                          {"--k", "64,128"},
+                                          {"--q", "1,2,4,8,12,16,32,64"},
+                                          {"--reps", "30"},
+                                          {"--sets", "3"},
+                                          {"--csv", "search.csv"},
+                                          {"--backend", "cuda"},
+                                          {"--metric", "l2"}};
+  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
+                                           {"imagenet", {"ImageNet-like", 1275219, 128}},
+                                           {"googlenews", {"GoogleNews-like", 3000000, 300}},
+                                           {"small", {"small", 100000, 128}},
+                                           {"tiny", {"tiny (fixed cost)", 1000, 16}},
+                                           {"gis100k", {"low-dim 100k x 2", 100000, 2}},
+                                           {"gis1m", {"low-dim 1M x 2", 1000000, 2}},
+                                           {"gis10m", {"low-dim 10M x 2", 10000000, 2}}};
+  const auto ks = numbers(args["--k"]), qs = numbers(args["--q"]);
+  const int reps = std::stoi(args["--reps"]), sets = std::stoi(args["--sets"]);
+  const bench::Ceilings ceil = bench::measure_ceilings();
+  std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
+              ceil.read_gbps, ceil.fp32_tflops);
+  std::FILE* csv = std::fopen(args["--csv"].c_str(), "w");
+  std::fprintf(csv, "# device,%s,read_gbps,%.1f,fp32_tflops,%.2f\n", ceil.device.c_str(), ceil.read_gbps, ceil.fp32_tflops);
+  std::fprintf(csv, "shape,N,D,K,Q,median_ms,p10_ms,p90_ms,qps,floor_ms,achieved_over_floor\n");
+  std::printf("%-16s %8s %5s %5s %4s %10s %10s %10s %8s\n", "shape", "N", "D", "K", "Q", "ms", "q/s", "floor ms", "floor%");
+  for (const auto& name : split(args["--shapes"])) {
+    const Shape shape = known.at(name);
+    std::mt19937 g(42);
+    std::uniform_real_distribution<float> u(0, 1);
+    StoreConfig config;
+    config.dim = shape.d;
+    config.metric = parse_metric(args["--metric"]);
+    if (config.metric == Metric::Haversine && shape.d != 2) continue;
+    config.capacity_hint = shape.n;
+    config.queue_capacity = 1 << 16;
+    config.backend = args["--backend"] == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
+    ReferenceSet store(config);
+    std::vector<float> v(shape.d);
+    const bool geo = config.metric == Metric::Haversine;  // (lat, lon) in degrees
+    auto fill = [&](float* x, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) x[i] = geo ? (i % 2 ? 360 * u(g) - 180 : 120 * u(g) - 60) : u(g);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    for (PointId id = 0; id < shape.n; ++id) {
+      fill(v.data(), v.size());
+      while (!store.try_push(Update::insert(id, v))) store.publish();
+    }
+    store.publish();
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("# %s: %zu x %zu loaded in %.1f s on %s\n", shape.name.c_str(), shape.n, shape.d, load_s,
+                store.backend_name().c_str());
+    // The floor counts the bytes the data needs (N x D floats), not the library's padding.
+    const double store_bytes = double(shape.n) * shape.d * 4;
+    for (std::size_t k : ks) {
+      for (std::size_t q : qs) {
+        std::vector<std::vector<float>> query_sets(sets, std::vector<float>(q * shape.d));
+        for (auto& qset : query_sets) fill(qset.data(), qset.size());
+        for (int w = 0; w < 3; ++w) store.search(query_sets[0], k);  // warm-up (graphs, workspace)
+        std::vector<double> ms;
+        for (int r = 0; r < reps; ++r) {
+          const auto& qset = query_sets[r % sets];
+          const auto a = std::chrono::steady_clock::now();
+          const Neighbors nn = store.search(qset, k);
+          const auto b = std::chrono::steady_clock::now();
+          ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+          if (nn.ids.size() != q * k) std::printf("bad result size\n");
+        }
+        std::vector<double> sorted = ms;
+        std::sort(sorted.begin(), sorted.end());
+        const double med = median(ms), p10 = sorted[sorted.size() / 10], p90 = sorted[sorted.size() * 9 / 10];
+        const double floor_ms = std::max(store_bytes / (ceil.read_gbps * 1e9),
+                                         3.0 * shape.n * shape.d * q / (ceil.fp32_tflops * 1e12)) * 1e3;
+        std::printf("%-16s %8zu %5zu %5zu %4zu %10.4f %10.0f %10.4f %7.1f%%\n", shape.name.c_str(), shape.n, shape.d, k,
+                    q, med, q / (med * 1e-3), floor_ms, 100 * floor_ms / med);
+        std::fprintf(csv, "%s,%zu,%zu,%zu,%zu,%.5f,%.5f,%.5f,%.1f,%.5f,%.4f\n", shape.name.c_str(), shape.n, shape.d, k, q,
+                     med, p10, p90, q / (med * 1e-3), floor_ms, floor_ms / med);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::fclose(csv);
+}

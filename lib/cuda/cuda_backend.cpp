@@ -1,0 +1,573 @@
+// The CUDA backend: a DeviceStore (double buffer) written on an update stream, and a query
+// pipeline on a query stream: H2D of the queries from pinned staging, reset, scan, select,
+// aggregate, D2H of the answers into pinned staging, all stream-ordered, and for batches of up
+// to 16 queries replayed from a captured CUDA graph (one launch plus its copies).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/check.hpp"
+#include "core/metric_space.hpp"
+#include "cuda/cuda_raii.hpp"
+#include "cuda/device_store.hpp"
+#include "cuda/kernels.hpp"
+
+namespace streamknn::detail {
+
+namespace gpu {
+namespace {
+
+constexpr std::size_t kWorkspaceBudget = std::size_t(512) << 20;  // candidates of one launch chunk
+constexpr std::uint32_t kGraphMaxQueries = 16;
+constexpr std::size_t kMaxQueryBytes = 64 * 1024;                  // one stored query in shared memory
+
+enum class Mode : int { Neighbors = -1, Labels = 0, Probabilities = 1, Values = 2 };
+
+Mode mode_of(AggregateSpec::Output o) {
+  switch (o) {
+    case AggregateSpec::Output::Neighbors: return Mode::Neighbors;
+    case AggregateSpec::Output::Labels: return Mode::Labels;
+    case AggregateSpec::Output::Probabilities: return Mode::Probabilities;
+    case AggregateSpec::Output::Values: return Mode::Values;
+  }
+  return Mode::Neighbors;
+}
+
+struct Plan {
+  ScanShape shape;
+  std::uint32_t k = 0;
+  std::uint32_t chunk_queries = 0;  // queries per launch chunk
+  std::uint32_t stride = 0;         // candidates per query = blocks_per_group * k
+  std::uint32_t sample_step = 0;    // > 0: first scan every sample_step-th tile for a bound
+};
+
+/// A sample pass scans 1/kSampleStep of the store first; the k-th rank it finds bounds the
+/// full search, so the main pass admits about kSampleStep * k points instead of the
+/// k (1 + ln(n / k)) per block a cold start costs. Worth it once the sample holds enough points.
+constexpr std::uint32_t kSampleStep = 32;
+
+/// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
+/// pinned host staging holds one such block per chunk, laid out like the device's, so every
+/// chunk is one host-to-device and one device-to-host copy.
+struct ChunkLayout {
+  std::size_t queries = 0, ranges = 0, thresholds = 0, in_bytes = 0;               // input block
+  std::size_t distance = 0, id = 0, label = 0, probability = 0, value = 0, out_bytes = 0;  // output block
+};
+
+inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
+
+ChunkLayout chunk_layout(std::uint32_t qc, std::uint32_t chunks, std::uint32_t k, std::uint32_t classes,
+                         std::uint32_t outputs) {
+  ChunkLayout l;
+  std::size_t off = 0;
+  auto place = [&](std::size_t& at, std::size_t bytes) {
+    at = off;
+    off = align16(off + bytes);
+  };
+  place(l.queries, std::size_t(qc) * chunks * 16);
+  place(l.ranges, std::size_t(qc) * sizeof(IdRangeDevice));
+  place(l.thresholds, std::size_t(qc) * 4);
+  l.in_bytes = off;
+  off = 0;
+  place(l.distance, std::size_t(qc) * k * 4);
+  place(l.id, std::size_t(qc) * k * 8);
+  place(l.label, std::size_t(qc) * 4);
+  place(l.probability, std::size_t(qc) * classes * 4);
+  place(l.value, std::size_t(qc) * outputs * 4);
+  l.out_bytes = off;
+  return l;
+}
+
+/// Device memory, pinned staging and cached graphs for one query batch in flight.
+struct QueryContext {
+  DeviceArray<unsigned char> input, output;  // one chunk block each (see ChunkLayout)
+  DeviceArray<Candidate> candidates;
+  DeviceArray<std::uint32_t> lengths, slot;
+  DeviceArray<double> class_scratch;
+  PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
+  ChunkLayout layout;
+  Event done;
+  using GraphKey = std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, std::uint32_t>;
+  std::map<GraphKey, GraphExec> graphs;
+
+  template <class T>
+  bool fit(DeviceArray<T>& a, std::size_t n, const char* what) {
+    if (a.size() >= n) return false;
+    const std::size_t grown = std::max(n, a.size() * 2);
+    a = DeviceArray<T>();
+    a = DeviceArray<T>(grown, what);
+    return true;
+  }
+  template <class T>
+  bool fit(PinnedArray<T>& a, std::size_t n, const char* what) {
+    if (a.size() >= n) return false;
+    const std::size_t grown = std::max(n, a.size() * 2);
+    a = PinnedArray<T>();
+    a = PinnedArray<T>(grown, what);
+    return true;
+  }
+  template <class T>
+  T* in(std::size_t offset) const { return reinterpret_cast<T*>(input.get() + offset); }
+  template <class T>
+  T* out(std::size_t offset) const { return reinterpret_cast<T*>(output.get() + offset); }
+};
+
+}  // namespace
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const StoreConfig& config)
+      : config_(config),
+        device_(config.cuda_device),
+        stored_dim_(stored_dim(config.metric, config.dim)),
+        chunks_(static_cast<std::uint32_t>((stored_dim_ + 3) / 4)),
+        scope_(device_),
+        store_(config, stored_dim_, update_stream_.get()) {
+    check_cuda(cudaGetDeviceProperties(&props_, device_), "cudaGetDeviceProperties");
+    if (std::size_t(chunks_) * 16 > kMaxQueryBytes) {
+      throw InvalidArgument(concat("CUDA backend: dim=", config.dim, " exceeds its limit of ", kMaxQueryBytes / 4,
+                                   " (a query must fit in shared memory); use BackendKind::Cpu"));
+    }
+    configure_select();
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(query_stream_.get());
+    cudaStreamSynchronize(update_stream_.get());
+  }
+
+  BackendKind kind() const noexcept override { return BackendKind::Cuda; }
+
+  std::string name() const override {
+    return concat("cuda:", device_, " ", props_.name, " (sm_", props_.major, props_.minor, ", ",
+                  props_.multiProcessorCount, " SMs)");
+  }
+
+  void reserve(std::size_t slots, std::size_t batch_ops) override {
+    DeviceScope scope(device_);
+    store_.reserve(slots, batch_ops);
+  }
+
+  void apply(const ResolvedBatch& batch, std::uint64_t epoch) override {
+    DeviceScope scope(device_);
+    const int back = store_.write_back(batch, epoch);
+    std::lock_guard lock(mutex_);
+    store_.set_front(back);
+  }
+
+  Ticket<QueryResult> submit(QueryRequest request) const override {
+    DeviceScope scope(device_);
+    std::unique_ptr<QueryContext> ctx = acquire();
+    const Mode mode = mode_of(request.aggregate.output);
+    const std::uint32_t nq = static_cast<std::uint32_t>(request.num_queries);
+    const std::uint32_t k = static_cast<std::uint32_t>(request.k);
+    std::uint64_t epoch = 0;
+    std::uint32_t chunk_queries = 0;
+    try {
+      std::lock_guard lock(mutex_);
+      const int b = store_.front();
+      DeviceBuffer& buffer = store_.buffer(b);
+      epoch = buffer.epoch;
+      const Plan plan = make_plan(nq, k, !request.visible.empty(), buffer.capacity);
+      prepare(*ctx, plan, request);
+      chunk_queries = plan.chunk_queries;
+      check_cuda(cudaStreamWaitEvent(query_stream_.get(), buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      if (nq <= kGraphMaxQueries && plan.chunk_queries >= nq) {
+        launch_graph(*ctx, plan, request, mode, b);
+      } else {
+        for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
+          enqueue(*ctx, plan, request, mode, b, q0, std::min(plan.chunk_queries, nq - q0));
+        }
+      }
+      ctx->done.record(query_stream_.get());
+      buffer.last_read.record(query_stream_.get());
+    } catch (...) {
+      release(std::move(ctx));
+      throw;
+    }
+    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [this](QueryContext* c) {
+      release(std::unique_ptr<QueryContext>(c));
+    });
+    const StoreConfig& config = config_;
+    return Ticket<QueryResult>(
+        [shared] { return shared->done.done(); },
+        [shared, mode, nq, k, chunk_queries, epoch, &config] {
+          shared->done.wait();
+          return unpack(*shared, config, mode, nq, k, chunk_queries, epoch);
+        });
+  }
+
+ private:
+  std::unique_ptr<QueryContext> acquire() const {
+    std::lock_guard lock(pool_mutex_);
+    if (pool_.empty()) return std::make_unique<QueryContext>();
+    auto ctx = std::move(pool_.back());
+    pool_.pop_back();
+    return ctx;
+  }
+  void release(std::unique_ptr<QueryContext> ctx) const {
+    std::lock_guard lock(pool_mutex_);
+    pool_.push_back(std::move(ctx));
+  }
+
+  /// Launch geometry from the device's properties and the shape: the largest query group and
+  /// warps per block whose shared memory leaves room for two blocks per SM, the occupancy
+  /// calculator's resident blocks split between the query groups, and a query chunk size that
+  /// bounds the candidate workspace.
+  Plan make_plan(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t capacity) const {
+    Plan plan;
+    plan.k = k;
+    ScanShape& s = plan.shape;
+    s.inner_product = config_.metric == Metric::InnerProduct;
+    s.filtered = filtered;
+    s.chunks = chunks_;
+    const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kTile);
+    const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+    const std::size_t budget = std::min<std::size_t>(props_.sharedMemPerBlockOptin, props_.sharedMemPerMultiprocessor / 2 - 2048);
+    const std::vector<int> groups(std::begin(kQueryGroups), std::end(kQueryGroups));
+    std::size_t gi = 0;
+    while (gi + 1 < groups.size() && std::uint32_t(groups[gi]) < nq) ++gi;  // smallest group >= nq (or 16)
+    s.query_group = groups[gi];
+    auto choose_warps = [&] {
+      s.warps_per_block = 16;                          // fewer, larger blocks: fewer lists to merge
+      if (s.query_group > 4) s.warps_per_block = 8;    // more accumulators per lane: more registers
+      // Small stores: smaller blocks, so that every SM gets work.
+      while (s.warps_per_block > 4 && tiles < std::uint32_t(s.warps_per_block) * sms * 2) s.warps_per_block /= 2;
+    };
+    choose_warps();
+    while (scan_shared_bytes(s, k) > budget) {
+      if (gi > 0) {
+        s.query_group = groups[--gi];
+        choose_warps();
+      } else if (s.warps_per_block > 1) {
+        s.warps_per_block /= 2;
+      } else {
+        throw InvalidArgument(concat("CUDA backend: k=", k, " with dim=", config_.dim, " needs ", scan_shared_bytes(s, k),
+                                     " bytes of shared memory per block, more than the device's ", budget));
+      }
+    }
+    const int per_sm = cached_blocks_per_sm(s, k);
+    const int resident = std::max(1, per_sm) * props_.multiProcessorCount;
+    std::uint32_t chunk = nq;
+    for (;;) {
+      const std::uint32_t groups_n = (chunk + s.query_group - 1) / s.query_group;
+      // At least a tile per warp, and all resident blocks when the store is large enough.
+      const std::uint32_t want = (tiles + s.warps_per_block - 1) / s.warps_per_block;
+      s.blocks_per_group = int(std::clamp<std::uint32_t>(want, 1, std::max<std::uint32_t>(1, resident / groups_n)));
+      const std::size_t bytes = std::size_t(chunk) * s.blocks_per_group * k * sizeof(Candidate);
+      if (bytes <= kWorkspaceBudget || chunk <= std::uint32_t(s.query_group)) break;
+      chunk = std::max<std::uint32_t>(s.query_group, chunk / 2 / s.query_group * s.query_group);
+    }
+    plan.chunk_queries = chunk;
+    plan.stride = std::uint32_t(s.blocks_per_group) * k;
+    const std::size_t sample_points = std::size_t(tiles / kSampleStep) * kTile;
+    // Measured on an H100 (docs/performance.md): a single query starts cold about as fast as it
+    // runs a sample pass, and small stores finish before a sample would pay; batches of 4 or more
+    // queries on large stores gain up to 1.4x from it.
+    const bool large = tiles >= 64 * sms && sample_points >= std::size_t(16) * k;
+    if (large && nq >= 4) plan.sample_step = kSampleStep;
+    return plan;
+  }
+
+  int cached_blocks_per_sm(const ScanShape& s, std::uint32_t k) const {
+    const auto key = std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, k);
+    auto it = occupancy_.find(key);
+    if (it == occupancy_.end()) it = occupancy_.emplace(key, configure_scan(s, k)).first;
+    return it->second;
+  }
+
+  std::uint32_t classes() const noexcept {
+    return config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;
+  }
+  std::uint32_t outputs() const noexcept {
+    return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+  }
+
+  /// Sizes the context for the plan and stages every chunk's input block in pinned memory.
+  void prepare(QueryContext& c, const Plan& plan, const QueryRequest& r) const {
+    const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), qc = plan.chunk_queries, k = plan.k;
+    const std::uint32_t chunk_count = (nq + qc - 1) / qc;
+    const ChunkLayout l = chunk_layout(qc, chunks_, k, classes(), outputs());
+    bool changed = false;
+    changed |= c.fit(c.input, l.in_bytes, "query input block");
+    changed |= c.fit(c.output, l.out_bytes, "query output block");
+    changed |= c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates");
+    changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
+    changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
+    if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
+    changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
+    changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging");
+    if (changed || l.in_bytes != c.layout.in_bytes || l.out_bytes != c.layout.out_bytes) c.graphs.clear();
+    c.layout = l;  // graphs captured the old addresses and offsets
+
+    if (config_.debug) std::memset(c.host_out.get(), 0xA5, chunk_count * l.out_bytes);
+    const std::size_t padded = std::size_t(chunks_) * 4;
+    for (std::uint32_t q = 0; q < nq; ++q) {
+      unsigned char* block = c.host_in.get() + (q / qc) * l.in_bytes;
+      const std::uint32_t i = q % qc;
+      float* row = reinterpret_cast<float*>(block + l.queries) + i * padded;
+      std::memcpy(row, r.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
+      std::fill(row + stored_dim_, row + padded, 0.0f);
+      if (!r.visible.empty()) reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] = {r.visible[q].begin, r.visible[q].end};
+      reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = 0xff800000u;  // +inf: no bound yet
+    }
+  }
+
+  /// Enqueues one chunk of queries [q0, q0 + n) on the query stream: one copy in, the
+  /// kernels, one copy out.
+  void enqueue(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode, int buffer, std::uint32_t q0,
+               std::uint32_t n) const {
+    cudaStream_t stream = query_stream_.get();
+    const ChunkLayout& l = c.layout;
+    const std::uint32_t k = plan.k, block = q0 / plan.chunk_queries;
+    check_cuda(cudaMemcpyAsync(c.input.get(), c.host_in.get() + block * l.in_bytes, l.in_bytes, cudaMemcpyHostToDevice,
+                               stream),
+               "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
+    if (config_.debug) poison(c, n, k, stream);
+    const StoreView* view = store_.buffer(buffer).view.get();
+    if (plan.sample_step) sample_bound(c, plan, r, view, n, stream);
+    ScanParams scan = scan_params(c, plan, r, view, n);
+    launch_scan(scan, plan.shape, stream);
+    debug_sync("scan_kernel");
+    SelectParams select = select_params(c, plan, n);
+    select.out_distance = c.out<float>(l.distance);
+    select.out_id = c.out<std::uint64_t>(l.id);
+    select.out_slot = c.slot.get();
+    launch_select(select, stream);
+    debug_sync("select_kernel");
+
+    std::size_t from = 0, to = 0;  // the part of the output block this mode returns
+    if (mode == Mode::Neighbors) {
+      from = l.distance;
+      to = l.id + std::size_t(n) * k * 8;
+    } else {
+      AggregateParams agg;
+      agg.store = view;
+      agg.distance = c.out<float>(l.distance);
+      agg.id = c.out<std::uint64_t>(l.id);
+      agg.slot = c.slot.get();
+      agg.num_queries = n;
+      agg.k = k;
+      agg.mode = static_cast<int>(mode);
+      agg.distance_weights = r.aggregate.weights == Weights::Distance;
+      agg.median = r.aggregate.regression == RegressionAggregate::Median;
+      agg.classes = classes();
+      agg.outputs = outputs();
+      agg.class_scratch = c.class_scratch.get();
+      agg.out_label = c.out<std::int32_t>(l.label);
+      agg.out_probability = c.out<float>(l.probability);
+      agg.out_value = c.out<float>(l.value);
+      launch_aggregate(agg, stream);
+      debug_sync("aggregate_kernel");
+      if (mode == Mode::Values) {
+        from = l.value;
+        to = l.value + std::size_t(n) * outputs() * 4;
+      } else {
+        from = l.label;
+        to = mode == Mode::Probabilities ? l.probability + std::size_t(n) * classes() * 4 : l.label + std::size_t(n) * 4;
+      }
+    }
+    check_cuda(cudaMemcpyAsync(c.host_out.get() + block * l.out_bytes + from, c.output.get() + from, to - from,
+                               cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(results)", concat(n, " queries, k=", k));
+  }
+
+  ScanParams scan_params(QueryContext& c, const Plan& plan, const QueryRequest& r, const StoreView* view,
+                         std::uint32_t n) const {
+    ScanParams scan;
+    scan.store = view;
+    scan.queries = c.in<float>(c.layout.queries);
+    scan.ranges = r.visible.empty() ? nullptr : c.in<IdRangeDevice>(c.layout.ranges);
+    scan.num_queries = n;
+    scan.k = plan.k;
+    scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
+    scan.candidates = c.candidates.get();
+    scan.lengths = c.lengths.get();
+    return scan;
+  }
+
+  SelectParams select_params(QueryContext& c, const Plan& plan, std::uint32_t n) const {
+    SelectParams select;
+    select.candidates = c.candidates.get();
+    select.lengths = c.lengths.get();
+    select.blocks = static_cast<std::uint32_t>(plan.shape.blocks_per_group);
+    select.num_queries = n;
+    select.k = plan.k;
+    select.metric = static_cast<int>(config_.metric);
+    return select;
+  }
+
+  /// The sample pass: scan every plan.sample_step-th tile and write each query's k-th rank
+  /// into the thresholds the main pass starts from.
+  void sample_bound(QueryContext& c, const Plan& plan, const QueryRequest& r, const StoreView* view, std::uint32_t n,
+                    cudaStream_t stream) const {
+    ScanParams scan = scan_params(c, plan, r, view, n);
+    scan.tile_step = plan.sample_step;
+    launch_scan(scan, plan.shape, stream);
+    debug_sync("scan_kernel (sample)");
+    SelectParams select = select_params(c, plan, n);
+    select.out_bound = c.in<std::uint32_t>(c.layout.thresholds);
+    launch_select(select, stream);
+    debug_sync("select_kernel (sample)");
+  }
+
+  /// Debug mode: garbage in every result buffer, so an unwritten entry shows.
+  void poison(QueryContext& c, std::uint32_t n, std::uint32_t k, cudaStream_t stream) const {
+    check_cuda(cudaMemsetAsync(c.output.get(), 0xA5, c.layout.out_bytes, stream), "cudaMemsetAsync(poison results)");
+    check_cuda(cudaMemsetAsync(c.slot.get(), 0xA5, std::size_t(n) * k * 4, stream), "cudaMemsetAsync(poison slots)");
+  }
+
+  /// Debug mode outside graph capture: wait for the kernel and report its failure by name.
+  void debug_sync(const char* kernel) const {
+    if (!config_.debug) return;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(query_stream_.get(), &capturing), "cudaStreamIsCapturing");
+    if (capturing != cudaStreamCaptureStatusNone) return;
+    check_cuda(cudaStreamSynchronize(query_stream_.get()), "cudaStreamSynchronize (debug, after kernel)", kernel);
+  }
+
+  /// Small batches: capture the whole pipeline once per shape and replay it.
+  void launch_graph(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode, int buffer) const {
+    const QueryContext::GraphKey key{buffer,
+                                     static_cast<std::uint32_t>(r.num_queries),
+                                     plan.k,
+                                     static_cast<int>(mode),
+                                     static_cast<int>(r.aggregate.weights),
+                                     static_cast<int>(r.aggregate.regression),
+                                     plan.shape.query_group,
+                                     plan.shape.warps_per_block,
+                                     plan.shape.blocks_per_group,
+                                     plan.shape.filtered,
+                                     plan.shape.inner_product,
+                                     plan.sample_step};
+    auto it = c.graphs.find(key);
+    if (it == c.graphs.end()) {
+      cudaStream_t stream = query_stream_.get();
+      cudaGraph_t graph = nullptr;
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+      try {
+        enqueue(c, plan, r, mode, buffer, 0, static_cast<std::uint32_t>(r.num_queries));
+      } catch (...) {
+        cudaStreamEndCapture(stream, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      check_cuda(status, "cudaGraphInstantiate");
+      it = c.graphs.emplace(key, GraphExec(exec)).first;
+    }
+    check_cuda(cudaGraphLaunch(it->second.get(), query_stream_.get()), "cudaGraphLaunch");
+  }
+
+  static QueryResult unpack(const QueryContext& c, const StoreConfig& config, Mode mode, std::uint32_t nq,
+                            std::uint32_t k, std::uint32_t qc, std::uint64_t epoch) {
+    QueryResult result;
+    const ChunkLayout& l = c.layout;
+    const std::uint32_t count = config.target.count;
+    // Query q's row lives in block q / qc at row q % qc.
+    auto rows = [&](std::size_t offset, std::size_t row_bytes, void* dst) {
+      auto* out = static_cast<unsigned char*>(dst);
+      for (std::uint32_t q0 = 0; q0 < nq; q0 += qc) {
+        const std::uint32_t n = std::min(qc, nq - q0);
+        std::memcpy(out + q0 * row_bytes, c.host_out.get() + (q0 / qc) * l.out_bytes + offset, n * row_bytes);
+      }
+    };
+    switch (mode) {
+      case Mode::Neighbors: {
+        Neighbors& n = result.neighbors;
+        n.num_queries = nq;
+        n.k = k;
+        n.epoch = epoch;
+        n.distances.resize(std::size_t(nq) * k);
+        n.ids.resize(std::size_t(nq) * k);
+        rows(l.distance, std::size_t(k) * 4, n.distances.data());
+        rows(l.id, std::size_t(k) * 8, n.ids.data());
+        break;
+      }
+      case Mode::Labels:
+      case Mode::Probabilities: {
+        ClassPredictions& p = result.classes;
+        p.num_queries = nq;
+        p.num_classes = count;
+        p.epoch = epoch;
+        p.labels.resize(nq);
+        rows(l.label, 4, p.labels.data());
+        if (mode == Mode::Probabilities) {
+          p.probabilities.resize(std::size_t(nq) * count);
+          rows(l.probability, std::size_t(count) * 4, p.probabilities.data());
+        }
+        break;
+      }
+      case Mode::Values: {
+        RegressionPredictions& p = result.regression;
+        p.num_queries = nq;
+        p.num_outputs = count;
+        p.epoch = epoch;
+        p.values.resize(std::size_t(nq) * count);
+        rows(l.value, std::size_t(count) * 4, p.values.data());
+        break;
+      }
+    }
+    return result;
+  }
+
+  StoreConfig config_;
+  int device_;
+  std::size_t stored_dim_;
+  std::uint32_t chunks_;
+  DeviceScope scope_;  // the device is current while the members below are created
+  cudaDeviceProp props_{};
+  Stream update_stream_;
+  mutable Stream query_stream_;
+  mutable DeviceStore store_;
+  mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<QueryContext>> pool_;
+  mutable std::map<std::tuple<int, int, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
+};
+
+}  // namespace gpu
+
+bool cuda_device_usable(int device) noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (device < 0 || device >= count) return false;
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, device) != cudaSuccess) return false;
+  return props.major >= 9;  // the library carries sm_90 code and compute_90 PTX
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const StoreConfig& config) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw BackendUnavailable(concat("CUDA backend: no CUDA device found (", cudaGetErrorString(status), ")"));
+  }
+  if (config.cuda_device < 0 || config.cuda_device >= count) {
+    throw BackendUnavailable(concat("CUDA backend: device ", config.cuda_device, " does not exist (", count, " found)"));
+  }
+  if (!cuda_device_usable(config.cuda_device)) {
+    cudaDeviceProp props{};
+    cudaGetDeviceProperties(&props, config.cuda_device);
+    throw BackendUnavailable(concat("CUDA backend: device ", config.cuda_device, " (", props.name, ", sm_", props.major,
+                                    props.minor, ") is older than sm_90, which this build targets"));
+  }
+  return std::make_unique<gpu::CudaBackend>(config);
+}
+
+}  // namespace streamknn::detail

@@ -1,0 +1,233 @@
+#include "cuda/device_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.hpp"
+#include "cuda/kernels.hpp"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t outputs) const {
+  StoreView v;
+  v.vectors = vectors.get();
+  v.ids = ids.get();
+  v.valid = valid.get();
+  v.labels = labels.get();
+  v.values = values.get();
+  v.slot_count = slot_count;
+  v.capacity = capacity;
+  v.chunks = chunks;
+  v.outputs = outputs;
+  return v;
+}
+
+DeviceStore::DeviceStore(const StoreConfig& config, std::size_t stored_dim, cudaStream_t update_stream)
+    : config_(config),
+      stored_dim_(stored_dim),
+      chunks_(static_cast<std::uint32_t>((stored_dim + 3) / 4)),
+      outputs_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      classes_(config.target.kind == TargetSpec::Kind::Classes),
+      update_(update_stream) {
+  for (auto& b : buffers_) {
+    b.view = DeviceArray<StoreView>(1, "store view");
+    upload_view(b);
+  }
+  check_cuda(cudaStreamSynchronize(update_), "cudaStreamSynchronize(update stream)");
+}
+
+DeviceStore::~DeviceStore() {
+  cudaStreamSynchronize(update_);  // nothing may still write the arrays we are about to free
+}
+
+std::size_t DeviceStore::device_bytes() const noexcept {
+  std::size_t total = 0;
+  for (const auto& b : buffers_) total += b.vectors.bytes() + b.ids.bytes() + b.valid.bytes() + b.labels.bytes() + b.values.bytes();
+  for (const auto& b : batches_) total += b.data.bytes();
+  return total;
+}
+
+void DeviceStore::upload_view(DeviceBuffer& buffer) {
+  const StoreView v = buffer.host_view(chunks_, outputs_);
+  // Pageable source: the runtime stages it before returning, so `v` may go out of scope.
+  check_cuda(cudaMemcpyAsync(buffer.view.get(), &v, sizeof v, cudaMemcpyHostToDevice, update_),
+             "cudaMemcpyAsync(store view)");
+}
+
+void DeviceStore::release_retired() {
+  std::erase_if(retired_, [](const Retired& r) { return r.safe->done(); });
+}
+
+void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
+  const std::string shape = concat(capacity, " points of dim ", config_.dim);
+  // Allocate everything first: if any allocation fails, the RAII arrays free the others and
+  // the buffer is untouched (strong guarantee).
+  DeviceArray<float> vectors(std::size_t(capacity) * chunks_ * 4, "store vectors");
+  DeviceArray<std::uint64_t> ids(capacity, "store ids");
+  DeviceArray<std::uint8_t> valid(capacity, "store validity mask");
+  DeviceArray<std::int32_t> labels(classes_ ? capacity : 0, "store labels");
+  DeviceArray<float> values(std::size_t(capacity) * outputs_, "store target values");
+
+  const std::uint32_t old = b.capacity;
+  auto copy_then_clear = [&](auto& to, const auto& from, std::size_t per_slot, const char* what) {
+    using T = std::remove_pointer_t<decltype(to.get())>;
+    const std::size_t kept = std::size_t(old) * per_slot * sizeof(T);
+    if (kept) {
+      check_cuda(cudaMemcpyAsync(to.get(), from.get(), kept, cudaMemcpyDeviceToDevice, update_), "cudaMemcpyAsync", what);
+    }
+    const std::size_t rest = to.bytes() - kept;
+    if (rest) {
+      check_cuda(cudaMemsetAsync(reinterpret_cast<unsigned char*>(to.get()) + kept, 0, rest, update_), "cudaMemsetAsync", what);
+    }
+  };
+  copy_then_clear(vectors, b.vectors, std::size_t(chunks_) * 4, "store vectors");
+  copy_then_clear(ids, b.ids, 1, "store ids");
+  copy_then_clear(valid, b.valid, 1, "store validity mask");
+  if (classes_) copy_then_clear(labels, b.labels, 1, "store labels");
+  if (outputs_) copy_then_clear(values, b.values, outputs_, "store target values");
+
+  Retired r;
+  r.floats.push_back(std::move(b.vectors));
+  r.floats.push_back(std::move(b.values));
+  r.ids.push_back(std::move(b.ids));
+  r.valid.push_back(std::move(b.valid));
+  r.labels.push_back(std::move(b.labels));
+  r.safe = std::make_unique<Event>();
+  r.safe->record(update_);  // after the copies; the update stream already waited for readers
+  retired_.push_back(std::move(r));
+
+  b.vectors = std::move(vectors);
+  b.ids = std::move(ids);
+  b.valid = std::move(valid);
+  b.labels = std::move(labels);
+  b.values = std::move(values);
+  b.capacity = capacity;
+  upload_view(b);
+}
+
+void DeviceStore::reserve(std::size_t slots, std::size_t batch_ops) {
+  release_retired();
+  DeviceBuffer& back = buffers_[1 - front_];
+  // Searches that started before the last swap may still read the back buffer.
+  check_cuda(cudaStreamWaitEvent(update_, back.last_read.get()), "cudaStreamWaitEvent(back buffer readers)");
+  // The back buffer also receives the previous batch, whose slots can lie above the current
+  // high-water mark (inserted and erased within that batch).
+  slots = std::max(slots, previous_slots_);
+  if (slots > back.capacity) {
+    const std::size_t grown = std::max<std::size_t>(slots, std::size_t(back.capacity) + back.capacity / 2);
+    grow(back, static_cast<std::uint32_t>(align_up(std::min<std::size_t>(grown, 0xffffffe0u), kTile)));
+  }
+  if (batch_ops > batch_capacity_) {
+    const std::size_t ops = std::max(batch_ops, batch_capacity_ * 2);
+    const std::size_t value_bytes = classes_ ? 4 : 4 * outputs_;
+    const std::size_t bytes = ops * (4 + 4 * stored_dim_ + 4 + value_bytes + 4 + 8) + 7 * 16;
+    // Both batch slots at once, so a failure leaves the old ones in place.
+    DeviceBatch fresh[2];
+    for (auto& f : fresh) {
+      f.data = DeviceArray<unsigned char>(bytes, "update batch");
+      f.staging = PinnedArray<unsigned char>(bytes, "update batch staging");
+    }
+    // The previous batch still has to be replayed: keep its device copy.
+    check_cuda(cudaStreamSynchronize(update_), "cudaStreamSynchronize(update stream)");
+    DeviceBatch& prev = batches_[previous_];
+    if (!prev.layout.empty) {
+      check_cuda(cudaMemcpy(fresh[0].data.get(), prev.data.get(), prev.data.bytes(), cudaMemcpyDeviceToDevice),
+                 "cudaMemcpy(previous update batch)");
+      fresh[0].layout = prev.layout;
+    }
+    batches_[0] = std::move(fresh[0]);
+    batches_[1] = std::move(fresh[1]);
+    previous_ = 0;
+    batch_capacity_ = ops;
+  }
+}
+
+void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
+  target.uploaded.wait();  // the staging area's previous copy has finished
+  BatchLayout& t = target.layout;
+  std::size_t off = 0;
+  auto place = [&](std::size_t bytes) {
+    const std::size_t at = off;
+    off = align_up(off + bytes, 16);
+    return at;
+  };
+  t.vector_count = static_cast<std::uint32_t>(batch.vector_slots.size());
+  t.target_count = static_cast<std::uint32_t>(batch.target_slots.size());
+  t.id_count = static_cast<std::uint32_t>(batch.id_slots.size());
+  t.vector_slots = place(batch.vector_slots.size() * 4);
+  t.vectors = place(batch.vectors.size() * 4);
+  t.target_slots = place(batch.target_slots.size() * 4);
+  t.labels = place(batch.labels.size() * 4);
+  t.values = place(batch.values.size() * 4);
+  t.id_slots = place(batch.id_slots.size() * 4);
+  t.ids = place(batch.ids.size() * 8);
+  unsigned char* h = target.staging.get();
+  auto put = [&](std::size_t at, const auto& v) {
+    if (!v.empty()) std::memcpy(h + at, v.data(), v.size() * sizeof(v[0]));
+  };
+  put(t.vector_slots, batch.vector_slots);
+  put(t.vectors, batch.vectors);
+  put(t.target_slots, batch.target_slots);
+  put(t.labels, batch.labels);
+  put(t.values, batch.values);
+  put(t.id_slots, batch.id_slots);
+  put(t.ids, batch.ids);
+  check_cuda(cudaMemcpyAsync(target.data.get(), h, off, cudaMemcpyHostToDevice, update_),
+             "cudaMemcpyAsync(update batch)", concat(off, " bytes"));
+  target.uploaded.record(update_);
+  t.empty = false;
+}
+
+void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
+  const BatchLayout& t = batch.layout;
+  if (t.empty) return;
+  const unsigned char* d = batch.data.get();
+  ScatterParams p;
+  p.vectors = b.vectors.get();
+  p.ids = b.ids.get();
+  p.valid = b.valid.get();
+  p.labels = b.labels.get();
+  p.values = b.values.get();
+  p.chunks = chunks_;
+  p.dim = static_cast<std::uint32_t>(stored_dim_);
+  p.outputs = outputs_;
+  p.vector_slots = reinterpret_cast<const std::uint32_t*>(d + t.vector_slots);
+  p.vectors_in = reinterpret_cast<const float*>(d + t.vectors);
+  p.vector_count = t.vector_count;
+  p.target_slots = reinterpret_cast<const std::uint32_t*>(d + t.target_slots);
+  p.labels_in = reinterpret_cast<const std::int32_t*>(d + t.labels);
+  p.values_in = reinterpret_cast<const float*>(d + t.values);
+  p.target_count = t.target_count;
+  p.id_slots = reinterpret_cast<const std::uint32_t*>(d + t.id_slots);
+  p.ids_in = reinterpret_cast<const std::uint64_t*>(d + t.ids);
+  p.id_count = t.id_count;
+  launch_scatter(p, update_);
+}
+
+int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {
+  const int back_index = 1 - front_;
+  DeviceBuffer& back = buffers_[back_index];
+  check_cuda(cudaStreamWaitEvent(update_, back.last_read.get()), "cudaStreamWaitEvent(back buffer readers)");
+  scatter(batches_[previous_], back);  // what the front buffer got last time
+  DeviceBatch& next = batches_[1 - previous_];
+  upload(batch, next);
+  scatter(next, back);
+  previous_ = 1 - previous_;
+  previous_slots_ = 0;
+  for (const auto* written : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+    for (const std::uint32_t slot : *written) previous_slots_ = std::max<std::size_t>(previous_slots_, std::size_t(slot) + 1);
+  }
+  back.slot_count = batch.slot_count;
+  back.epoch = epoch;
+  upload_view(back);
+  back.written.record(update_);
+  return back_index;
+}
+
+}  // namespace streamknn::detail::gpu

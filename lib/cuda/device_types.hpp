@@ -1,0 +1,43 @@
+// Plain structs shared by the host code and the kernels (no device code, no CUDA headers):
+// the device layout of a reference buffer and the parameters of one search launch.
+//
+// Vector layout: slots are grouped in tiles of 32; inside a tile the vector is split into
+// float4 chunks, chunk-major: element (slot s, chunk c) lives at float4 index
+//   ((s / 32) * chunks + c) * 32 + s % 32.
+// A warp reading chunk c of one tile therefore issues one coalesced 512-byte load and each
+// lane receives its own point: every lane scores its own points, whatever the dimension.
+#pragma once
+
+#include <cstdint>
+
+namespace streamknn::detail::gpu {
+
+inline constexpr std::uint32_t kTile = 32;
+inline constexpr std::uint64_t kNoId = ~std::uint64_t(0);
+
+/// One reference buffer on the device. A copy lives in device memory so that captured
+/// graphs read the current slot count and pointers without being re-captured.
+struct StoreView {
+  const void* vectors = nullptr;    ///< float4 tiles (see above)
+  const std::uint64_t* ids = nullptr;
+  const std::uint8_t* valid = nullptr;
+  const std::int32_t* labels = nullptr;
+  const float* values = nullptr;    ///< capacity x outputs
+  std::uint32_t slot_count = 0;     ///< slots to scan
+  std::uint32_t capacity = 0;       ///< multiple of kTile
+  std::uint32_t chunks = 0;         ///< float4 chunks per vector
+  std::uint32_t outputs = 0;
+};
+
+/// A candidate neighbour: ranking value, slot and id (16 bytes).
+struct Candidate {
+  float rank;
+  std::uint32_t slot;
+  std::uint64_t id;
+};
+
+struct IdRangeDevice {
+  std::uint64_t begin, end;
+};
+
+}  // namespace streamknn::detail::gpu

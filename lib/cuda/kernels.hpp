@@ -1,0 +1,112 @@
+// Host-callable launchers of the CUDA kernels. Plain declarations: the host code that calls
+// them never sees device code. Every launcher checks the launch and throws CudaError.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/device_types.hpp"
+
+namespace streamknn::detail::gpu {
+
+// ---- updates -------------------------------------------------------------------------------------
+struct ScatterParams {
+  // destination buffer
+  float* vectors = nullptr;      // float4 tiles, as float
+  std::uint64_t* ids = nullptr;
+  std::uint8_t* valid = nullptr;
+  std::int32_t* labels = nullptr;
+  float* values = nullptr;
+  std::uint32_t chunks = 0, dim = 0, outputs = 0;
+  // one resolved batch, on the device
+  const std::uint32_t* vector_slots = nullptr;
+  const float* vectors_in = nullptr;   // n x dim
+  std::uint32_t vector_count = 0;
+  const std::uint32_t* target_slots = nullptr;
+  const std::int32_t* labels_in = nullptr;
+  const float* values_in = nullptr;    // n x outputs
+  std::uint32_t target_count = 0;
+  const std::uint32_t* id_slots = nullptr;
+  const std::uint64_t* ids_in = nullptr;
+  std::uint32_t id_count = 0;
+};
+void launch_scatter(const ScatterParams& params, cudaStream_t stream);
+
+// ---- search ---------------------------------------------------------------------------------------
+/// Query-group sizes the scan kernel is compiled for (accumulators per lane).
+inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
+
+/// Candidate lists: for query q and scan block b, a sorted list of lengths[q * blocks + b]
+/// entries at candidates[q * blocks * k + b * k].
+struct ScanParams {
+  const StoreView* store = nullptr;        // device copy of the buffer's view
+  const float* queries = nullptr;          // num_queries x chunks float4 (padded with zeros)
+  const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
+  std::uint32_t num_queries = 0;
+  std::uint32_t k = 0;
+  std::uint32_t* threshold = nullptr;      // per query: ordered-bits upper bound of the k-th rank
+  Candidate* candidates = nullptr;         // per query: blocks x k entries
+  std::uint32_t* lengths = nullptr;        // per query: blocks list lengths
+  std::uint32_t tile_step = 1;             // scan every tile_step-th tile (a sample when > 1)
+};
+
+struct ScanShape {
+  int query_group = 1;        // one of kQueryGroups
+  bool inner_product = false;
+  bool filtered = false;      // ranges != nullptr
+  int warps_per_block = 8;
+  int blocks_per_group = 1;   // grid.x; grid.y = ceil(num_queries / query_group)
+  std::uint32_t chunks = 0;   // float4 chunks per vector
+};
+
+/// Shared memory one scan block needs.
+std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k);
+/// Raises the kernel's shared-memory limit for this shape and returns its resident blocks per
+/// SM. Call before launching a shape (and before capturing it in a graph).
+int configure_scan(const ScanShape& shape, std::uint32_t k);
+void launch_scan(const ScanParams& params, const ScanShape& shape, cudaStream_t stream);
+
+struct SelectParams {
+  const Candidate* candidates = nullptr;   // as written by the scan (see ScanParams)
+  const std::uint32_t* lengths = nullptr;
+  std::uint32_t blocks = 0;                // scan blocks per query group (lists per query)
+  std::uint32_t num_queries = 0;
+  std::uint32_t k = 0;
+  int metric = 0;                 // streamknn::Metric as int
+  float* out_distance = nullptr;  // num_queries x k, reported distances
+  std::uint64_t* out_id = nullptr;
+  std::uint32_t* out_slot = nullptr;
+  /// Bound mode (a sample pass): instead of the results, write the k-th rank found (ordered
+  /// bits, +inf when fewer than k exist) here: a valid upper bound for the full search.
+  std::uint32_t* out_bound = nullptr;
+};
+/// Largest k the selection supports, and the most candidates it sorts in shared memory.
+inline constexpr std::uint32_t kMaxSelectK = 4096;
+inline constexpr std::uint32_t kSelectCapacity = 8192;
+/// Raises the selection kernel's shared-memory limit; call once per device.
+void configure_select();
+void launch_select(const SelectParams& params, cudaStream_t stream);
+
+// ---- aggregation ----------------------------------------------------------------------------------
+struct AggregateParams {
+  const StoreView* store = nullptr;
+  const float* distance = nullptr;       // num_queries x k, reported
+  const std::uint64_t* id = nullptr;
+  const std::uint32_t* slot = nullptr;
+  std::uint32_t num_queries = 0, k = 0;
+  int mode = 0;                          // 0 labels, 1 probabilities, 2 values
+  int distance_weights = 0;              // 1: 1/d with the zero-distance rule
+  int median = 0;                        // regression: median instead of (weighted) mean
+  std::uint32_t classes = 0, outputs = 0;
+  double* class_scratch = nullptr;       // num_queries x classes, when classes > kSharedClasses
+  double* value_scratch = nullptr;       // num_queries x k (median)
+  std::int32_t* out_label = nullptr;
+  float* out_probability = nullptr;      // num_queries x classes
+  float* out_value = nullptr;            // num_queries x outputs
+};
+inline constexpr std::uint32_t kSharedClasses = 4096;
+void launch_aggregate(const AggregateParams& params, cudaStream_t stream);
+
+}  // namespace streamknn::detail::gpu

@@ -1,0 +1,349 @@
+// The search kernel: one-point-per-lane exact k-NN with query aggregation.
+//
+// Persistent blocks each own a contiguous range of 32-slot tiles, and each warp streams its
+// own share of them without block barriers: lane i scores slot (tile * 32 + i) against all QG
+// queries of the block's query group, reading the point once in coalesced float4 chunks (see
+// device_types.hpp) and accumulating each query's rank in a register in a fixed order (so a
+// pair's rank does not depend on the batch). A lane whose rank is within the query's threshold
+// is a survivor; the warp takes the query's lock and inserts its survivors into the block's
+// sorted (rank, id) list for that query in shared memory. The threshold is the lower of the
+// list's k-th rank and a per-query bound shared by the whole grid (atomicMin), so after the
+// first tiles nearly every point is rejected by one comparison and locks are rarely taken.
+// At the end each block writes its sorted list (truncated at the grid bound) for the select
+// kernel.
+#include <math_constants.h>
+
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kMaxWarps = 32;
+constexpr std::uint32_t kNoBound = 0xff800000u;  // ordered_bits(+inf)
+constexpr std::uint32_t kRefreshTiles = 2;       // tiles between reads of the grid bound
+
+struct SharedLayout {
+  std::size_t queries, lists, scratch, ranks, ranges, counters, total;
+};
+
+__host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
+
+__host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k) {
+  SharedLayout l{};
+  std::size_t off = 0;
+  l.queries = off;
+  off += align16(std::size_t(qg) * chunks * sizeof(float4));
+  l.lists = off;
+  off += align16(std::size_t(qg) * k * sizeof(Candidate));
+  l.scratch = off;  // 32 candidates per warp for bulk merges
+  off += align16(std::size_t(warps) * 32 * sizeof(Candidate));
+  l.ranks = off;  // per warp: the ranks of queries that had survivors in the current tile
+  off += align16(std::size_t(warps) * qg * 32 * sizeof(float));
+  l.ranges = off;
+  off += align16(std::size_t(qg) * sizeof(IdRangeDevice));
+  l.counters = off;
+  off += align16(std::size_t(qg) * 3 * sizeof(std::uint32_t));
+  l.total = off;
+  return l;
+}
+
+/// Inserts c into a sorted list of n (warp-uniform) entries, capacity k.
+__device__ __forceinline__ void warp_insert(Candidate* list, std::uint32_t& n, std::uint32_t k, const Candidate& c,
+                                            std::uint32_t lane) {
+  std::uint32_t below = 0;
+  for (std::uint32_t i = lane; i < n; i += 32) below += closer(list[i].rank, list[i].id, c.rank, c.id);
+  const std::uint32_t pos = __reduce_add_sync(kFullMask, below);
+  const std::uint32_t last = n < k ? n : k - 1;  // highest index written after the shift
+  // Shift [pos, last) up by one, top chunk first so nothing is overwritten before it is read.
+  for (int top = int(last) - 1; top >= int(pos); top -= 32) {
+    const int i = top - int(lane);
+    Candidate moved;
+    if (i >= int(pos)) moved = list[i];
+    __syncwarp();
+    if (i >= int(pos)) list[i + 1] = moved;
+    __syncwarp();
+  }
+  if (lane == 0) list[pos] = c;
+  __syncwarp();
+  if (n < k) ++n;
+}
+
+constexpr std::uint32_t kBulkMinSurvivors = 4;  // fewer survivors are inserted one by one
+
+__device__ __forceinline__ Candidate shuffle_xor(const Candidate& c, int mask) {
+  return Candidate{__shfl_xor_sync(kFullMask, c.rank, mask), __shfl_xor_sync(kFullMask, c.slot, mask),
+                   __shfl_xor_sync(kFullMask, c.id, mask)};
+}
+
+/// Number of entries of sorted[0, n) closer than c (binary search).
+__device__ __forceinline__ std::uint32_t count_closer(const Candidate* sorted, std::uint32_t n, const Candidate& c) {
+  std::uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::uint32_t mid = (lo + hi) / 2;
+    if (closer(sorted[mid].rank, sorted[mid].id, c.rank, c.id)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// Merges the warp's survivors (lane i's `mine` where bit i of `survivors` is set) into a
+/// sorted list of n (warp-uniform) entries, capacity k: the survivors are sorted with a shuffle
+/// bitonic network; each entry's final position is its own index plus the number of entries of
+/// the other sequence closer than it. List entries only move up and their destinations
+/// increase with their index, so moving the list in 32-entry chunks from the top down (read the
+/// chunk, then write it) never overwrites an entry not yet read: it works in place.
+__device__ void warp_merge(Candidate* list, std::uint32_t& n, std::uint32_t k, Candidate mine, unsigned survivors,
+                           Candidate* scratch, std::uint32_t lane) {
+  const std::uint32_t m = __popc(survivors);
+  Candidate c = (survivors >> lane) & 1u ? mine : Candidate{CUDART_INF_F, ~0u, kNoId};
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      const Candidate other = shuffle_xor(c, stride);
+      const bool ascending = (lane & size) == 0;
+      const bool lower = (lane & stride) == 0;
+      const bool other_closer = closer(other.rank, other.id, c.rank, c.id);
+      if (lower == ascending ? other_closer : !other_closer) c = other;
+    }
+  }
+  scratch[lane] = c;  // lane j now holds the j-th closest survivor
+  const std::uint32_t mine_to = lane < m ? lane + count_closer(list, n, c) : k;
+  __syncwarp();
+  for (int top = int(n) - 1; top >= 0; top -= 32) {
+    const int i = top - int(lane);
+    Candidate moved;
+    std::uint32_t to = k;
+    if (i >= 0) {
+      moved = list[i];
+      to = std::uint32_t(i) + count_closer(scratch, m, moved);
+    }
+    __syncwarp();
+    if (to < k) list[to] = moved;
+    __syncwarp();
+  }
+  if (mine_to < k) list[mine_to] = c;
+  __syncwarp();
+  n = min(k, n + m);
+}
+
+__device__ __forceinline__ void lock(std::uint32_t* mutex, std::uint32_t lane) {
+  if (lane == 0) {
+    while (atomicCAS(mutex, 0u, 1u) != 0u) __nanosleep(32);
+  }
+  __syncwarp();
+  __threadfence_block();
+}
+
+__device__ __forceinline__ void unlock(std::uint32_t* mutex, std::uint32_t lane) {
+  __threadfence_block();
+  __syncwarp();
+  if (lane == 0) atomicExch(mutex, 0u);
+}
+
+/// Threads per block the kernel is compiled for: a single query group keeps its register use
+/// low enough for 32 warps; larger groups hold more accumulators and run 16 warps at most.
+template <int QG>
+constexpr int max_threads() {
+  return QG <= 2 ? 1024 : 512;
+}
+
+template <int QG, bool kInnerProduct, bool kFiltered>
+__global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const StoreView store = *p.store;
+  const std::uint32_t warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const std::uint32_t chunks = store.chunks, k = p.k;
+  const std::uint32_t q0 = blockIdx.y * QG;
+  const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
+  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k);
+  float4* queries = reinterpret_cast<float4*>(shared + layout.queries);
+  Candidate* lists = reinterpret_cast<Candidate*>(shared + layout.lists);
+  Candidate* scratch = reinterpret_cast<Candidate*>(shared + layout.scratch) + warp * 32;
+  float* ranks = reinterpret_cast<float*>(shared + layout.ranks) + warp * QG * 32;
+  IdRangeDevice* ranges = reinterpret_cast<IdRangeDevice*>(shared + layout.ranges);
+  std::uint32_t* list_count = reinterpret_cast<std::uint32_t*>(shared + layout.counters);
+  std::uint32_t* threshold = list_count + QG;  // ordered bits
+  std::uint32_t* mutex = threshold + QG;
+  volatile std::uint32_t* threshold_now = threshold;
+
+  const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < QG * chunks; i += blockDim.x) {
+    queries[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);
+  }
+  if (threadIdx.x < QG) {
+    list_count[threadIdx.x] = 0;  // start from the bound a sample pass may have found
+    threshold[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;
+    mutex[threadIdx.x] = 0;
+  }
+  if (kFiltered && threadIdx.x < QG) ranges[threadIdx.x] = threadIdx.x < nq ? p.ranges[q0 + threadIdx.x] : IdRangeDevice{0, 0};
+  __syncthreads();
+
+  // With tile_step > 1 the kernel scans a strided sample: "tile" v below is real tile v * step.
+  const std::uint32_t step = p.tile_step;
+  const std::uint32_t tiles = ((store.slot_count + kTile - 1) / kTile + step - 1) / step;
+  const std::uint32_t per_block = (tiles + gridDim.x - 1) / gridDim.x;
+  const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
+  const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
+  const float4* vectors = static_cast<const float4*>(store.vectors);
+
+  std::uint32_t since_refresh = 0;
+  for (std::uint32_t virtual_tile = tile_begin + warp; virtual_tile < tile_end; virtual_tile += warps) {
+    const std::uint32_t tile = virtual_tile * step;
+    const std::uint32_t slot = tile * kTile + lane;
+    const bool valid = store.valid[slot] != 0;
+    // Issue the read of the grid-wide bound now; it is applied after the tile's arithmetic.
+    const bool refresh = ++since_refresh == kRefreshTiles;
+    std::uint32_t grid_bound = kNoBound;
+    if (refresh && lane < nq) grid_bound = __ldcg(&p.threshold[q0 + lane]);
+    float acc[QG];
+#pragma unroll
+    for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
+    const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
+    // Small query groups are memory-bound: keep more loads in flight per warp.
+#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : 4)
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      const float4 v = __ldg(point + std::size_t(c) * kTile);
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        const float4 q = queries[j * chunks + c];
+        if constexpr (kInnerProduct) {
+          acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
+          acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
+          acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
+          acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+        } else {
+          const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
+          const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
+          acc[j] = __fmaf_rn(dx, dx, acc[j]);
+          acc[j] = __fmaf_rn(dy, dy, acc[j]);
+          acc[j] = __fmaf_rn(dz, dz, acc[j]);
+          acc[j] = __fmaf_rn(dw, dw, acc[j]);
+        }
+      }
+    }
+    std::uint64_t id = kNoId;
+    if (kFiltered && valid) id = store.ids[slot];
+    // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
+    // the (rare) insertion below is not, so it exists once in the code and in the registers.
+    unsigned with_survivors = 0;
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      if (j < int(nq)) {
+        const float rank = kInnerProduct ? -acc[j] : acc[j];
+        bool admit = valid && ordered_bits(rank) <= threshold_now[j];
+        if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+        if (__any_sync(kFullMask, admit)) {
+          ranks[j * 32 + lane] = rank;
+          with_survivors |= 1u << j;
+        }
+      }
+    }
+    if (with_survivors && !kFiltered && valid) id = store.ids[slot];
+#pragma unroll 1
+    while (with_survivors) {
+      const int j = __ffs(with_survivors) - 1;
+      with_survivors &= with_survivors - 1;
+      const float rank = ranks[j * 32 + lane];
+      lock(&mutex[j], lane);
+      bool admit = valid && ordered_bits(rank) <= threshold[j];  // may have tightened meanwhile
+      if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+      unsigned survivors = __ballot_sync(kFullMask, admit);
+      Candidate* list = lists + std::size_t(j) * k;
+      std::uint32_t n = list_count[j];
+      if (__popc(survivors) >= kBulkMinSurvivors) {
+        warp_merge(list, n, k, Candidate{rank, slot, id}, survivors, scratch, lane);
+        survivors = 0;
+      }
+      while (survivors) {
+        const int from = __ffs(survivors) - 1;
+        survivors &= survivors - 1;
+        const Candidate c{__shfl_sync(kFullMask, rank, from), __shfl_sync(kFullMask, slot, from),
+                          __shfl_sync(kFullMask, id, from)};
+        if (n == k && !closer(c.rank, c.id, list[k - 1].rank, list[k - 1].id)) continue;
+        warp_insert(list, n, k, c, lane);
+      }
+      if (lane == 0) {
+        list_count[j] = n;
+        if (n == k) {
+          const std::uint32_t bound = ordered_bits(list[k - 1].rank);
+          atomicMin(&threshold[j], bound);
+          atomicMin(&p.threshold[q0 + j], bound);
+        }
+      }
+      unlock(&mutex[j], lane);
+    }
+    // Now and then, tighten this block's thresholds with what the other blocks found.
+    if (refresh) {
+      since_refresh = 0;
+      if (lane < nq) atomicMin(&threshold[lane], grid_bound);
+    }
+  }
+  __syncthreads();
+
+  // Hand over each query's sorted list, truncated at the grid bound (what lies beyond it is
+  // worse than some block's k-th and cannot be in the answer).
+  for (std::uint32_t j = warp; j < nq; j += warps) {
+    const Candidate* list = lists + std::size_t(j) * k;
+    const std::uint32_t n = list_count[j];
+    const std::uint32_t bound = min(threshold[j], __ldcg(&p.threshold[q0 + j]));
+    std::uint32_t keep = 0;
+    for (std::uint32_t i = lane; i < n; i += 32) keep += ordered_bits(list[i].rank) <= bound;
+    keep = __reduce_add_sync(kFullMask, keep);
+    Candidate* out = p.candidates + (std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k;
+    for (std::uint32_t i = lane; i < keep; i += 32) out[i] = list[i];
+    if (lane == 0) p.lengths[std::size_t(q0 + j) * gridDim.x + blockIdx.x] = keep;
+  }
+}
+
+using ScanKernel = void (*)(ScanParams);
+
+template <int QG>
+ScanKernel pick(bool inner_product, bool filtered) {
+  if (inner_product) return filtered ? scan_kernel<QG, true, true> : scan_kernel<QG, true, false>;
+  return filtered ? scan_kernel<QG, false, true> : scan_kernel<QG, false, false>;
+}
+
+ScanKernel kernel_for(const ScanShape& s) {
+  switch (s.query_group) {
+    case 1: return pick<1>(s.inner_product, s.filtered);
+    case 2: return pick<2>(s.inner_product, s.filtered);
+    case 4: return pick<4>(s.inner_product, s.filtered);
+    case 8: return pick<8>(s.inner_product, s.filtered);
+    case 12: return pick<12>(s.inner_product, s.filtered);
+    case 16: return pick<16>(s.inner_product, s.filtered);
+  }
+  throw CudaError("scan kernel: unsupported query group " + std::to_string(s.query_group));
+}
+
+}  // namespace
+
+std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
+  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k).total;
+}
+
+int configure_scan(const ScanShape& shape, std::uint32_t k) {
+  const ScanKernel kernel = kernel_for(shape);
+  const std::size_t shared = scan_shared_bytes(shape, k);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+             "cudaFuncSetAttribute(scan_kernel)", std::to_string(shared) + " bytes of shared memory");
+  int blocks = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, shape.warps_per_block * 32, shared),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(scan_kernel)");
+  return blocks;
+}
+
+void launch_scan(const ScanParams& params, const ScanShape& shape, cudaStream_t stream) {
+  const ScanKernel kernel = kernel_for(shape);
+  const std::size_t shared = scan_shared_bytes(shape, params.k);
+  const dim3 grid(shape.blocks_per_group, (params.num_queries + shape.query_group - 1) / shape.query_group);
+  kernel<<<grid, shape.warps_per_block * 32, shared, stream>>>(params);
+  check_launch("scan_kernel");
+}
+
+}  // namespace streamknn::detail::gpu

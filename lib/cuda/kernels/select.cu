@@ -1,0 +1,309 @@
+// The k-selection kernel: one block per query picks the k best (rank, id) among the sorted
+// lists the scan blocks handed over, and writes them as reported distances, ids and slots.
+// Usually a short prefix of every list suffices (random data puts about k / blocks of the
+// answer in each list), checked exactly and sorted in shared memory; heavy ties or a k close
+// to the store size fall back to an exact radix select over all candidates.
+#include <math_constants.h>
+
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+#include "streamknn/metric.hpp"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kSelectThreads = 512;
+
+__device__ __forceinline__ bool less_candidate(const Candidate& a, const Candidate& b) {
+  return closer(a.rank, a.id, b.rank, b.id);
+}
+
+__device__ void bitonic_sort(Candidate* s, std::uint32_t n) {
+  for (std::uint32_t size = 2; size <= n; size <<= 1) {
+    for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const std::uint32_t partner = i ^ stride;
+        if (partner > i) {
+          const bool ascending = (i & size) == 0;
+          const Candidate a = s[i], b = s[partner];
+          if (ascending ? less_candidate(b, a) : less_candidate(a, b)) {
+            s[i] = b;
+            s[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+/// Digit `pass` (0 = most significant) of the 96-bit key (ordered rank : 32, id : 64).
+__device__ __forceinline__ std::uint32_t key_digit(std::uint32_t hi, std::uint64_t lo, int pass) {
+  return pass < 4 ? (hi >> (24 - 8 * pass)) & 0xffu : std::uint32_t(lo >> (56 - 8 * (pass - 4))) & 0xffu;
+}
+
+/// True when the key agrees with the prefix on every digit before `pass`.
+__device__ __forceinline__ bool key_matches(std::uint32_t hi, std::uint64_t lo, std::uint32_t prefix_hi,
+                                            std::uint64_t prefix_lo, int pass) {
+  if (pass == 0) return true;
+  if (pass <= 4) return (hi >> (32 - 8 * pass)) == (prefix_hi >> (32 - 8 * pass));
+  if (hi != prefix_hi) return false;
+  return (lo >> (64 - 8 * (pass - 4))) == (prefix_lo >> (64 - 8 * (pass - 4)));
+}
+
+/// The scan's candidate lists of one query: `blocks` lists of up to k entries each.
+struct Lists {
+  const Candidate* base;
+  const std::uint32_t* lengths;  // in shared memory once the kernel has staged them
+  std::uint32_t blocks, k;
+  __device__ std::uint32_t length(std::uint32_t b) const { return lengths[b]; }
+  __device__ const Candidate& at(std::uint32_t b, std::uint32_t i) const { return base[std::size_t(b) * k + i]; }
+};
+
+/// Gathers the k smallest of all listed candidates (more than k of them) into s, unsorted:
+/// an exact MSB-first radix select over the key finds the k-th key, then a pass keeps every
+/// candidate up to it.
+__device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) {
+  __shared__ std::uint32_t histogram[256];
+  __shared__ std::uint32_t prefix_hi_s, want_s, gathered;
+  __shared__ std::uint64_t prefix_lo_s;
+  if (threadIdx.x == 0) {
+    prefix_hi_s = 0;
+    prefix_lo_s = 0;
+    want_s = k;  // rank (1-based) of the wanted key among those matching the prefix
+    gathered = 0;
+  }
+  const std::uint32_t slots = lists.blocks * lists.k;
+  for (int pass = 0; pass < 12; ++pass) {
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+    __syncthreads();
+    const std::uint32_t prefix_hi = prefix_hi_s;
+    const std::uint64_t prefix_lo = prefix_lo_s;
+    for (std::uint32_t i = threadIdx.x; i < slots; i += blockDim.x) {
+      const std::uint32_t b = i / lists.k, e = i % lists.k;
+      if (e >= lists.length(b)) continue;
+      const Candidate c = lists.at(b, e);
+      const std::uint32_t hi = ordered_bits(c.rank);
+      if (key_matches(hi, c.id, prefix_hi, prefix_lo, pass)) atomicAdd(&histogram[key_digit(hi, c.id, pass)], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      std::uint32_t below = 0, digit = 0;
+      for (; digit < 256; ++digit) {
+        if (below + histogram[digit] >= want_s) break;
+        below += histogram[digit];
+      }
+      want_s -= below;
+      if (pass < 4) {
+        prefix_hi_s |= digit << (24 - 8 * pass);
+      } else {
+        prefix_lo_s |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
+      }
+    }
+    __syncthreads();
+  }
+  // The prefix is now exactly the k-th smallest key: keep everything up to it (k entries).
+  const std::uint32_t kth_hi = prefix_hi_s;
+  const std::uint64_t kth_lo = prefix_lo_s;
+  for (std::uint32_t i = threadIdx.x; i < slots; i += blockDim.x) {
+    const std::uint32_t b = i / lists.k, e = i % lists.k;
+    if (e >= lists.length(b)) continue;
+    const Candidate c = lists.at(b, e);
+    const std::uint32_t hi = ordered_bits(c.rank);
+    if (hi < kth_hi || (hi == kth_hi && c.id <= kth_lo)) s[atomicAdd(&gathered, 1u)] = c;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ float reported(int metric, float rank) {
+  switch (static_cast<Metric>(metric)) {
+    case Metric::L2: return sqrtf(rank);
+    case Metric::InnerProduct: return rank;
+    case Metric::Cosine: return 0.5f * rank;
+    case Metric::Haversine: {
+      const double half_chord = 0.5 * sqrt(double(rank));
+      return float(2.0 * kEarthRadiusMetres * asin(half_chord < 1.0 ? half_chord : 1.0));
+    }
+  }
+  return rank;
+}
+
+__device__ __device__ std::uint32_t next_pow2(std::uint32_t n) {
+  std::uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/// The key of the k-th smallest of s[0, n) (1 <= k <= n): an MSB-first radix select over the
+/// 96-bit key in shared memory, 8 bits per pass, stopping once a single candidate is left
+/// (usually after three or four passes on the rank bits).
+__device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t k) {
+  __shared__ std::uint32_t histogram[256];
+  __shared__ std::uint32_t prefix_hi_s, want_s, left_s;
+  __shared__ std::uint64_t prefix_lo_s;
+  __shared__ int digits_s;
+  __shared__ Candidate found_s;
+  if (threadIdx.x == 0) {
+    prefix_hi_s = 0;
+    prefix_lo_s = 0;
+    want_s = k;  // rank (1-based) of the wanted key among the keys matching the prefix
+    left_s = n;  // keys matching the prefix
+    digits_s = 0;
+  }
+  __syncthreads();
+  while (digits_s < 12 && left_s > 1) {
+    const int pass = digits_s;
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+    __syncthreads();
+    const std::uint32_t prefix_hi = prefix_hi_s;
+    const std::uint64_t prefix_lo = prefix_lo_s;
+    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const std::uint32_t hi = ordered_bits(s[i].rank);
+      if (key_matches(hi, s[i].id, prefix_hi, prefix_lo, pass)) atomicAdd(&histogram[key_digit(hi, s[i].id, pass)], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // one warp finds the bucket holding the wanted rank
+      const std::uint32_t lane = threadIdx.x;
+      std::uint32_t local = 0;
+      for (int b = 0; b < 8; ++b) local += histogram[lane * 8 + b];
+      std::uint32_t inclusive = local;
+      for (int d = 1; d < 32; d <<= 1) {
+        const std::uint32_t up = __shfl_up_sync(kFullMask, inclusive, d);
+        if (lane >= std::uint32_t(d)) inclusive += up;
+      }
+      const std::uint32_t want = want_s;
+      const std::uint32_t before = inclusive - local;
+      __syncwarp();
+      if (before < want && want <= inclusive) {  // exactly one lane holds it
+        std::uint32_t below = before, digit = lane * 8;
+        while (below + histogram[digit] < want) below += histogram[digit++];
+        want_s = want - below;
+        left_s = histogram[digit];
+        if (pass < 4) {
+          prefix_hi_s |= digit << (24 - 8 * pass);
+        } else {
+          prefix_lo_s |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
+        }
+        digits_s = pass + 1;
+      }
+    }
+    __syncthreads();
+  }
+  // Exactly one key matches the fixed digits: it is the k-th.
+  const std::uint32_t prefix_hi = prefix_hi_s;
+  const std::uint64_t prefix_lo = prefix_lo_s;
+  const int digits = digits_s;
+  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    if (key_matches(ordered_bits(s[i].rank), s[i].id, prefix_hi, prefix_lo, digits)) found_s = s[i];
+  }
+  __syncthreads();
+  return found_s;
+}
+
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  Candidate* loaded = reinterpret_cast<Candidate*>(shared);     // kSelectCapacity
+  Candidate* winners = loaded + kSelectCapacity;                 // kMaxSelectK
+  __shared__ std::uint32_t won;
+  const std::uint32_t q = blockIdx.x, k = p.k, blocks = p.blocks;
+  // Stage the list lengths in shared memory: every later step needs them.
+  constexpr std::uint32_t kStagedLengths = 4096;
+  __shared__ std::uint32_t lengths[kStagedLengths];
+  const std::uint32_t staged = min(blocks, kStagedLengths);
+  for (std::uint32_t b = threadIdx.x; b < staged; b += blockDim.x) lengths[b] = p.lengths[std::size_t(q) * blocks + b];
+  const Lists lists{p.candidates + std::size_t(q) * blocks * k,
+                    blocks <= kStagedLengths ? lengths : p.lengths + std::size_t(q) * blocks, blocks, k};
+  const Candidate padding{CUDART_INF_F, ~0u, kNoId};
+  if (threadIdx.x == 0) won = 0;
+  __syncthreads();
+  // Every list is sorted, so the answer is a prefix of each. Load as long a prefix of every
+  // list as fits; the k-th key among them is the true k-th unless some list was cut before it.
+  bool done = false;
+  // Round 1 loads about four times each list's expected share of the answer (k / blocks),
+  // round 2 as much as fits; only if both are cut off too early do we select over everything.
+  const std::uint32_t most = min(k, kSelectCapacity / max(blocks, 1u));
+  const std::uint32_t first = min(most, max(4u, (4 * k + blocks - 1) / blocks));
+  for (std::uint32_t take : {first, most}) {
+    if (take == 0 || done) break;
+    const std::uint32_t n = take * blocks;
+    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const std::uint32_t b = i / take, e = i % take;
+      loaded[i] = e < lists.length(b) ? lists.at(b, e) : padding;
+    }
+    __syncthreads();
+    const Candidate kth = k <= n ? smem_kth(loaded, n, k) : padding;
+    if (p.out_bound) {
+      // Bound mode: the k-th of any subset of the candidates is at least the k-th of them all,
+      // so this is a valid bound whether or not the prefixes were long enough.
+      if (threadIdx.x == 0) p.out_bound[q] = kth.id != kNoId ? ordered_bits(kth.rank) : 0xff800000u;
+      return;
+    }
+    bool exact = true;
+    for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) {
+      if (lists.length(b) > take) exact &= !less_candidate(lists.at(b, take - 1), kth);
+    }
+    done = __syncthreads_and(exact) != 0;
+    if (done) {
+      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const Candidate c = loaded[i];
+        if (c.id != kNoId && !less_candidate(kth, c)) winners[atomicAdd(&won, 1u)] = c;
+      }
+    }
+    if (take == most) break;
+  }
+  if (!done) {  // heavy ties or k near the store size: radix select over every candidate
+    std::uint32_t total = 0;
+    for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) total += lists.length(b);
+    for (int d = 16; d > 0; d >>= 1) total += __shfl_xor_sync(kFullMask, total, d);
+    __shared__ std::uint32_t warp_totals[kSelectThreads / 32];
+    if ((threadIdx.x & 31) == 0) warp_totals[threadIdx.x >> 5] = total;
+    __syncthreads();
+    total = 0;
+    for (std::uint32_t w = 0; w < blockDim.x / 32; ++w) total += warp_totals[w];
+    if (total <= k) {
+      for (std::uint32_t i = threadIdx.x; i < blocks * k; i += blockDim.x) {
+        const std::uint32_t b = i / k, e = i % k;
+        if (e < lists.length(b)) winners[atomicAdd(&won, 1u)] = lists.at(b, e);
+      }
+      __syncthreads();
+    } else {
+      radix_gather(lists, k, winners);
+      if (threadIdx.x == 0) won = k;
+    }
+  }
+  __syncthreads();
+  const std::uint32_t n = won;
+  const std::uint32_t padded = next_pow2(max(n, 1u));
+  for (std::uint32_t i = n + threadIdx.x; i < padded; i += blockDim.x) winners[i] = padding;
+  __syncthreads();
+  bitonic_sort(winners, padded);
+  if (p.out_bound) {  // sample pass: only the k-th rank is wanted
+    if (threadIdx.x == 0) p.out_bound[q] = n >= k ? ordered_bits(winners[k - 1].rank) : 0xff800000u;
+    return;
+  }
+  const std::size_t row = std::size_t(q) * k;
+  for (std::uint32_t j = threadIdx.x; j < k; j += blockDim.x) {
+    const Candidate c = j < n ? winners[j] : padding;
+    const bool real = c.id != kNoId;
+    p.out_distance[row + j] = real ? reported(p.metric, c.rank) : CUDART_INF_F;
+    p.out_id[row + j] = c.id;
+    p.out_slot[row + j] = real ? c.slot : ~0u;
+  }
+}
+
+}  // namespace
+
+void configure_select() {
+  check_cuda(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int((kSelectCapacity + kMaxSelectK) * sizeof(Candidate))),
+             "cudaFuncSetAttribute(select_kernel)");
+}
+
+void launch_select(const SelectParams& params, cudaStream_t stream) {
+  const std::size_t shared = (kSelectCapacity + kMaxSelectK) * sizeof(Candidate);
+  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(params);
+  check_launch("select_kernel");
+}
+
+}  // namespace streamknn::detail::gpu

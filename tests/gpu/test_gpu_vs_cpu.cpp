@@ -1,0 +1,285 @@
+// GPU suite (skips without a CUDA device): the CUDA backend against the CPU backend on the
+// same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
+// up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
+// before every search (StoreConfig::debug); aggregation parity; snapshots of in-flight
+// searches across publishes on the device; graph replays after publishes.
+#include <chrono>
+#include <map>
+
+#include "support/test_support.hpp"
+
+using namespace test;
+
+namespace {
+
+/// The same store on both backends; every op goes to both.
+struct Twin {
+  Twin(std::size_t dim, Metric metric, TargetSpec target, std::size_t queue = 1 << 16)
+      : cpu(make(dim, metric, target, BackendKind::Cpu, queue)), gpu(make(dim, metric, target, BackendKind::Cuda, queue)) {
+    model.dim = dim;
+  }
+  static StoreConfig make(std::size_t dim, Metric metric, TargetSpec target, BackendKind kind, std::size_t queue) {
+    StoreConfig c;
+    c.dim = dim;
+    c.metric = metric;
+    c.target = target;
+    c.backend = kind;
+    c.queue_capacity = queue;
+    c.debug = kind == BackendKind::Cuda;
+    return c;
+  }
+  void push(const Update& u) {
+    while (!cpu.try_push(u)) cpu.publish();
+    while (!gpu.try_push(u)) gpu.publish();
+  }
+  void publish() {
+    const auto a = cpu.publish(), b = gpu.publish();
+    REQUIRE(a.applied == b.applied);
+    REQUIRE(a.rejected.size() == b.rejected.size());
+    REQUIRE(a.epoch == b.epoch);
+  }
+  ReferenceSet cpu, gpu;
+  Model model;
+};
+
+void fill(Twin& t, Metric metric, std::size_t n, std::mt19937_64& g, double erase_fraction, bool duplicates = false) {
+  const std::size_t dim = t.model.dim;
+  const auto data = points_for(metric, g, duplicates ? n / 4 + 1 : n, dim);
+  const std::size_t distinct = data.size() / dim;
+  PointId id = std::uniform_int_distribution<PointId>(0, 1u << 20)(g);
+  for (std::size_t i = 0; i < n; ++i, id += 1 + g() % 3) {
+    const std::size_t row = i % distinct;
+    std::vector<float> v(data.begin() + row * dim, data.begin() + (row + 1) * dim);
+    t.push(Update::insert(id, v));
+    t.model.vectors[id] = std::move(v);
+  }
+  t.publish();
+  std::bernoulli_distribution erase(erase_fraction);
+  std::vector<PointId> gone;
+  for (const auto& [pid, v] : t.model.vectors) {
+    if (erase(g)) gone.push_back(pid);
+  }
+  for (PointId pid : gone) {
+    t.push(Update::erase(pid));
+    t.model.vectors.erase(pid);
+  }
+  t.publish();
+}
+
+double tolerance(double d) { return 2e-4 * std::max(1.0, std::fabs(d)) + 1e-5; }
+
+/// Tie-aware comparison of the two backends' neighbours. Returns the number of bad queries.
+std::size_t compare(const Neighbors& gpu, const Neighbors& cpu, const Model& model, Metric metric,
+                    const std::vector<float>& queries, std::size_t report = 3) {
+  std::size_t bad_queries = 0;
+  const std::size_t dim = model.dim;
+  for (std::size_t q = 0; q < cpu.num_queries; ++q) {
+    const auto gi = gpu.ids_of(q), ci = cpu.ids_of(q);
+    const auto gd = gpu.distances_of(q), cd = cpu.distances_of(q);
+    const auto qv = stored_form(metric, std::span<const float>(queries).subspan(q * dim, dim));
+    std::unordered_set<PointId> seen;
+    std::string why;
+    for (std::size_t j = 0; j < cpu.k && why.empty(); ++j) {
+      if ((gi[j] == kInvalidId) != (ci[j] == kInvalidId)) {
+        why = concat_str("padding differs at ", j);
+      } else if (gi[j] == kInvalidId) {
+        if (!std::isinf(gd[j])) why = concat_str("padding distance ", gd[j], " at ", j);
+      } else if (!(std::fabs(gd[j] - cd[j]) <= tolerance(cd[j]))) {
+        why = concat_str("distance ", gd[j], " vs cpu ", cd[j], " at ", j);
+      } else if (!seen.insert(gi[j]).second) {
+        why = concat_str("duplicate id ", gi[j]);
+      } else if (gi[j] != ci[j]) {  // allowed only inside a tie: check the gpu id's real distance
+        const auto it = model.vectors.find(gi[j]);
+        if (it == model.vectors.end()) {
+          why = concat_str("unknown id ", gi[j], " at ", j);
+        } else {
+          const double real = ref_reported(metric, ref_rank(metric, qv, stored_form(metric, it->second)).rank);
+          if (!(std::fabs(real - gd[j]) <= tolerance(real))) why = concat_str("id ", gi[j], " is at ", real, " not ", gd[j]);
+        }
+      }
+    }
+    if (!why.empty()) {
+      if (bad_queries++ < report) MESSAGE("query ", q, ": ", why);
+    }
+  }
+  return bad_queries;
+}
+
+}  // namespace
+
+TEST_CASE("GPU equals CPU over random shapes, with poisoned outputs") {
+  auto g = rng(5000);
+  const std::size_t dims[] = {1, 2, 3, 4, 5, 7, 8, 16, 31, 64, 100, 128, 300, 784, 1024};
+  const std::size_t ks[] = {1, 2, 5, 16, 31, 64, 100, 128, 256, 1000, 2048};
+  const std::size_t qs[] = {1, 2, 3, 5, 8, 12, 16, 17, 33, 100, 1000, 4096};
+  const Metric metrics[] = {Metric::L2, Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine};
+  std::size_t total_bad = 0, cases = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int c = 0; c < 60; ++c) {
+    const Metric metric = metrics[g() % std::size(metrics)];
+    const std::size_t dim = metric == Metric::Haversine ? 2 : dims[g() % std::size(dims)];
+    const std::size_t k = ks[g() % std::size(ks)];
+    std::size_t nq = qs[g() % std::size(qs)];
+    // Keep each case's work (and the CPU reference's) bounded.
+    const std::size_t budget = 4'000'000'000ull;
+    std::size_t n = std::size_t(1) << (g() % 18);  // 1 .. 131072
+    if (c % 10 == 0) n = 0;
+    if (c % 10 == 1) n = k / 2;  // k > size
+    while (n * dim * nq > budget && nq > 1) nq /= 2;
+    CAPTURE(c);
+    CAPTURE(to_string(metric));
+    CAPTURE(dim);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(nq);
+    Twin t(dim, metric, TargetSpec::none());
+    fill(t, metric, n, g, 0.15, c % 7 == 3);
+    const auto queries = points_for(metric, g, nq, dim);
+    const Neighbors cpu = t.cpu.search(queries, k);
+    const Neighbors gpu = t.gpu.search(queries, k);
+    REQUIRE(gpu.num_queries == nq);
+    CHECK(gpu.epoch == cpu.epoch);
+    const std::size_t bad = compare(gpu, cpu, t.model, metric, queries);
+    CHECK(bad == 0);
+    total_bad += bad;
+    ++cases;
+  }
+  MESSAGE(cases, " random shapes compared in ",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
+  CHECK(total_bad == 0);
+}
+
+TEST_CASE("GPU equals CPU on large stores: 3,000,000 x 2, 1,000,000 x 16 with erased slots, K = 2048") {
+  auto g = rng(5100);
+  struct Big {
+    std::size_t dim, n, k, q;
+    Metric metric;
+  };
+  for (const Big& b : {Big{2, 3'000'000, 16, 64, Metric::L2}, Big{2, 1'000'000, 2048, 8, Metric::Haversine},
+                       Big{16, 1'000'000, 100, 33, Metric::L2}, Big{128, 200'000, 2048, 3, Metric::L2}}) {
+    CAPTURE(b.dim);
+    CAPTURE(b.n);
+    CAPTURE(b.k);
+    Twin t(b.dim, b.metric, TargetSpec::none());
+    fill(t, b.metric, b.n, g, 0.05);
+    const auto queries = points_for(b.metric, g, b.q, b.dim);
+    CHECK(compare(t.gpu.search(queries, b.k), t.cpu.search(queries, b.k), t.model, b.metric, queries) == 0);
+  }
+}
+
+TEST_CASE("GPU aggregation equals the CPU's: votes, probabilities, mean, weighted mean, median") {
+  auto g = rng(5200);
+  for (std::size_t k : {1, 4, 15, 64, 300}) {
+    CAPTURE(k);
+    // Classification with duplicate points (zero distances, ties) and visibility ranges.
+    Twin t(6, Metric::L2, TargetSpec::classes(7));
+    const auto data = uniform(g, 800 * 6);
+    std::uniform_int_distribution<std::int32_t> label(0, 6);
+    for (PointId id = 0; id < 2000; ++id) {
+      const std::span<const float> v(data.data() + (id % 800) * 6, 6);
+      t.push(Update::insert(id, v, label(g)));
+    }
+    t.publish();
+    auto queries = uniform(g, 200 * 6);
+    std::copy(data.begin(), data.begin() + 20 * 6, queries.begin());
+    std::vector<IdRange> ranges(200);
+    for (std::size_t q = 0; q < 200; ++q) ranges[q] = {q * 5, q * 5 + 1500};
+    for (Weights w : {Weights::Uniform, Weights::Distance}) {
+      for (bool visible : {false, true}) {
+        const std::span<const IdRange> vis = visible ? std::span<const IdRange>(ranges) : std::span<const IdRange>();
+        const auto a = KnnClassifier(t.gpu, k, w).predict_proba(queries, vis);
+        const auto b = KnnClassifier(t.cpu, k, w).predict_proba(queries, vis);
+        const auto na = t.gpu.search(queries, k, vis), nb = t.cpu.search(queries, k, vis);
+        std::size_t compared = 0;
+        for (std::size_t q = 0; q < 200; ++q) {
+          if (!std::equal(na.ids_of(q).begin(), na.ids_of(q).end(), nb.ids_of(q).begin())) continue;  // tie: other neighbours
+          ++compared;
+          CHECK(a.labels[q] == b.labels[q]);
+          for (std::size_t c = 0; c < 7; ++c) CHECK(a.probabilities_of(q)[c] == doctest::Approx(b.probabilities_of(q)[c]).epsilon(1e-5));
+        }
+        CHECK(compared > 150);
+      }
+    }
+    // Regression, 3 outputs.
+    Twin r(4, Metric::L2, TargetSpec::outputs(3));
+    const auto xs = uniform(g, 1500 * 4);
+    for (PointId id = 0; id < 1500; ++id) {
+      const auto y = uniform(g, 3, -5, 5);
+      r.push(Update::insert(id, std::span<const float>(xs.data() + (id % 1000) * 4, 4), y));
+    }
+    r.publish();
+    const auto rq = uniform(g, 100 * 4);
+    for (auto agg : {RegressionAggregate::Mean, RegressionAggregate::WeightedMean, RegressionAggregate::Median}) {
+      const auto a = KnnRegressor(r.gpu, k, agg).predict(rq), b = KnnRegressor(r.cpu, k, agg).predict(rq);
+      const auto na = r.gpu.search(rq, k), nb = r.cpu.search(rq, k);
+      for (std::size_t q = 0; q < 100; ++q) {
+        if (!std::equal(na.ids_of(q).begin(), na.ids_of(q).end(), nb.ids_of(q).begin())) continue;
+        for (std::size_t o = 0; o < 3; ++o) CHECK(a.values_of(q)[o] == doctest::Approx(b.values_of(q)[o]).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("in-flight searches on the device keep their snapshot while publishes run") {
+  auto g = rng(5300);
+  StoreConfig c = config_for(4);
+  c.backend = BackendKind::Cuda;
+  ReferenceSet store(c);
+  constexpr PointId kPoints = 20000;
+  std::vector<std::vector<float>> where(kPoints);
+  for (PointId id = 0; id < kPoints; ++id) {
+    where[id] = uniform(g, 4);
+    store.insert(id, where[id]);
+  }
+  store.publish();
+  // Each round: ask (asynchronously) for the nearest point to 64 points' current positions,
+  // then move those points far away and publish, before collecting the answers.
+  std::size_t checked = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<PointId> probe(64);
+    std::vector<float> queries;
+    for (auto& p : probe) {
+      p = g() % kPoints;
+      queries.insert(queries.end(), where[p].begin(), where[p].end());
+    }
+    const std::uint64_t epoch_at_submit = store.epoch();
+    auto ticket = store.submit(queries, 1);
+    auto small = store.submit(std::span<const float>(queries).first(4), 1);  // graph path
+    for (PointId p : probe) {
+      where[p] = uniform(g, 4, 10 + round, 11 + round);  // far from every old position
+      store.move(p, where[p]);
+    }
+    store.publish();
+    const Neighbors got = ticket.get();
+    const Neighbors got_small = small.get();
+    CHECK(got.epoch == epoch_at_submit);
+    CHECK(got_small.epoch == epoch_at_submit);
+    for (std::size_t i = 0; i < probe.size(); ++i) {
+      // At the submitted epoch the probed point sat exactly at the query: distance 0.
+      CHECK(got.distances[i] == 0.0f);
+      ++checked;
+    }
+    CHECK(got_small.distances[0] == 0.0f);
+    // After the publish, the same query no longer finds distance 0 at that point.
+    const Neighbors now = store.search(std::span<const float>(queries).first(4), 1);
+    CHECK(now.epoch == store.epoch());
+    CHECK((now.ids[0] != probe[0] || now.distances[0] > 0.0f));
+  }
+  MESSAGE(checked, " answers checked against the snapshot they were submitted on");
+}
+
+TEST_CASE("graph replays see every publish (slot count, growth, swaps)") {
+  StoreConfig c = config_for(2);
+  c.backend = BackendKind::Cuda;
+  c.capacity_hint = 32;
+  ReferenceSet store(c);
+  const float q[2] = {0, 0};
+  for (PointId id = 0; id < 3000; ++id) {
+    const float v[2] = {float(3000 - id), 0};  // each new point is the nearest so far
+    store.insert(id, v);
+    store.publish();
+    const Neighbors nn = store.search(q, 1);
+    REQUIRE(nn.ids[0] == id);
+    REQUIRE(nn.distances[0] == float(3000 - id));
+  }
+}
