@@ -18,7 +18,27 @@
 
 #include "support/test_support.hpp"
 
+// Sanitizer runtimes cannot throw std::bad_alloc from a throwing operator new: an allocation
+// they cannot satisfy ends the process ("allocator is out of memory"), whatever
+// allocator_may_return_null says, and they map terabytes of shadow memory, so RLIMIT_AS cannot
+// be lowered under them. Tests of allocations that must fail skip themselves there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STREAMKNN_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define STREAMKNN_UNDER_SANITIZER 1
+#endif
+#endif
+
 namespace reliability {
+
+/// True in a sanitizer build (see STREAMKNN_UNDER_SANITIZER above).
+inline constexpr bool kUnderSanitizer =
+#if defined(STREAMKNN_UNDER_SANITIZER)
+    true;
+#else
+    false;
+#endif
 
 using namespace streamknn;
 

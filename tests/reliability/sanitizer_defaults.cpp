@@ -3,9 +3,10 @@
 // by hand and CI all run with the same settings. Variables in the environment (TSAN_OPTIONS,
 // ASAN_OPTIONS, UBSAN_OPTIONS) still override them. See docs/reliability.md.
 //
-// * allocator_may_return_null=1: a huge allocation throws std::bad_alloc, as it does without a
-//   sanitizer, instead of aborting; the bad-input suites check that such requests are refused
-//   with streamknn::OutOfMemory.
+// * allocator_may_return_null=1: malloc and the nothrow operator new return null on a request
+//   they cannot satisfy, as without a sanitizer. (A throwing operator new still ends the
+//   process under a sanitizer, so the tests of allocations that must fail skip themselves
+//   there; see tests/reliability/reliability_support.hpp.)
 // * ThreadSanitizer suppressions: Boost.Lockfree's queue and free list read node memory
 //   speculatively and validate it afterwards with a tagged-pointer CAS, and recycle nodes by
 //   overlaying a plain free-list pointer on them (boostorg/lockfree#78). Those accesses are

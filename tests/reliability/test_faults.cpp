@@ -17,14 +17,6 @@
 #include <cuda_runtime.h>
 #endif
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define STREAMKNN_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define STREAMKNN_UNDER_SANITIZER 1
-#endif
-#endif
-
 using namespace test;
 using namespace reliability;
 
