@@ -177,7 +177,12 @@ class CudaBackend final : public Backend {
       DeviceBuffer& buffer = store_.buffer(b);
       epoch = buffer.epoch;
       const Plan plan = make_plan(nq, k, !request.visible.empty(), buffer.capacity);
-      prepare(*ctx, plan, request);
+      try {
+        prepare(*ctx, plan, request);
+      } catch (const OutOfMemory& e) {
+        throw OutOfMemory(concat("ReferenceSet::search: ", nq, " queries, k=", k,
+                                 ": not enough memory for their workspace (", e.what(), ")"));
+      }
       chunk_queries = plan.chunk_queries;
       check_cuda(cudaStreamWaitEvent(query_stream_.get(), buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
       if (nq <= kGraphMaxQueries && plan.chunk_queries >= nq) {
@@ -236,19 +241,19 @@ class CudaBackend final : public Backend {
     std::size_t gi = 0;
     while (gi + 1 < groups.size() && std::uint32_t(groups[gi]) < nq) ++gi;  // smallest group >= nq (or 16)
     s.query_group = groups[gi];
+    // Warps per block: as many as the group's registers allow (16 for small groups, 8 for
+    // large), fewer for small stores so every SM gets work, and fewer still when the warps'
+    // private lists (query group x k each) would not fit in shared memory.
     auto choose_warps = [&] {
-      s.warps_per_block = 16;                          // fewer, larger blocks: fewer lists to merge
-      if (s.query_group > 4) s.warps_per_block = 8;    // more accumulators per lane: more registers
-      // Small stores: smaller blocks, so that every SM gets work.
+      s.warps_per_block = s.query_group <= 4 ? 16 : 8;
       while (s.warps_per_block > 4 && tiles < std::uint32_t(s.warps_per_block) * sms * 2) s.warps_per_block /= 2;
+      while (s.warps_per_block > 1 && scan_shared_bytes(s, k) > budget) s.warps_per_block /= 2;
     };
     choose_warps();
-    while (scan_shared_bytes(s, k) > budget) {
+    while (scan_shared_bytes(s, k) > budget || (s.warps_per_block < 4 && gi > 0)) {
       if (gi > 0) {
         s.query_group = groups[--gi];
         choose_warps();
-      } else if (s.warps_per_block > 1) {
-        s.warps_per_block /= 2;
       } else {
         throw InvalidArgument(concat("CUDA backend: k=", k, " with dim=", config_.dim, " needs ", scan_shared_bytes(s, k),
                                      " bytes of shared memory per block, more than the device's ", budget));
@@ -263,7 +268,8 @@ class CudaBackend final : public Backend {
       const std::uint32_t want = (tiles + s.warps_per_block - 1) / s.warps_per_block;
       s.blocks_per_group = int(std::clamp<std::uint32_t>(want, 1, std::max<std::uint32_t>(1, resident / groups_n)));
       const std::size_t bytes = std::size_t(chunk) * s.blocks_per_group * k * sizeof(Candidate);
-      if (bytes <= kWorkspaceBudget || chunk <= std::uint32_t(s.query_group)) break;
+      const bool grid_fits = groups_n <= 65535;  // grid.y holds the query groups
+      if ((bytes <= kWorkspaceBudget && grid_fits) || chunk <= std::uint32_t(s.query_group)) break;
       chunk = std::max<std::uint32_t>(s.query_group, chunk / 2 / s.query_group * s.query_group);
     }
     plan.chunk_queries = chunk;
@@ -298,7 +304,11 @@ class CudaBackend final : public Backend {
     const ChunkLayout l = chunk_layout(qc, chunks_, k, classes(), outputs());
     bool changed = false;
     changed |= c.fit(c.input, l.in_bytes, "query input block");
-    changed |= c.fit(c.output, l.out_bytes, "query output block");
+    if (c.fit(c.output, l.out_bytes, "query output block")) {
+      // A result copy spans alignment gaps and unused rows of a partial chunk: give them defined bytes.
+      check_cuda(cudaMemset(c.output.get(), 0, c.output.bytes()), "cudaMemset(query output block)");
+      changed = true;
+    }
     changed |= c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates");
     changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
     changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");

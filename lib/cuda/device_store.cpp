@@ -121,7 +121,13 @@ void DeviceStore::reserve(std::size_t slots, std::size_t batch_ops) {
   slots = std::max(slots, previous_slots_);
   if (slots > back.capacity) {
     const std::size_t grown = std::max<std::size_t>(slots, std::size_t(back.capacity) + back.capacity / 2);
-    grow(back, static_cast<std::uint32_t>(align_up(std::min<std::size_t>(grown, 0xffffffe0u), kTile)));
+    const std::size_t capacity = align_up(std::min<std::size_t>(grown, 0xffffffe0u), kTile);
+    try {
+      grow(back, static_cast<std::uint32_t>(capacity));
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(concat("ReferenceSet: the device cannot hold ", slots, " points of dim ", config_.dim,
+                               " (growing to ", capacity, " slots; ", e.what(), ")"));
+    }
   }
   if (batch_ops > batch_capacity_) {
     const std::size_t ops = std::max(batch_ops, batch_capacity_ * 2);
@@ -132,6 +138,8 @@ void DeviceStore::reserve(std::size_t slots, std::size_t batch_ops) {
     for (auto& f : fresh) {
       f.data = DeviceArray<unsigned char>(bytes, "update batch");
       f.staging = PinnedArray<unsigned char>(bytes, "update batch staging");
+      // Defined bytes throughout: the copy below moves the whole buffer, gaps included.
+      check_cuda(cudaMemset(f.data.get(), 0, bytes), "cudaMemset(update batch)");
     }
     // The previous batch still has to be replayed: keep its device copy.
     check_cuda(cudaStreamSynchronize(update_), "cudaStreamSynchronize(update stream)");

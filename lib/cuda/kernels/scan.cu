@@ -5,11 +5,13 @@
 // queries of the block's query group, reading the point once in coalesced float4 chunks (see
 // device_types.hpp) and accumulating each query's rank in a register in a fixed order (so a
 // pair's rank does not depend on the batch). A lane whose rank is within the query's threshold
-// is a survivor; the warp takes the query's lock and inserts its survivors into the block's
-// sorted (rank, id) list for that query in shared memory. The threshold is the lower of the
-// list's k-th rank and a per-query bound shared by the whole grid (atomicMin), so after the
-// first tiles nearly every point is rejected by one comparison and locks are rarely taken.
-// At the end each block writes its sorted list (truncated at the grid bound) for the select
+// is a survivor. Every warp keeps its own sorted (rank, id) list per query in shared memory,
+// so nothing is shared while streaming: no locks, no barriers. Survivors enter by a bulk merge
+// (several at once) or a single insertion. Warps tighten each other's thresholds through a
+// per-query bound in global memory (atomicMin of every full list's k-th, read back every tile),
+// which a sample pass may already have set. At the end one barrier, then the block merges its
+// warps' lists in parallel (each entry's final position is its index plus its count in the
+// other lists) and writes one sorted list per query, truncated at the bound, for the select
 // kernel.
 #include <math_constants.h>
 
@@ -20,12 +22,13 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr int kMaxWarps = 32;
 constexpr std::uint32_t kNoBound = 0xff800000u;  // ordered_bits(+inf)
-constexpr std::uint32_t kRefreshTiles = 2;       // tiles between reads of the grid bound
+constexpr std::uint32_t kBulkMinSurvivors = 4;   // fewer survivors are inserted one by one
 
+/// Shared memory: the query group and its id ranges (read-only), then per warp: its lists,
+/// their lengths, its thresholds, the ranks of the current tile and a sort scratch.
 struct SharedLayout {
-  std::size_t queries, lists, scratch, ranks, ranges, counters, total;
+  std::size_t queries, ranges, warp_base, warp_bytes, lists, counts, thresholds, ranks, scratch, total;
 };
 
 __host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
@@ -35,17 +38,22 @@ __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::ui
   std::size_t off = 0;
   l.queries = off;
   off += align16(std::size_t(qg) * chunks * sizeof(float4));
-  l.lists = off;
-  off += align16(std::size_t(qg) * k * sizeof(Candidate));
-  l.scratch = off;  // 32 candidates per warp for bulk merges
-  off += align16(std::size_t(warps) * 32 * sizeof(Candidate));
-  l.ranks = off;  // per warp: the ranks of queries that had survivors in the current tile
-  off += align16(std::size_t(warps) * qg * 32 * sizeof(float));
   l.ranges = off;
   off += align16(std::size_t(qg) * sizeof(IdRangeDevice));
-  l.counters = off;
-  off += align16(std::size_t(qg) * 3 * sizeof(std::uint32_t));
-  l.total = off;
+  l.warp_base = off;
+  std::size_t w = 0;  // offsets inside one warp's area
+  l.lists = w;
+  w += align16(std::size_t(qg) * k * sizeof(Candidate));
+  l.counts = w;
+  w += align16(std::size_t(qg) * sizeof(std::uint32_t));
+  l.thresholds = w;
+  w += align16(std::size_t(qg) * sizeof(std::uint32_t));
+  l.ranks = w;
+  w += align16(std::size_t(qg) * 32 * sizeof(float));
+  l.scratch = w;
+  w += align16(32 * sizeof(Candidate));
+  l.warp_bytes = w;
+  l.total = off + std::size_t(warps) * w;
   return l;
 }
 
@@ -70,7 +78,6 @@ __device__ __forceinline__ void warp_insert(Candidate* list, std::uint32_t& n, s
   if (n < k) ++n;
 }
 
-constexpr std::uint32_t kBulkMinSurvivors = 4;  // fewer survivors are inserted one by one
 
 __device__ __forceinline__ Candidate shuffle_xor(const Candidate& c, int mask) {
   return Candidate{__shfl_xor_sync(kFullMask, c.rank, mask), __shfl_xor_sync(kFullMask, c.slot, mask),
@@ -132,22 +139,6 @@ __device__ void warp_merge(Candidate* list, std::uint32_t& n, std::uint32_t k, C
   n = min(k, n + m);
 }
 
-__device__ __forceinline__ void lock(std::uint32_t* mutex, std::uint32_t lane) {
-  if (lane == 0) {
-    while (atomicCAS(mutex, 0u, 1u) != 0u) __nanosleep(32);
-  }
-  __syncwarp();
-  __threadfence_block();
-}
-
-__device__ __forceinline__ void unlock(std::uint32_t* mutex, std::uint32_t lane) {
-  __threadfence_block();
-  __syncwarp();
-  if (lane == 0) atomicExch(mutex, 0u);
-}
-
-/// Threads per block the kernel is compiled for: a single query group keeps its register use
-/// low enough for 32 warps; larger groups hold more accumulators and run 16 warps at most.
 template <int QG>
 constexpr int max_threads() {
   return QG <= 2 ? 1024 : 512;
@@ -163,25 +154,25 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
   const SharedLayout layout = shared_layout(QG, int(warps), chunks, k);
   float4* queries = reinterpret_cast<float4*>(shared + layout.queries);
-  Candidate* lists = reinterpret_cast<Candidate*>(shared + layout.lists);
-  Candidate* scratch = reinterpret_cast<Candidate*>(shared + layout.scratch) + warp * 32;
-  float* ranks = reinterpret_cast<float*>(shared + layout.ranks) + warp * QG * 32;
   IdRangeDevice* ranges = reinterpret_cast<IdRangeDevice*>(shared + layout.ranges);
-  std::uint32_t* list_count = reinterpret_cast<std::uint32_t*>(shared + layout.counters);
-  std::uint32_t* threshold = list_count + QG;  // ordered bits
-  std::uint32_t* mutex = threshold + QG;
-  volatile std::uint32_t* threshold_now = threshold;
+  unsigned char* mine = shared + layout.warp_base + warp * layout.warp_bytes;
+  Candidate* lists = reinterpret_cast<Candidate*>(mine + layout.lists);  // this warp's, QG x k
+  std::uint32_t* counts = reinterpret_cast<std::uint32_t*>(mine + layout.counts);
+  std::uint32_t* thresholds = reinterpret_cast<std::uint32_t*>(mine + layout.thresholds);  // ordered bits
+  float* ranks = reinterpret_cast<float*>(mine + layout.ranks);
+  Candidate* scratch = reinterpret_cast<Candidate*>(mine + layout.scratch);
 
   const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
   for (std::uint32_t i = threadIdx.x; i < QG * chunks; i += blockDim.x) {
     queries[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);
   }
-  if (threadIdx.x < QG) {
-    list_count[threadIdx.x] = 0;  // start from the bound a sample pass may have found
-    threshold[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;
-    mutex[threadIdx.x] = 0;
+  if (kFiltered && threadIdx.x < QG) {
+    ranges[threadIdx.x] = threadIdx.x < nq ? p.ranges[q0 + threadIdx.x] : IdRangeDevice{0, 0};
   }
-  if (kFiltered && threadIdx.x < QG) ranges[threadIdx.x] = threadIdx.x < nq ? p.ranges[q0 + threadIdx.x] : IdRangeDevice{0, 0};
+  if (lane < QG) {
+    counts[lane] = 0;  // start from the bound a sample pass may have found
+    thresholds[lane] = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+  }
   __syncthreads();
 
   // With tile_step > 1 the kernel scans a strided sample: "tile" v below is real tile v * step.
@@ -192,15 +183,12 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
 
-  std::uint32_t since_refresh = 0;
   for (std::uint32_t virtual_tile = tile_begin + warp; virtual_tile < tile_end; virtual_tile += warps) {
     const std::uint32_t tile = virtual_tile * step;
     const std::uint32_t slot = tile * kTile + lane;
     const bool valid = store.valid[slot] != 0;
-    // Issue the read of the grid-wide bound now; it is applied after the tile's arithmetic.
-    const bool refresh = ++since_refresh == kRefreshTiles;
-    std::uint32_t grid_bound = kNoBound;
-    if (refresh && lane < nq) grid_bound = __ldcg(&p.threshold[q0 + lane]);
+    // The grid-wide bound (what every full list found): read now, applied after the arithmetic.
+    const std::uint32_t grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
     float acc[QG];
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
@@ -227,6 +215,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         }
       }
     }
+    if (lane < nq) thresholds[lane] = min(thresholds[lane], grid_bound);
+    __syncwarp();
     std::uint64_t id = kNoId;
     if (kFiltered && valid) id = store.ids[slot];
     // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
@@ -236,7 +226,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     for (int j = 0; j < QG; ++j) {
       if (j < int(nq)) {
         const float rank = kInnerProduct ? -acc[j] : acc[j];
-        bool admit = valid && ordered_bits(rank) <= threshold_now[j];
+        bool admit = valid && ordered_bits(rank) <= thresholds[j];
         if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
         if (__any_sync(kFullMask, admit)) {
           ranks[j * 32 + lane] = rank;
@@ -244,18 +234,18 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         }
       }
     }
+    __syncwarp();
     if (with_survivors && !kFiltered && valid) id = store.ids[slot];
 #pragma unroll 1
     while (with_survivors) {
       const int j = __ffs(with_survivors) - 1;
       with_survivors &= with_survivors - 1;
       const float rank = ranks[j * 32 + lane];
-      lock(&mutex[j], lane);
-      bool admit = valid && ordered_bits(rank) <= threshold[j];  // may have tightened meanwhile
+      bool admit = valid && ordered_bits(rank) <= thresholds[j];
       if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
       unsigned survivors = __ballot_sync(kFullMask, admit);
       Candidate* list = lists + std::size_t(j) * k;
-      std::uint32_t n = list_count[j];
+      std::uint32_t n = counts[j];
       if (__popc(survivors) >= kBulkMinSurvivors) {
         warp_merge(list, n, k, Candidate{rank, slot, id}, survivors, scratch, lane);
         survivors = 0;
@@ -268,37 +258,54 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         if (n == k && !closer(c.rank, c.id, list[k - 1].rank, list[k - 1].id)) continue;
         warp_insert(list, n, k, c, lane);
       }
+      __syncwarp();
       if (lane == 0) {
-        list_count[j] = n;
+        counts[j] = n;
         if (n == k) {
           const std::uint32_t bound = ordered_bits(list[k - 1].rank);
-          atomicMin(&threshold[j], bound);
+          thresholds[j] = min(thresholds[j], bound);
           atomicMin(&p.threshold[q0 + j], bound);
         }
       }
-      unlock(&mutex[j], lane);
-    }
-    // Now and then, tighten this block's thresholds with what the other blocks found.
-    if (refresh) {
-      since_refresh = 0;
-      if (lane < nq) atomicMin(&threshold[lane], grid_bound);
+      __syncwarp();
     }
   }
   __syncthreads();
 
-  // Hand over each query's sorted list, truncated at the grid bound (what lies beyond it is
-  // worse than some block's k-th and cannot be in the answer).
-  for (std::uint32_t j = warp; j < nq; j += warps) {
-    const Candidate* list = lists + std::size_t(j) * k;
-    const std::uint32_t n = list_count[j];
-    const std::uint32_t bound = min(threshold[j], __ldcg(&p.threshold[q0 + j]));
-    std::uint32_t keep = 0;
-    for (std::uint32_t i = lane; i < n; i += 32) keep += ordered_bits(list[i].rank) <= bound;
-    keep = __reduce_add_sync(kFullMask, keep);
-    Candidate* out = p.candidates + (std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k;
-    for (std::uint32_t i = lane; i < keep; i += 32) out[i] = list[i];
-    if (lane == 0) p.lengths[std::size_t(q0 + j) * gridDim.x + blockIdx.x] = keep;
+  // Merge the warps' lists of each query: entry i of warp w's list lands at i plus the number
+  // of entries of the other lists closer than it. Entries beyond k, or beyond the grid-wide
+  // bound (worse than some list's k-th, so not in the answer), are dropped.
+  __shared__ std::uint32_t kept[16], bound[16];
+  if (threadIdx.x < QG) {
+    kept[threadIdx.x] = 0;
+    bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;  // one value per block
   }
+  __syncthreads();
+  auto list_of = [&](std::uint32_t w, std::uint32_t j) {
+    return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
+           std::size_t(j) * k;
+  };
+  auto count_of = [&](std::uint32_t w, std::uint32_t j) {
+    return reinterpret_cast<const std::uint32_t*>(shared + layout.warp_base + w * layout.warp_bytes + layout.counts)[j];
+  };
+  const std::size_t entries = std::size_t(nq) * warps * k;
+  for (std::size_t e = threadIdx.x; e < entries; e += blockDim.x) {
+    const std::uint32_t j = std::uint32_t(e / (std::size_t(warps) * k));
+    const std::uint32_t w = std::uint32_t(e / k % warps), i = std::uint32_t(e % k);
+    if (i >= count_of(w, j)) continue;
+    const Candidate c = list_of(w, j)[i];
+    if (ordered_bits(c.rank) > bound[j]) continue;
+    std::uint32_t at = i;
+    for (std::uint32_t other = 0; other < warps && at < k; ++other) {
+      if (other != w) at += count_closer(list_of(other, j), count_of(other, j), c);
+    }
+    if (at < k) {
+      p.candidates[(std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k + at] = c;
+      atomicAdd(&kept[j], 1u);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < nq) p.lengths[std::size_t(q0 + threadIdx.x) * gridDim.x + blockIdx.x] = kept[threadIdx.x];
 }
 
 using ScanKernel = void (*)(ScanParams);
@@ -324,13 +331,19 @@ ScanKernel kernel_for(const ScanShape& s) {
 }  // namespace
 
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
-  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k).total;
+  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k).total + 32 * sizeof(std::uint32_t);
 }
 
 int configure_scan(const ScanShape& shape, std::uint32_t k) {
   const ScanKernel kernel = kernel_for(shape);
   const std::size_t shared = scan_shared_bytes(shape, k);
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)),
+  // The limit is a property of the kernel in the whole process, shared by every store: raise it
+  // to the device's maximum (never lower it under another store's launch).
+  int device = 0, optin = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(max shared memory per block)");
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
              "cudaFuncSetAttribute(scan_kernel)", std::to_string(shared) + " bytes of shared memory");
   int blocks = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, shape.warps_per_block * 32, shared),
