@@ -39,31 +39,12 @@ void Catalog::reserve_for(std::span<const QueuedOp> ops) {
     throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
   }
   ids_.reserve(ids_.size() + (slots - high_water_));
+  free_.reserve(slots);
   for (auto* v : {&vector_pos_, &target_pos_, &id_pos_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
   }
   for (auto* v : {&vector_stamp_, &target_stamp_, &id_stamp_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2), 0);
-  }
-}
-
-std::uint32_t Catalog::allocate_slot() {
-  if (free_.empty()) return high_water_++;
-  const std::uint32_t slot = *free_.begin();
-  free_.erase(free_.begin());
-  return slot;
-}
-
-void Catalog::free_slot(std::uint32_t slot) {
-  if (slot + 1 != high_water_) {
-    free_.insert(slot);
-    return;
-  }
-  // The top slot: shrink the scanned range past every free slot below it.
-  --high_water_;
-  while (!free_.empty() && *free_.rbegin() + 1 == high_water_) {
-    free_.erase(std::prev(free_.end()));
-    --high_water_;
   }
 }
 
@@ -106,7 +87,7 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
           reject(op, RejectReason::DuplicateId);
           continue;
         }
-        const std::uint32_t slot = allocate_slot();
+        const std::uint32_t slot = free_.allocate(high_water_);
         ids_.insert(op.id, slot);
         write_vector(slot, op);
         write_target(slot, op);
@@ -131,7 +112,7 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
           continue;
         }
         write_id(*slot, kInvalidId);
-        free_slot(*slot);
+        free_.release(*slot, high_water_);
         ++report.erased;
         break;
       }

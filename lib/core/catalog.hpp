@@ -5,10 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <set>
 #include <span>
 #include <vector>
 
+#include "core/free_slots.hpp"
 #include "core/id_index.hpp"
 #include "core/resolved_batch.hpp"
 #include "core/update_queue.hpp"
@@ -33,14 +33,12 @@ class Catalog {
   std::uint32_t slot_count() const noexcept { return high_water_; }
 
  private:
-  std::uint32_t allocate_slot();
-  void free_slot(std::uint32_t slot);
 
   StoreConfig config_;
   std::size_t stored_dim_;
   std::size_t value_count_;
   IdIndex ids_;
-  std::set<std::uint32_t> free_;   ///< free slots below high_water_
+  FreeSlots free_;                 ///< free slots below high_water_
   std::uint32_t high_water_ = 0;
   // Position of a slot's write in each batch channel, valid when stamp == current batch.
   std::vector<std::uint32_t> vector_pos_, target_pos_, id_pos_;

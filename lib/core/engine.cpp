@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/check.hpp"
+#include "core/memory.hpp"
 #include "core/metric_space.hpp"
 #include "streamknn/error.hpp"
 
@@ -70,6 +71,21 @@ Engine::Engine(const StoreConfig& config)
       queue_(config_.queue_capacity, config_.dim, value_floats(config_)),
       catalog_(config_) {
   backend_->reserve(config_.capacity_hint, 0);
+}
+
+void Engine::refuse_oversized_results(std::size_t num_queries, std::size_t k, AggregateSpec aggregate,
+                                      const char* caller) const {
+  // Answer bytes the host must hold (and, on CUDA, stage in pinned memory as well).
+  const double targets = config_.target.count;
+  double bytes = 0;
+  switch (aggregate.output) {
+    case AggregateSpec::Output::Neighbors: bytes = double(num_queries) * double(k) * (sizeof(float) + sizeof(PointId)); break;
+    case AggregateSpec::Output::Labels: bytes = double(num_queries) * 4; break;
+    case AggregateSpec::Output::Probabilities: bytes = double(num_queries) * (4 + 4 * targets); break;
+    case AggregateSpec::Output::Values: bytes = double(num_queries) * 4 * targets; break;
+  }
+  refuse_beyond_memory(bytes, caller, ": the results of ", num_queries, " queries, k=", k,
+                       " (submit the batch in parts)");
 }
 
 void Engine::check_k(std::size_t k, const char* caller) {
@@ -157,8 +173,12 @@ PublishReport Engine::publish() {
   report.size = size();
   if (drained_.empty()) return report;
 
+  // Everything this publish may allocate is reserved first; past this block nothing can
+  // fail, so an OutOfMemory leaves the published state as it was and the updates pending.
   try {
     catalog_.reserve_for(drained_);
+    batch_.reserve(drained_.size(), stored_dim_, value_floats(config_));
+    report.rejected.reserve(drained_.size());
     backend_->reserve(catalog_.slots_needed(drained_), drained_.size());
   } catch (const std::bad_alloc&) {
     carried_.store(drained_.size(), std::memory_order_relaxed);
@@ -194,6 +214,7 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   if (!visible.empty() && visible.size() != num_queries) {
     fail_argument(caller, ": visible has ", visible.size(), " ranges for ", num_queries, " queries (give one per query or none)");
   }
+  refuse_oversized_results(num_queries, k, aggregate, caller);
   QueryRequest request;
   request.num_queries = num_queries;
   request.k = k;

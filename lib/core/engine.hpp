@@ -43,6 +43,7 @@ class Engine {
 
  private:
   void validate(const Update& update, const char* caller) const;
+  void refuse_oversized_results(std::size_t num_queries, std::size_t k, AggregateSpec aggregate, const char* caller) const;
   void validate_point(std::span<const float> vector, const char* what, const char* caller) const;
 
   StoreConfig config_;

@@ -22,6 +22,16 @@ struct ResolvedBatch {
   std::vector<PointId> ids;             ///< kInvalidId marks the slot as erased
 
   bool empty() const noexcept { return vector_slots.empty() && target_slots.empty() && id_slots.empty(); }
+  /// Room for a batch of `ops` operations, so that filling it cannot allocate.
+  void reserve(std::size_t ops, std::size_t stored_dim, std::size_t outputs) {
+    vector_slots.reserve(ops);
+    vectors.reserve(ops * stored_dim);
+    target_slots.reserve(ops);
+    labels.reserve(ops);
+    values.reserve(ops * outputs);
+    id_slots.reserve(ops);
+    ids.reserve(ops);
+  }
   void clear() noexcept {
     vector_slots.clear(); vectors.clear(); target_slots.clear(); labels.clear(); values.clear();
     id_slots.clear(); ids.clear();

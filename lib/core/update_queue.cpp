@@ -4,17 +4,29 @@
 #include <new>
 
 #include "core/check.hpp"
+#include "core/memory.hpp"
 
 namespace streamknn::detail {
 
 // A function-try-block: the pool and the two queues allocate everything up front, and a
 // configuration whose queue cannot be allocated is refused with OutOfMemory naming it.
+namespace {
+
+std::size_t checked_pool_floats(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats) {
+  const double bytes = double(capacity) * double(vector_floats + value_floats) * sizeof(float);
+  refuse_beyond_memory(bytes, "ReferenceSet(StoreConfig): the update queue (queue_capacity=", capacity, " updates of ",
+                       vector_floats + value_floats, " floats)");
+  return capacity * (vector_floats + value_floats);
+}
+
+}  // namespace
+
 UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats) try
     : capacity_(capacity),
       vector_floats_(vector_floats),
       value_floats_(value_floats),
       slot_floats_(vector_floats + value_floats),
-      pool_(capacity * (vector_floats + value_floats)),
+      pool_(checked_pool_floats(capacity, vector_floats, value_floats)),
       records_(capacity + 1),   // +1: the queue keeps one dummy node
       free_slots_(capacity + 1) {
   for (std::size_t slot = 0; slot < capacity; ++slot) {

@@ -11,6 +11,7 @@
 #include "core/aggregate.hpp"
 #include "core/backend.hpp"
 #include "core/check.hpp"
+#include "core/memory.hpp"
 #include "core/metric_space.hpp"
 #include "cpu/cpu_search.hpp"
 #include "cpu/host_store.hpp"
@@ -35,11 +36,17 @@ class CpuBackend final : public Backend {
     return concat("cpu (", pool_.concurrency(), " threads, ", cpu_search_isa(), ")");
   }
 
-  void reserve(std::size_t slots, std::size_t /*batch_ops*/) override {
+  void reserve(std::size_t slots, std::size_t batch_ops) override {
     Buffer& back = buffers_[1 - front_];
     wait_unread(back);
     try {
-      back.store.reserve(std::max(slots, pending_slots_));
+      // Room to keep a copy of the coming batch, so that apply() cannot fail half-way.
+      pending_.reserve(batch_ops, stored_dim_,
+                       config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0);
+      const std::size_t needed = std::max(slots, pending_slots_);
+      refuse_beyond_memory(double(needed) * double(row_stride(stored_dim_)) * sizeof(float),
+                           "ReferenceSet: ", needed, " points of dim ", config_.dim, " on the CPU backend");
+      back.store.reserve(needed);
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted growing the store to ", slots,
                                " points of dim ", config_.dim));

@@ -206,7 +206,12 @@ class CudaBackend final : public Backend {
         [shared] { return shared->done.done(); },
         [shared, mode, nq, k, chunk_queries, epoch, &config] {
           shared->done.wait();
-          return unpack(*shared, config, mode, nq, k, chunk_queries, epoch);
+          try {
+            return unpack(*shared, config, mode, nq, k, chunk_queries, epoch);
+          } catch (const std::bad_alloc&) {
+            throw OutOfMemory(concat("ReferenceSet::search: ", nq, " queries, k=", k,
+                                     ": not enough host memory for the results; submit the batch in parts"));
+          }
         });
   }
 

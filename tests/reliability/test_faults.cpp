@@ -195,15 +195,13 @@ TEST_CASE("faults: a query batch that does not fit in memory is refused with Out
   CHECK(store.publish().erased == 1);
 }
 
-TEST_CASE("faults: running out of memory while a publish resolves its batch keeps every update (known bug, see "
-          "docs/reliability.md)" *
-          doctest::skip(true)) {
+TEST_CASE("faults: running out of memory while a publish resolves its batch keeps every update") {
   // Erases are resolved into the catalogue first; a batch of moves then needs more memory for
   // the batch's vectors than is left. Publish must throw OutOfMemory with nothing applied and
-  // apply everything later. Today Catalog::resolve allocates (ResolvedBatch channels, the
-  // free-slot std::set) after the reservation step, so std::bad_alloc escapes half-way: the
-  // catalogue has applied the erases, the backend has not, and the retry rejects them as
-  // unknown ids while searches still find the erased points. Run with --no-skip.
+  // apply everything later. (It once failed: Catalog::resolve allocated after the reservation
+  // step, so std::bad_alloc escaped half-way; the catalogue had applied the erases, the backend
+  // had not, and the retry rejected them as unknown ids while searches still found the erased
+  // points. Now every allocation of a publish happens before anything changes.)
   constexpr std::size_t kDim = 256, kPoints = 60'000, kErased = 30'000;
   StoreConfig config = config_for(kDim);
   config.queue_capacity = 1 << 16;
