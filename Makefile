@@ -19,7 +19,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+# Only the runner and the library it needs: a fresh `make run` does not wait for every test.
+run: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target streamknn_cli
 	@$(BUILD)/streams/streamknn run
 
 test: build
