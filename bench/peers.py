@@ -9,8 +9,9 @@ On the GPU machine (PyTorch with CUDA), in the same run as bench_search:
 
 Anywhere (standard library only), the one table: ours against every peer:
 
-    python3 bench/peers.py table --ours $OUT/search.csv --peers $OUT/peers.csv \
+    python3 bench/peers.py table --ours $OUT/search.csv [$OUT/lowdim.csv] --peers $OUT/peers.csv \
         --faiss bench/results/peers/faiss-gpuflat-h100.csv --csv $OUT/compare.csv
+    python3 bench/peers.py selftest      # checks the table logic
 
 Without a GPU, the whole `run` path with a numpy stand-in for PyTorch at small N (checks the
 loops, the exactness check and the CSV; its timings mean nothing):
@@ -417,7 +418,7 @@ def format_table(names, rows, variant="host"):
 
 
 def table(args):
-    ours = read_rows(args.ours)
+    ours = [row for path in args.ours for row in read_rows(path)]
     peers = read_rows(args.peers) if args.peers and os.path.exists(args.peers) else []
     if args.peers and not os.path.exists(args.peers):
         print(f"(no peers CSV at {args.peers}: PyTorch columns left out)")
@@ -431,7 +432,7 @@ def table(args):
         for p in names:
             cols += [f"{p}_host_qps", f"{p}_device_qps", f"ours_over_{p}"]
         with open(args.csv, "w", newline="") as f:
-            f.write(f"# ours,{args.ours}\n# peers,{args.peers or ''}\n")
+            f.write(f"# ours,{' '.join(args.ours)}\n# peers,{args.peers or ''}\n")
             if faiss:
                 f.write(f"# faiss,{args.faiss},measured separately not in the same run\n")
             f.write(f"# ratio,ours_qps / peer {args.variant} qps\n")
@@ -486,7 +487,7 @@ def main(argv=None):
     r.add_argument("--dry-run", action="store_true", help="numpy stand-in, N capped at --dry-run-n")
     r.add_argument("--dry-run-n", type=int, default=2000)
     t = sub.add_parser("table", help="print the comparison table (standard library only)")
-    t.add_argument("--ours", required=True, help="bench_search CSV")
+    t.add_argument("--ours", required=True, nargs="+", help="bench_search CSV(s): their rows, in order")
     t.add_argument("--peers", help="peers.py CSV (same run)")
     t.add_argument("--faiss", help="FAISS CSV (measured separately)")
     t.add_argument("--variant", default="host", choices=["host", "device"],

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# bench/run_gpu_benchmarks.sh: every GPU figure of the performance work in ONE command on the GPU
+# machine, sized to finish inside one 10-minute device command on an H100 (BUDGET_S, default 540 s):
+#
+#   bench/run_gpu_benchmarks.sh [BIN] [OUTDIR] [FAISS_CSV]
+#     BIN        folder with bench_search, bench_latency, bench_updates   (default .device-bin)
+#     OUTDIR     where every CSV and log goes                             (default $OUT, else bench-out)
+#     FAISS_CSV  FAISS GpuIndexFlatL2 figures, measured separately        (default
+#                bench/results/peers/faiss-gpuflat-h100.csv; /work/shared/peers/... is the original)
+#   environment: PYTHON (default python3, needs torch with CUDA for the PyTorch peers), BUDGET_S
+#
+# Binaries are built on a developer machine and carried to the device, for example:
+#   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 --target bench_search bench_latency bench_updates
+#   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates} .device-bin/
+#   device tool: command "bench/run_gpu_benchmarks.sh .device-bin $OUT", carry [".device-bin"]
+#
+# In order (each step logged to OUTDIR/<step>.log, CSV beside it, stopped at its own time limit):
+#   search        bench_search  mnist,imagenet,googlenews  K 64,128  Q 1,2,4,8,12,16,32,64  -> search.csv
+#   peers         bench/peers.py run, same shapes, K and Q, same run (PyTorch matmul+topk, cdist+topk;
+#                 the floor from search.csv's measured ceilings)                          -> peers.csv
+#   latency       bench_latency (l2, then haversine)              -> latency.csv, latency-haversine.csv
+#   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
+#                                                                  -> lowdim.csv, lowdim-haversine.csv
+#   updates       bench_updates 1,000,000 x 2 (haversine, then l2) -> updates-haversine.csv, updates.csv
+#   table         bench/peers.py table: per (shape, K, Q) ours q/s, each peer's q/s and ours/peer,
+#                 FAISS marked "measured separately"               -> compare.csv, compare.txt
+# The table is printed last. Exit status: that of the first step that failed (0 if none).
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+BIN=$(abs "${1:-.device-bin}")
+OUTDIR=$(abs "${2:-${OUT:-bench-out}}")
+FAISS=$(abs "${3:-$here/bench/results/peers/faiss-gpuflat-h100.csv}")
+PYTHON=${PYTHON:-python3}
+BUDGET_S=${BUDGET_S:-540}
+cd "$here" || exit 2
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.txt
+: > "$SUMMARY"
+T0=$SECONDS
+status=0
+
+for b in bench_search bench_latency; do
+  if [[ ! -x $BIN/$b ]]; then
+    echo "run_gpu_benchmarks.sh: $BIN/$b not found; build it first (see the top of this script)" >&2
+    exit 2
+  fi
+done
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# step NAME MIN_S MAX_S COMMAND...: runs COMMAND with its output in NAME.log, stopped after
+# min(MAX_S, what is left of the budget) seconds; skipped when less than MIN_S is left.
+step() {
+  local name=$1 min=$2 max=$3
+  shift 3
+  local left=$((BUDGET_S - (SECONDS - T0) - 10))
+  if ((left < min)); then
+    note "== $name: SKIPPED (${left} s of the budget left, needs about ${min} s)"
+    return 0
+  fi
+  local limit=$((left < max ? left : max))
+  note "== $name (limit ${limit} s): $*"
+  local t=$SECONDS
+  timeout --signal=INT --kill-after=5 "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+  local rc=$?
+  note "   rc=$rc in $((SECONDS - t)) s$( ((rc == 124)) && echo ' (TIMED OUT: its CSV may be partial)')"
+  if ((rc != 0)); then
+    tail -n 5 "$OUTDIR/$name.log" | sed 's/^/   | /' | tee -a "$SUMMARY"
+    ((status == 0)) && status=$rc
+  fi
+  return 0
+}
+
+{
+  echo "# run_gpu_benchmarks.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# code: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo 'unknown (no .git on this machine)')"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/# gpu: /'
+  echo "# bin: $BIN"
+  echo "# faiss: $FAISS (measured separately, not in the same run)"
+} | tee "$OUTDIR/device.txt" | tee -a "$SUMMARY"
+
+Q_ALL=1,2,4,8,12,16,32,64
+SHAPES=mnist,imagenet,googlenews
+
+# 1. Ours and the PyTorch peers at the seed paper's shapes, back to back in the same run.
+step search 60 200 "$BIN/bench_search" --shapes $SHAPES --k 64,128 --q $Q_ALL --reps 30 --sets 3 \
+  --csv "$OUTDIR/search.csv"
+if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' > "$OUTDIR/peers-probe.log" 2>&1; then
+  if [[ -s $OUTDIR/search.csv ]]; then ceil=(--ceilings "$OUTDIR/search.csv"); else ceil=(); fi
+  # peers.py stops starting new shapes after --budget-s, so a slow peer leaves a partial CSV, not none.
+  step peers 60 220 "$PYTHON" bench/peers.py run --shapes $SHAPES --k 64,128 --q $Q_ALL --reps 30 --sets 3 \
+    --warmup 3 "${ceil[@]}" --budget-s 150 --csv "$OUTDIR/peers.csv"
+else
+  note "== peers: SKIPPED ($PYTHON has no torch with CUDA: $(tail -n 1 "$OUTDIR/peers-probe.log"))"
+fi
+
+# 2. One-query latency, then the low-dimension shapes (l2 and haversine).
+step latency 15 60 "$BIN/bench_latency" --queries 50000 --csv "$OUTDIR/latency.csv"
+step latency-haversine 15 60 "$BIN/bench_latency" --queries 50000 --metric haversine \
+  --csv "$OUTDIR/latency-haversine.csv"
+step lowdim 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
+  --csv "$OUTDIR/lowdim.csv"
+step lowdim-haversine 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
+  --metric haversine --csv "$OUTDIR/lowdim-haversine.csv"
+
+# 3. Update throughput with and without concurrent queries (haversine first: the drivers case).
+if [[ -x $BIN/bench_updates ]]; then
+  step updates-haversine 25 70 "$BIN/bench_updates" --metric haversine --csv "$OUTDIR/updates-haversine.csv"
+  step updates 25 70 "$BIN/bench_updates" --metric l2 --csv "$OUTDIR/updates.csv"
+else
+  note "== updates: SKIPPED ($BIN/bench_updates not found)"
+fi
+
+# 4. The one table (standard library Python: works even where torch is missing).
+ours=()
+[[ -s $OUTDIR/search.csv ]] && ours+=("$OUTDIR/search.csv")
+[[ -s $OUTDIR/lowdim.csv ]] && ours+=("$OUTDIR/lowdim.csv")
+cp "$FAISS" "$OUTDIR/faiss-gpuflat-h100.measured-separately.csv" 2>/dev/null || note "(no FAISS CSV at $FAISS)"
+for f in latency latency-haversine updates-haversine updates; do
+  [[ -s $OUTDIR/$f.log ]] && { echo; echo "--- $f ($OUTDIR/$f.log)"; tail -n 12 "$OUTDIR/$f.log"; } | tee -a "$SUMMARY"
+done
+if ((${#ours[@]})); then
+  if ! "$PYTHON" bench/peers.py table --ours "${ours[@]}" --peers "$OUTDIR/peers.csv" --faiss "$FAISS" \
+    --csv "$OUTDIR/compare.csv" > "$OUTDIR/compare.txt" 2>&1; then
+    ((status == 0)) && status=1
+  fi
+else
+  echo "no bench_search CSV: no table" > "$OUTDIR/compare.txt"
+  ((status == 0)) && status=1
+fi
+note "== done in $((SECONDS - T0)) s of a ${BUDGET_S} s budget, status $status; files in $OUTDIR"
+echo
+echo "=== streamknn vs peers, queries/s (host to host) — $OUTDIR/compare.csv"
+cat "$OUTDIR/compare.txt"
+exit $status
