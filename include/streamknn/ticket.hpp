@@ -2,8 +2,9 @@
 //
 // submit(...) returns a Ticket at once; get() blocks until the answer is ready and returns it
 // (once: a second get() throws). ready() polls without blocking. A Ticket may be moved to and
-// consumed on another thread. Dropping an unconsumed ticket waits for its work to finish, so
-// no buffer is released while the device still writes it.
+// consumed on another thread, and may outlive the ReferenceSet that issued it. Dropping an
+// unconsumed ticket waits for its work to finish, so no buffer is released while the device
+// still writes it.
 #pragma once
 
 #include <functional>

@@ -119,6 +119,26 @@ struct QueryContext {
   T* out(std::size_t offset) const { return reinterpret_cast<T*>(output.get() + offset); }
 };
 
+/// Query contexts not in use; shared with the tickets that hold one.
+class ContextPool {
+ public:
+  std::unique_ptr<QueryContext> acquire() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique<QueryContext>();
+    auto ctx = std::move(free_.back());
+    free_.pop_back();
+    return ctx;
+  }
+  void release(std::unique_ptr<QueryContext> ctx) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(ctx));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<QueryContext>> free_;
+};
+
 }  // namespace
 
 class CudaBackend final : public Backend {
@@ -198,13 +218,17 @@ class CudaBackend final : public Backend {
       release(std::move(ctx));
       throw;
     }
-    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [this](QueryContext* c) {
-      release(std::unique_ptr<QueryContext>(c));
+    // The ticket may outlive this backend: it returns its context to the pool only if the pool
+    // still exists, and carries its own copy of the configuration.
+    std::weak_ptr<ContextPool> pool = pool_;
+    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [pool](QueryContext* c) {
+      std::unique_ptr<QueryContext> owned(c);
+      if (auto p = pool.lock()) p->release(std::move(owned));
     });
-    const StoreConfig& config = config_;
+    const StoreConfig config = config_;
     return Ticket<QueryResult>(
         [shared] { return shared->done.done(); },
-        [shared, mode, nq, k, chunk_queries, epoch, &config] {
+        [shared, mode, nq, k, chunk_queries, epoch, config] {
           shared->done.wait();
           try {
             return unpack(*shared, config, mode, nq, k, chunk_queries, epoch);
@@ -216,17 +240,8 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<QueryContext> acquire() const {
-    std::lock_guard lock(pool_mutex_);
-    if (pool_.empty()) return std::make_unique<QueryContext>();
-    auto ctx = std::move(pool_.back());
-    pool_.pop_back();
-    return ctx;
-  }
-  void release(std::unique_ptr<QueryContext> ctx) const {
-    std::lock_guard lock(pool_mutex_);
-    pool_.push_back(std::move(ctx));
-  }
+  std::unique_ptr<QueryContext> acquire() const { return pool_->acquire(); }
+  void release(std::unique_ptr<QueryContext> ctx) const { pool_->release(std::move(ctx)); }
 
   /// Launch geometry from the device's properties and the shape: the largest query group and
   /// warps per block whose shared memory leaves room for two blocks per SM, the occupancy
@@ -547,8 +562,7 @@ class CudaBackend final : public Backend {
   mutable Stream query_stream_;
   mutable DeviceStore store_;
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
-  mutable std::mutex pool_mutex_;
-  mutable std::vector<std::unique_ptr<QueryContext>> pool_;
+  std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
 };
 
