@@ -44,9 +44,7 @@ achieved_over_floor) then peer,variant.
 """
 import argparse
 import csv
-import math
 import os
-import sys
 import time
 
 SHAPES = {  # bench_search's names and sizes (bench/search.cpp)
@@ -333,7 +331,7 @@ def run(args):
                         print(f"{PEERS[p]:<18} {v:<7} {name:<16} {n:>8} {d:>4} {k:>4} {q:>3} {med:>9.4f} "
                               f"{q / (med * 1e-3):>10.0f} {pct:>7}", flush=True)
                 del dev_sets
-        del ref, fns
+        ref = fns = None  # frees the device copy before the next shape
         engine.release()
     if stopped:
         out.write(f"# stopped,time budget of {args.budget_s} s spent before every shape ran\n")
