@@ -171,6 +171,16 @@ int main(int argc, char** argv) {
       while (phase.load() != kStop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
+  // Stops and joins the query thread however main leaves this scope (an exception from publish
+  // included), so a failure is reported instead of ending in std::terminate.
+  struct Joiner {
+    std::atomic<int>& phase;
+    std::thread& thread;
+    ~Joiner() {
+      phase.store(kStop);
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{phase, querier};
   // Switches phase and waits until the query thread has seen it (so no search of the previous
   // phase is still running when the next one starts timing).
   auto enter = [&](int p) {
