@@ -109,10 +109,15 @@ class TorchEngine:
         if not torch.cuda.is_available():
             raise SystemExit("peers.py run: torch.cuda.is_available() is False (use --dry-run without a GPU)")
         self.np, self.torch = np, torch
-        # Exact fp32 like streamknn: no TF32 rounding of the matmul inputs. Only the legacy flag
-        # is written (mixing it with the fp32_precision API makes newer PyTorch raise); the
-        # matmul check below proves the effect whatever the API.
-        torch.backends.cuda.matmul.allow_tf32 = False
+        # Exact fp32 like streamknn: no TF32 rounding of the matmul inputs. One API only (mixing
+        # allow_tf32 with fp32_precision makes newer PyTorch raise): the legacy flag, or the new
+        # one where the legacy flag is gone. The matmul check in run() proves the effect.
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            self.tf32_api = "torch.backends.cuda.matmul.allow_tf32 = False"
+        except (AttributeError, RuntimeError):
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+            self.tf32_api = "torch.backends.cuda.matmul.fp32_precision = 'ieee'"
         self.dev = torch.device("cuda")
         self.name = torch.cuda.get_device_name(0)
         self.start = torch.cuda.Event(enable_timing=True)
@@ -125,7 +130,7 @@ class TorchEngine:
         except Exception as e:  # a newer PyTorch may refuse to read a flag set the other way
             tf32 = f"unreadable ({type(e).__name__})"
         return [f"# torch,{t.__version__},cuda,{t.version.cuda},device,{self.name}",
-                f"# torch.backends.cuda.matmul.allow_tf32,{tf32}"]
+                f"# tf32_off_by,{self.tf32_api},allow_tf32 reads,{tf32}"]
 
     def matmul_check(self):
         """max |A I - A| for A = 1 + j 2^-22 (exact in fp32, j < 2^12; TF32 keeps 10 mantissa bits
