@@ -338,13 +338,21 @@ int configure_scan(const ScanShape& shape, std::uint32_t k) {
   const ScanKernel kernel = kernel_for(shape);
   const std::size_t shared = scan_shared_bytes(shape, k);
   // The limit is a property of the kernel in the whole process, shared by every store: raise it
-  // to the device's maximum (never lower it under another store's launch).
+  // to the most a launch may ask for (the device's opt-in maximum less the kernel's static
+  // shared memory), never lowering it under another store's launch.
   int device = 0, optin = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute(max shared memory per block)");
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
-             "cudaFuncSetAttribute(scan_kernel)", std::to_string(shared) + " bytes of shared memory");
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kernel), "cudaFuncGetAttributes(scan_kernel)");
+  const int dynamic_limit = optin - int(attributes.sharedSizeBytes);
+  if (int(shared) > dynamic_limit) {
+    throw CudaError("scan kernel: " + std::to_string(shared) + " bytes of shared memory requested, the device allows " +
+                    std::to_string(dynamic_limit));
+  }
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit),
+             "cudaFuncSetAttribute(scan_kernel)", std::to_string(dynamic_limit) + " bytes of shared memory");
   int blocks = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, shape.warps_per_block * 32, shared),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(scan_kernel)");
