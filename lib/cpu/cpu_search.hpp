@@ -1,6 +1,9 @@
-// Exact k-nearest-neighbour search over one HostStore: blocked distance computation with Eigen
-// packets for high dimensions, a direct path for up to 4 stored dimensions, and a bounded
-// max-heap per query ordered by (rank, id). Uses every thread of the pool.
+// Exact k-nearest-neighbour search over one HostStore: register-blocked direct-form kernels
+// (4 queries x 2 rows per call above 4 stored dimensions, 8 points per vector below), a
+// vector threshold test, and a bounded max-heap per query ordered by (rank, id) for the few
+// pairs that pass it. Every pair's rank is computed by one fixed sequence of operations,
+// whatever the batch, slot or thread split (cpu_search.cpp states it). Uses every thread of
+// the pool.
 #pragma once
 
 #include <cstddef>
