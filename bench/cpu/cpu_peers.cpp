@@ -16,9 +16,10 @@
 // query set; at least min-reps calls and budget-ms per query set. For every (peer, Q): the
 // median of each (data set, query set), then the median of those medians (min and max of them
 // in the CSV). Data sets: 0 = uniform, 1 = a Gaussian mixture, so two distributions are seen.
-// Every answer of query set 0 is checked against the float64 distances: a peer's neighbour that
-// is not ours counts as a tie when its distance equals our k-th within 1e-5 relative, else as
-// wrong. Prints an aligned table and writes CSV with the machine, commit and command line.
+// Every answer of query set 0 is checked in float64 distances: a peer's neighbour that is not
+// among ours counts as a rounding-level difference (a tie) when its distance is within 1e-4
+// (relative) of our k-th (FAISS and scikit-learn rank by the |x|^2 - 2xy + |y|^2 expansion in
+// float32, whose error on these data reaches ~1e-5 of a distance), else as wrong. Prints an aligned table and writes CSV with the machine, commit and command line.
 #include <dlfcn.h>
 #include <link.h>
 #include <omp.h>
@@ -188,7 +189,7 @@ Check check_against(const float* data, std::size_t d, const float* queries, std:
     for (std::size_t j = 0; j < k; ++j) {
       const auto id = static_cast<std::uint64_t>(theirs[q * k + j]);
       if (mine.count(id)) continue;
-      if (std::abs(dist(q, id) - kth) <= 1e-5 * std::max(kth, 1e-30)) {
+      if (std::abs(dist(q, id) - kth) <= 1e-4 * std::max(kth, 1e-30)) {
         tie = true;
       } else {
         wrong = true;
