@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Runs the GPU test suites (and optionally compute-sanitizer and the first benchmark) on a
-# GPU machine from binaries built elsewhere and carried in BIN (default .device-bin):
-#   tests/gpu/run_gpu_suite.sh [BIN] [--sanitize] [--bench]
+# Runs the GPU test suites (and optionally more) on a GPU machine from binaries built elsewhere
+# and carried in BIN (default .device-bin):
+#   tests/gpu/run_gpu_suite.sh [BIN] [--sanitize] [--reliability] [--cli] [--bench] [--soak-detach]
+#     (always)       test_conformance_cuda, test_gpu_vs_cpu
+#     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
+#     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
+#                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
+#     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
+#     --bench        bench_search at the paper's shapes, K 64, Q 1, 8, 12
+#     --soak-detach  starts the 10-minute soak (streamknn_soak --backend cuda --seconds 600) in its
+#                    own process session, so it outlives this command; tests/gpu/collect_soak.sh
+#                    (the next command on the same machine) waits for it and collects its log
+# Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S.
 # Writes logs to $OUT (if set) or ./gpu-logs. Exit status: number of failed suites.
 set -u
 BIN=${1:-.device-bin}
@@ -10,8 +20,11 @@ LOGS=${OUT:-gpu-logs}
 mkdir -p "$LOGS"
 failed=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$LOGS/device.txt"
-run() {  # name, command...
+run() {  # name, command...   (skipped once DEADLINE_S seconds of this script have passed)
   local name=$1; shift
+  if ((SECONDS > ${DEADLINE_S:-1000000})); then
+    echo "=== $name: SKIPPED (past DEADLINE_S=$DEADLINE_S)"; failed=$((failed + 1)); return
+  fi
   echo "=== $name"
   local t0=$(date +%s)
   if "$@" > "$LOGS/$name.log" 2>&1; then
@@ -24,8 +37,28 @@ run() {  # name, command...
 }
 run conformance_cuda "$BIN/test_conformance_cuda"
 run gpu_vs_cpu "$BIN/test_gpu_vs_cpu"
+sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
+  local suffix=$1 binary=$2; shift 2
+  for tool in memcheck racecheck synccheck initcheck; do
+    local extra=()
+    [[ $tool == memcheck ]] && extra=(--leak-check full)
+    run "sanitizer_${tool}_$suffix" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" \
+      --error-exitcode 99 "$binary" "$@"
+  done
+}
 for arg in "$@"; do
   case $arg in
+    --reliability)
+      run reliability_cuda "$BIN/test_reliability_cuda"
+      STREAMKNN_STRESS_SECONDS=2 sanitize reliability "$BIN/test_reliability_cuda" ;;
+    --cli)
+      run cli_default_cuda "$BIN/streamknn" run --backend cuda --report "$LOGS/run-cuda.json"
+      cat "$LOGS/cli_default_cuda.log" ;;
+    --soak-detach)
+      mkdir -p /tmp/streamknn-soak
+      setsid nohup bash -c "'$BIN/streamknn_soak' --backend cuda --seconds 600 --warmup 60 --interval 10 \
+        > /tmp/streamknn-soak/soak.log 2>&1; echo \$? > /tmp/streamknn-soak/rc" < /dev/null > /dev/null 2>&1 &
+      echo "=== soak started in the background at $(date -u +%T) (collect: tests/gpu/collect_soak.sh)" ;;
     --sanitize)
       for tool in memcheck racecheck synccheck initcheck; do
         # Reduced sizes: the shapes that exercise every kernel path, not the multi-million stores.
