@@ -16,7 +16,10 @@
 set -u
 BIN=${1:-.device-bin}
 shift || true
-LOGS=${OUT:-gpu-logs}
+# Logs go to a folder of their own, packed into $OUT/gpu-logs.tar.gz at the end when $OUT is set
+# (the device tool brings back only a few files).
+LOGS=${LOGS:-${OUT:+/tmp/gpu-logs}}
+LOGS=${LOGS:-gpu-logs}
 mkdir -p "$LOGS"
 failed=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$LOGS/device.txt"
@@ -52,7 +55,8 @@ for arg in "$@"; do
       run reliability_cuda "$BIN/test_reliability_cuda"
       STREAMKNN_STRESS_SECONDS=2 sanitize reliability "$BIN/test_reliability_cuda" ;;
     --cli)
-      run cli_default_cuda "$BIN/streamknn" run --backend cuda --report "$LOGS/run-cuda.json"
+      run cli_default_cuda "$BIN/streamknn" run --backend cuda --report "$LOGS/run-cuda.json" \
+        --predictions "$LOGS/run-cuda-predictions.csv"
       cat "$LOGS/cli_default_cuda.log" ;;
     --soak-detach)
       mkdir -p /tmp/streamknn-soak
@@ -71,4 +75,5 @@ for arg in "$@"; do
   esac
 done
 echo "=== $failed suite(s) failed"
+[[ -n ${OUT:-} ]] && tar -czf "$OUT/gpu-logs.tar.gz" -C "$LOGS" .
 exit $failed
