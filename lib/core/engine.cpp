@@ -1,5 +1,6 @@
 #include "core/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -110,7 +111,36 @@ void Engine::validate_point(std::span<const float> vector, const char* what, con
   }
 }
 
+bool Engine::point_is_valid(std::span<const float> vector) const noexcept {
+  if (vector.size() != config_.dim || first_non_finite(vector) != vector.size()) return false;
+  if (config_.metric == Metric::Cosine && std::all_of(vector.begin(), vector.end(), [](float v) { return v == 0.0f; })) {
+    return false;
+  }
+  return !(config_.metric == Metric::Haversine && std::fabs(vector[0]) > 90.0f);
+}
+
+// The checks of validate() without building any message: push() runs it for every update, and
+// formatting the context (caller, kind, id) cost more than the rest of a push. At least as
+// strict as validate(): when it says no, validate() runs and throws the named error.
+bool Engine::update_is_valid(const Update& u) const noexcept {
+  if (u.id == kInvalidId) return false;
+  const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
+  if (needs_vector ? !point_is_valid(u.vector) : !u.vector.empty()) return false;
+  const bool needs_target = u.kind == UpdateKind::SetTarget ||
+                            (u.kind == UpdateKind::Insert && config_.target.kind != TargetSpec::Kind::None);
+  if (!needs_target) return !u.has_target;
+  switch (config_.target.kind) {
+    case TargetSpec::Kind::None: return false;
+    case TargetSpec::Kind::Classes:
+      return u.has_target && u.values.empty() && u.label >= 0 && std::uint32_t(u.label) < config_.target.count;
+    case TargetSpec::Kind::Outputs:
+      return u.has_target && u.values.size() == config_.target.count && first_non_finite(u.values) == u.values.size();
+  }
+  return false;
+}
+
 void Engine::validate(const Update& u, const char* caller) const {
+  if (update_is_valid(u)) return;
   const char* kind = to_string(u.kind);
   if (u.id == kInvalidId) {
     fail_argument(caller, "(", kind, "): id ", u.id, " is reserved (kInvalidId marks padding)");
@@ -227,8 +257,7 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   }
   for (std::size_t q = 0; q < num_queries; ++q) {
     const auto row = queries.subspan(q * config_.dim, config_.dim);
-    const std::string what = concat("query ", q);
-    validate_point(row, what.c_str(), caller);
+    if (!point_is_valid(row)) validate_point(row, concat("query ", q).c_str(), caller);  // throws
     to_stored_form(config_.metric, row, request.queries.data() + q * stored_dim_);
     if (!visible.empty() && visible[q].begin > visible[q].end) {
       fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");

@@ -45,6 +45,8 @@ class Engine {
   void validate(const Update& update, const char* caller) const;
   void refuse_oversized_results(std::size_t num_queries, std::size_t k, AggregateSpec aggregate, const char* caller) const;
   void validate_point(std::span<const float> vector, const char* what, const char* caller) const;
+  bool point_is_valid(std::span<const float> vector) const noexcept;
+  bool update_is_valid(const Update& update) const noexcept;
 
   StoreConfig config_;
   std::size_t stored_dim_;
