@@ -53,8 +53,13 @@ struct DeviceQueryRequest {
   std::size_t row_stride = 0;      ///< floats
   std::size_t k = 0;
   const IdRange* visible = nullptr;
-  float* distances = nullptr;
-  PointId* ids = nullptr;
+  AggregateSpec aggregate;         ///< Neighbors: distances + ids; Labels: labels; Probabilities:
+                                   ///< labels + probabilities; Values: values
+  float* distances = nullptr;      ///< num_queries x k
+  PointId* ids = nullptr;          ///< num_queries x k
+  std::int32_t* labels = nullptr;  ///< num_queries
+  float* probabilities = nullptr;  ///< num_queries x classes
+  float* values = nullptr;         ///< num_queries x outputs
   std::uintptr_t stream = 0;
 };
 

@@ -254,7 +254,7 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   }
 }
 
-Ticket<std::uint64_t> Engine::search_device(const DeviceQueryRequest& request, int device, const char* caller) const {
+Ticket<std::uint64_t> Engine::query_device(const DeviceQueryRequest& request, int device, const char* caller) const {
   check_k(request.k, caller);
   if (backend_->kind() != BackendKind::Cuda) {
     throw BackendUnavailable(concat(caller, ": the store runs on the ", backend_->name(),
@@ -274,7 +274,20 @@ Ticket<std::uint64_t> Engine::search_device(const DeviceQueryRequest& request, i
   }
   if (request.num_queries == 0) return Ticket<std::uint64_t>::ready_with(epoch());
   if (request.queries == nullptr) fail_argument(caller, ": the query pointer is null");
-  if (request.distances == nullptr || request.ids == nullptr) fail_argument(caller, ": a result pointer is null");
+  switch (request.aggregate.output) {
+    case AggregateSpec::Output::Neighbors:
+      if (request.distances == nullptr || request.ids == nullptr) fail_argument(caller, ": a result pointer is null");
+      break;
+    case AggregateSpec::Output::Labels:
+      if (request.labels == nullptr) fail_argument(caller, ": the labels pointer is null");
+      break;
+    case AggregateSpec::Output::Probabilities:
+      if (request.labels == nullptr || request.probabilities == nullptr) fail_argument(caller, ": a result pointer is null");
+      break;
+    case AggregateSpec::Output::Values:
+      if (request.values == nullptr) fail_argument(caller, ": the values pointer is null");
+      break;
+  }
   auto ticket = std::make_shared<Ticket<DeviceSearchStatus>>(backend_->submit_device(request));
   const StoreConfig config = config_;  // the ticket may outlive the store
   const std::string where = caller;

@@ -32,9 +32,9 @@ class Engine {
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;
 
-  /// Device-pointer search (streamknn/device.hpp): checks the arguments the host can see, then
-  /// the backend validates the rows on the device; get() throws for a bad row.
-  Ticket<std::uint64_t> search_device(const DeviceQueryRequest& request, int device, const char* caller) const;
+  /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
+  /// can see, then the backend validates the rows on the device; get() throws for a bad row.
+  Ticket<std::uint64_t> query_device(const DeviceQueryRequest& request, int device, const char* caller) const;
 
   /// KNN-Q lookup and write-back (ReferenceSet::lookup_and_update), serialised with publish().
   QUpdate lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,

@@ -216,9 +216,17 @@ class CudaBackend final : public Backend {
       check_cuda(cudaStreamWaitEvent(qs, ctx->caller_ready.get()), "cudaStreamWaitEvent(caller's stream)");
       check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
       check_cuda(cudaMemsetAsync(ctx->status.get(), 0xff, 2 * sizeof(unsigned long long), qs), "cudaMemsetAsync(status)");
-      if (config_.debug) {
-        check_cuda(cudaMemsetAsync(r.distances, 0xA5, std::size_t(nq) * k * 4, qs), "cudaMemsetAsync(poison distances)");
-        check_cuda(cudaMemsetAsync(r.ids, 0xA5, std::size_t(nq) * k * 8, qs), "cudaMemsetAsync(poison ids)");
+      if (config_.debug) {  // garbage in every result the caller asked for: an unwritten entry shows
+        auto poison_out = [&](void* p, std::size_t bytes, const char* what) {
+          if (p) check_cuda(cudaMemsetAsync(p, 0xA5, bytes, qs), "cudaMemsetAsync(poison)", what);
+        };
+        if (r.aggregate.output == AggregateSpec::Output::Neighbors) {
+          poison_out(r.distances, std::size_t(nq) * k * 4, "distances");
+          poison_out(r.ids, std::size_t(nq) * k * 8, "ids");
+        }
+        poison_out(r.labels, std::size_t(nq) * 4, "labels");
+        poison_out(r.probabilities, std::size_t(nq) * classes() * 4, "probabilities");
+        poison_out(r.values, std::size_t(nq) * outputs() * 4, "values");
       }
       for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
         enqueue_device(*ctx, plan, r, b, q0, std::min(plan.chunk_queries, nq - q0));
@@ -661,12 +669,32 @@ class CudaBackend final : public Backend {
     if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
     launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
     debug_sync("scan_kernel");
+    const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
     SelectParams select = select_params(c, plan, n);
-    select.out_distance = r.distances + std::size_t(q0) * k;
-    select.out_id = r.ids + std::size_t(q0) * k;
+    select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
+    select.out_id = neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id);
     select.out_slot = c.slot.get();
     launch_select(select, stream);
     debug_sync("select_kernel");
+    if (neighbors) return;
+    AggregateParams agg;
+    agg.store = view;
+    agg.distance = c.out<float>(l.distance);
+    agg.id = c.out<std::uint64_t>(l.id);
+    agg.slot = c.slot.get();
+    agg.num_queries = n;
+    agg.k = k;
+    agg.mode = static_cast<int>(mode_of(r.aggregate.output));
+    agg.distance_weights = r.aggregate.weights == Weights::Distance;
+    agg.median = r.aggregate.regression == RegressionAggregate::Median;
+    agg.classes = classes();
+    agg.outputs = outputs();
+    agg.class_scratch = c.class_scratch.get();
+    agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);
+    agg.out_probability = r.probabilities ? r.probabilities + std::size_t(q0) * classes() : c.out<float>(l.probability);
+    agg.out_value = r.values ? r.values + std::size_t(q0) * outputs() : c.out<float>(l.value);
+    launch_aggregate(agg, stream);
+    debug_sync("aggregate_kernel");
   }
 
   template <class T>
