@@ -700,8 +700,9 @@ class CudaBackend final : public Backend {
   template <class T>
   static void fit_array(DeviceArray<T>& a, std::size_t n, const char* what) {
     if (a.size() >= n) return;
-    a = DeviceArray<T>();
-    a = DeviceArray<T>(std::max(n, a.size() * 2), what);
+    const std::size_t grown = std::max(n, a.size() * 2);
+    a = DeviceArray<T>();  // free first: the device may not hold both
+    a = DeviceArray<T>(grown, what);
   }
 
   /// Debug mode: garbage in every result buffer, so an unwritten entry shows.

@@ -3,8 +3,8 @@
 ``ReferenceSet._search_dlpack(queries, k, visible)``, ``KnnClassifier._predict_dlpack`` /
 ``_predict_proba_dlpack`` and ``KnnRegressor._predict_dlpack`` (which
 ``streamknn._arrays.device_call`` prefers for device-resident queries on the CUDA backend) read the queries in place through
-``__cuda_array_interface__`` (pointer, shape, strides: the protocol CuPy and PyTorch both export,
-and the device-pointer view of the same memory DLPack would hand over), allocates the results with
+their framework's device pointer, shape and strides (``data_ptr()`` / ``.data.ptr``: the memory
+that ``__cuda_array_interface__`` and DLPack describe), allocates the results with
 the queries' own framework on their device, and runs the library's ``search_device`` / ``predict_device`` on the
 framework's current stream of that device, GIL released. Nothing crosses to the host: the library
 orders its reads after the work already queued on that stream and the stream's later work after
