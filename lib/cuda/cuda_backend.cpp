@@ -525,18 +525,26 @@ class CudaBackend final : public Backend {
     const std::uint32_t chunk_count = (nq + qc - 1) / qc;
     const ChunkLayout l = chunk_layout(qc, chunks_, k, classes(), outputs());
     bool changed = false;
-    changed |= c.fit(c.input, l.in_bytes, "query input block");
-    if (c.fit(c.output, l.out_bytes, "query output block")) {
-      // A result copy spans alignment gaps and unused rows of a partial chunk: give them defined bytes.
-      check_cuda(cudaMemset(c.output.get(), 0, c.output.bytes()), "cudaMemset(query output block)");
-      changed = true;
+    try {
+      changed |= c.fit(c.input, l.in_bytes, "query input block");
+      if (c.fit(c.output, l.out_bytes, "query output block")) {
+        // A result copy spans alignment gaps and unused rows of a partial chunk: give them defined bytes.
+        check_cuda(cudaMemset(c.output.get(), 0, c.output.bytes()), "cudaMemset(query output block)");
+        changed = true;
+      }
+      changed |= c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates");
+      changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
+      changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
+      if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
+      changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
+      changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging");
+    } catch (...) {
+      // Arrays fitted before the failure may have moved: graphs captured on them must go too,
+      // or the context's next batch would replay a graph reading freed memory.
+      c.graphs.clear();
+      c.layout = ChunkLayout{};
+      throw;
     }
-    changed |= c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates");
-    changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
-    changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
-    if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
-    changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
-    changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging");
     if (changed || l.in_bytes != c.layout.in_bytes || l.out_bytes != c.layout.out_bytes) c.graphs.clear();
     c.layout = l;  // graphs captured the old addresses and offsets
     return l;
