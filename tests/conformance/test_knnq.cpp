@@ -5,8 +5,10 @@
 // several shapes, k above the store size, erased and moved points and publishes in between (so
 // both buffers of each backend are read back in turn). Plus the refusals, and search_device on
 // the CPU backend.
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "streamknn/device.hpp"
 #include "support/test_support.hpp"
@@ -241,3 +243,86 @@ TEST_CASE("search_device needs the CUDA backend") {
   CHECK(m.find("search_device") != std::string::npos);
 }
 #endif
+
+TEST_CASE("lookup_and_update while other threads publish inserts and search: no write is lost") {
+  auto g = rng(7102);
+  const std::size_t dim = 3, outputs = 3, initial = 200, extra = 400, k = 6;
+  ReferenceSet store(config_for(dim, Metric::L2, TargetSpec::outputs(outputs)));
+  QModel model;
+  const auto vectors = uniform(g, (initial + extra) * dim);
+  for (PointId id = 0; id < initial + extra; ++id) {
+    model.vectors[id] = std::vector<float>(vectors.begin() + id * dim, vectors.begin() + (id + 1) * dim);
+    model.rows[id] = uniform(g, outputs, -2, 2);
+  }
+  for (PointId id = 0; id < initial; ++id) store.insert(id, model.vectors[id], model.rows[id]);
+  store.publish();
+
+  std::atomic<bool> stop{false};
+  std::thread publisher([&] {  // inserts the extra points a few at a time, each batch its own epoch
+    for (PointId id = initial; id < initial + extra; ++id) {
+      store.insert(id, model.vectors.at(id), model.rows.at(id));
+      if (id % 8 == 0) store.publish();
+    }
+    store.publish();
+  });
+  std::thread searcher([&] {
+    const auto q = uniform(g, 16 * dim);  // g is not used by the other threads while this one runs
+    std::uint64_t last = 0;
+    while (!stop.load()) {
+      const Neighbors n = store.search(q, k);
+      CHECK(n.epoch >= last);
+      last = n.epoch;
+    }
+  });
+  std::mt19937_64 gl(seed() ^ 7103);
+  std::vector<QUpdate> calls;
+  std::vector<std::vector<std::int32_t>> all_actions;
+  std::vector<std::vector<float>> all_targets;
+  std::uint64_t last_epoch = store.epoch();
+  for (int call = 0; call < 60; ++call) {
+    const auto states = uniform(gl, 12 * dim);
+    std::vector<std::int32_t> actions(12);
+    for (auto& a : actions) a = std::int32_t(gl() % outputs);
+    const auto targets = uniform(gl, 12, -3, 3);
+    calls.push_back(store.lookup_and_update(states, k, actions, targets, 0.4f));
+    CHECK(calls.back().epoch > last_epoch);
+    last_epoch = calls.back().epoch;
+    all_actions.push_back(actions);
+    all_targets.push_back(targets);
+  }
+  publisher.join();
+  stop.store(true);
+  searcher.join();
+  // Replay the calls in their order on the model: each call's estimates must be the means of the
+  // model's rows of the ids it reports (every earlier write-back included), then its increments.
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    const QUpdate& u = calls[c];
+    std::vector<float> increment(u.num_queries, 0.0f);
+    for (std::size_t q = 0; q < u.num_queries; ++q) {
+      std::size_t n = 0;
+      while (n < k && u.ids[q * k + n] != kInvalidId) ++n;
+      for (std::size_t a = 0; a < outputs; ++a) {
+        double sum = 0;
+        for (std::size_t j = 0; j < n; ++j) sum += double(model.rows.at(u.ids[q * k + j])[a]);
+        const float want = float(sum / double(n));
+        if (!same_float(u.q_before[q * outputs + a], want)) {
+          FAIL_CHECK("call ", c, " query ", q, " action ", a, ": q_before ", u.q_before[q * outputs + a], ", replay ", want);
+        }
+      }
+      const float delta = all_targets[c][q] - u.q_before[q * outputs + std::size_t(all_actions[c][q])];
+      volatile float inc = 0.4f * delta;
+      increment[q] = inc;
+    }
+    for (std::size_t q = 0; q < u.num_queries; ++q) {
+      for (std::size_t j = 0; j < k && u.ids[q * k + j] != kInvalidId; ++j) {
+        float& v = model.rows.at(u.ids[q * k + j])[std::size_t(all_actions[c][q])];
+        v = v + increment[q];
+      }
+    }
+  }
+  check_table(store, model, outputs);
+  store.publish();  // one more swap: the other buffer must hold the same table
+  store.insert(initial + extra, std::vector<float>{9, 9, 9}, std::vector<float>(outputs, 0.0f));
+  store.publish();
+  check_table(store, model, outputs);
+}

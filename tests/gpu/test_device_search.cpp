@@ -291,7 +291,7 @@ TEST_CASE("predict_device gives the classifier's and the regressor's answers") {
         }
         CHECK(wrong == 0);
       }
-      // A classifier's device call on a store without labels is refused by the model itself.
+      // Labels-only predictions need the labels buffer.
       CHECK(message_of<InvalidArgument>([&] { (void)predict_device(KnnClassifier(labelled, 1), {dq.p, nq, 0, 0, nullptr}, {nullptr, nullptr}, 0); })
                 .find("null") != std::string::npos);
     }
