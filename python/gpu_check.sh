@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's GPU check: build the package with the CUDA backend and run the pytest
-# suite on backend="cuda" (the DLPack tests included, with CuPy / PyTorch where installed).
+# suite on backend="cuda" (the DLPack tests included, with CuPy / PyTorch where installed: they
+# check the zero-copy path against the host path bit for bit; KnnQ runs on the device).
 #
 #   python/gpu_check.sh collect [DEPS]   here (Debian): copy the header-only dependencies the build
 #                                        needs, their CMake package files and pure-Python pytest
@@ -78,9 +79,11 @@ run)
   fi
   cmake -S . -B "$build" "${args[@]}"
   cmake --build "$build" -j"$(nproc)" --target streamknn_python streamknn_cli
-  export PYTHONPATH="$PWD/$build/python:${PYTHONPATH:-}"
-  export PYTHONDONTWRITEBYTECODE=1 STREAMKNN_TEST_BACKEND=cuda STREAMKNN_RUNNER="$PWD/$build/streams/streamknn"
+  [[ $build = /* ]] || build="$PWD/$build"
+  export PYTHONPATH="$build/python:${PYTHONPATH:-}"
+  export PYTHONDONTWRITEBYTECODE=1 STREAMKNN_TEST_BACKEND=cuda STREAMKNN_RUNNER="$build/streams/streamknn"
   "$python" -c "import streamknn as s; assert s.cuda_available(), 'no usable CUDA device'; print('streamknn', s.__version__, 'built with CUDA:', s.built_with_cuda)"
+  "$python" -c "import torch, cupy" 2>/dev/null || echo "gpu_check: note: PyTorch or CuPy missing; their DLPack tests skip"
   "$python" -m pytest -q -rs -p no:cacheprovider tests/python
   ;;
 *)

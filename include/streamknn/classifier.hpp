@@ -43,6 +43,7 @@ class KnnClassifier {
 
   std::size_t k() const noexcept { return k_; }
   Weights weights() const noexcept { return weights_; }
+  const ReferenceSet& store() const noexcept { return *store_; }
 
  private:
   const ReferenceSet* store_;

@@ -21,6 +21,7 @@
 
 #include "streamknn/config.hpp"
 #include "streamknn/publish_report.hpp"
+#include "streamknn/q_update.hpp"
 #include "streamknn/search.hpp"
 #include "streamknn/ticket.hpp"
 #include "streamknn/update.hpp"
@@ -76,6 +77,17 @@ class ReferenceSet {
   /// Asynchronous search: returns at once; the inputs are copied before it returns.
   Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k,
                            std::span<const IdRange> visible = {}) const;
+
+  // ---- KNN-Q -------------------------------------------------------------------------------
+  /// KNN-Q lookup and write-back for a batch, in one call, on a store of outputs(n_actions).
+  /// For query i (states row-major, n x dim) with neighbours N_i on the current snapshot:
+  /// q_i = per-action mean of their target rows, delta_i = targets[i] - q_i[actions[i]], then
+  /// Q[j, actions[i]] += alpha * delta_i for every j in N_i (increments of a batch add up, in
+  /// query order). The write-back is published as a new epoch, serialised with publish(); updates
+  /// still queued stay queued. Returns that epoch, the estimates before the update and the ids.
+  /// Runs on the device for the CUDA backend. Throws InvalidArgument for bad input.
+  QUpdate lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,
+                            std::span<const float> targets, float alpha);
 
   // ---- state -----------------------------------------------------------------------------------
   std::size_t size() const noexcept;          ///< points in the published snapshot

@@ -40,6 +40,7 @@ class KnnRegressor {
 
   std::size_t k() const noexcept { return k_; }
   RegressionAggregate aggregate() const noexcept { return aggregate_; }
+  const ReferenceSet& store() const noexcept { return *store_; }
 
  private:
   const ReferenceSet* store_;

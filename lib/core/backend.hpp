@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "streamknn/aggregation.hpp"
 #include "streamknn/classifier.hpp"
 #include "streamknn/config.hpp"
+#include "streamknn/error.hpp"
+#include "streamknn/q_update.hpp"
 #include "streamknn/regressor.hpp"
 #include "streamknn/search.hpp"
 #include "streamknn/ticket.hpp"
@@ -42,6 +45,44 @@ struct QueryResult {
   RegressionPredictions regression;
 };
 
+/// A search whose queries and results live in device memory (streamknn/device.hpp). The queries
+/// arrive unvalidated and in the caller's form: the backend validates and converts them.
+struct DeviceQueryRequest {
+  const float* queries = nullptr;
+  std::size_t num_queries = 0;
+  std::size_t row_stride = 0;      ///< floats
+  std::size_t k = 0;
+  const IdRange* visible = nullptr;
+  AggregateSpec aggregate;         ///< Neighbors: distances + ids; Labels: labels; Probabilities:
+                                   ///< labels + probabilities; Values: values
+  float* distances = nullptr;      ///< num_queries x k
+  PointId* ids = nullptr;          ///< num_queries x k
+  std::int32_t* labels = nullptr;  ///< num_queries
+  float* probabilities = nullptr;  ///< num_queries x classes
+  float* values = nullptr;         ///< num_queries x outputs
+  std::uintptr_t stream = 0;
+};
+
+/// What a device search reports back to the host: its epoch and the first invalid input.
+struct DeviceSearchStatus {
+  static constexpr std::size_t kNone = ~std::size_t(0);
+  std::uint64_t epoch = 0;
+  std::size_t bad_query = kNone;   ///< first query row that failed validation
+  std::vector<float> bad_row;      ///< that row, copied back for the error message
+  std::size_t bad_range = kNone;   ///< first visible range with begin > end
+  IdRange range{};
+};
+
+/// KNN-Q lookup and write-back (ReferenceSet::lookup_and_update), validated, states in stored form.
+struct QUpdateRequest {
+  std::vector<float> states;       ///< num_queries x stored_dim
+  std::size_t num_queries = 0;
+  std::size_t k = 0;
+  std::span<const std::int32_t> actions;
+  std::span<const float> targets;
+  float alpha = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -55,6 +96,17 @@ class Backend {
   virtual void apply(const ResolvedBatch& batch, std::uint64_t epoch) = 0;
   /// Runs a search on the current snapshot; the result carries that snapshot's epoch.
   virtual Ticket<QueryResult> submit(QueryRequest request) const = 0;
+  /// Device-pointer search on the current snapshot (CUDA only).
+  virtual Ticket<DeviceSearchStatus> submit_device(const DeviceQueryRequest&) const {
+    throw BackendUnavailable(concat_backend_name(name(), ": search_device needs the CUDA backend (queries and results "
+                                                         "in device memory); use search() on host arrays"));
+  }
+  /// Lookup on the current snapshot, then the write-back published as `epoch` (after reserve()
+  /// for the current slot count and num_queries x k target writes). Fills out.q_before and out.ids.
+  virtual void lookup_and_update(const QUpdateRequest& request, std::uint64_t epoch, QUpdate& out) = 0;
+
+ private:
+  static std::string concat_backend_name(const std::string& name, const char* rest) { return "ReferenceSet: " + name + rest; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const StoreConfig& config);

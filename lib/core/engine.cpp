@@ -94,7 +94,8 @@ void Engine::check_k(std::size_t k, const char* caller) {
   if (k > kMaxK) fail_argument(caller, ": k=", k, " exceeds the maximum of ", kMaxK);
 }
 
-void Engine::validate_point(std::span<const float> vector, const char* what, const char* caller) const {
+void Engine::validate_point(const StoreConfig& config_, std::span<const float> vector, const char* what,
+                            const char* caller) {
   if (vector.size() != config_.dim) {
     fail_argument(caller, ": ", what, " has ", vector.size(), " floats but the store's dim is ", config_.dim);
   }
@@ -280,6 +281,119 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
     throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries with k=", k, " (",
                              num_queries * k, " neighbours); submit it in smaller batches"));
   }
+}
+
+Ticket<std::uint64_t> Engine::query_device(const DeviceQueryRequest& request, int device, const char* caller) const {
+  check_k(request.k, caller);
+  if (backend_->kind() != BackendKind::Cuda) {
+    throw BackendUnavailable(concat(caller, ": the store runs on the ", backend_->name(),
+                                    " backend; device-resident queries need the CUDA backend (copy them to the host "
+                                    "and call search())"));
+  }
+  if (device != config_.cuda_device) {
+    fail_argument(caller, ": the queries are on CUDA device ", device, " but the store is on device ",
+                  config_.cuda_device);
+  }
+  if (request.row_stride < config_.dim) {
+    fail_argument(caller, ": row_stride=", request.row_stride, " is smaller than the store's dim=", config_.dim);
+  }
+  if (request.num_queries > std::numeric_limits<std::uint32_t>::max()) {
+    fail_argument(caller, ": ", request.num_queries, " queries exceed the limit of ",
+                  std::numeric_limits<std::uint32_t>::max(), " per call");
+  }
+  if (request.num_queries == 0) return Ticket<std::uint64_t>::ready_with(epoch());
+  if (request.queries == nullptr) fail_argument(caller, ": the query pointer is null");
+  switch (request.aggregate.output) {
+    case AggregateSpec::Output::Neighbors:
+      if (request.distances == nullptr || request.ids == nullptr) fail_argument(caller, ": a result pointer is null");
+      break;
+    case AggregateSpec::Output::Labels:
+      if (request.labels == nullptr) fail_argument(caller, ": the labels pointer is null");
+      break;
+    case AggregateSpec::Output::Probabilities:
+      if (request.labels == nullptr || request.probabilities == nullptr) fail_argument(caller, ": a result pointer is null");
+      break;
+    case AggregateSpec::Output::Values:
+      if (request.values == nullptr) fail_argument(caller, ": the values pointer is null");
+      break;
+  }
+  auto ticket = std::make_shared<Ticket<DeviceSearchStatus>>(backend_->submit_device(request));
+  const StoreConfig config = config_;  // the ticket may outlive the store
+  const std::string where = caller;
+  return Ticket<std::uint64_t>([ticket] { return ticket->ready(); },
+                               [ticket, config, where] {
+                                 DeviceSearchStatus status = ticket->get();
+                                 if (status.bad_query != DeviceSearchStatus::kNone) {
+                                   const std::string what = concat("query ", status.bad_query);
+                                   validate_point(config, status.bad_row, what.c_str(), where.c_str());
+                                   fail_argument(where, ": ", what, " is invalid");  // not reached
+                                 }
+                                 if (status.bad_range != DeviceSearchStatus::kNone) {
+                                   fail_argument(where, ": visible[", status.bad_range, "] = [", status.range.begin,
+                                                 ", ", status.range.end, ") has begin > end");
+                                 }
+                                 return status.epoch;
+                               });
+}
+
+QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,
+                                  std::span<const float> targets, float alpha) {
+  const char* caller = "ReferenceSet::lookup_and_update";
+  if (config_.target.kind != TargetSpec::Kind::Outputs) {
+    fail_argument(caller, ": the store must hold one target value per action (TargetSpec::outputs(n_actions))");
+  }
+  check_k(k, caller);
+  if (states.size() % config_.dim != 0) {
+    fail_argument(caller, ": states has ", states.size(), " floats, not a multiple of dim=", config_.dim);
+  }
+  const std::size_t n = states.size() / config_.dim, outputs = config_.target.count;
+  if (actions.size() != n) fail_argument(caller, ": ", actions.size(), " actions for ", n, " states (give one per state)");
+  if (targets.size() != n) fail_argument(caller, ": ", targets.size(), " targets for ", n, " states (give one per state)");
+  if (!std::isfinite(alpha)) fail_argument(caller, ": alpha is ", describe_non_finite(alpha));
+  refuse_oversized_results(n, k, {}, caller);
+  QUpdateRequest request;
+  request.num_queries = n;
+  request.k = k;
+  request.actions = actions;
+  request.targets = targets;
+  request.alpha = alpha;
+  request.states.resize(n * stored_dim_);
+  for (std::size_t q = 0; q < n; ++q) {
+    const auto row = states.subspan(q * config_.dim, config_.dim);
+    if (!point_is_valid(row)) validate_point(row, concat("state ", q).c_str(), caller);  // throws
+    to_stored_form(config_.metric, row, request.states.data() + q * stored_dim_);
+    if (actions[q] < 0 || std::uint32_t(actions[q]) >= outputs) {
+      fail_argument(caller, ": actions[", q, "] = ", actions[q], " is outside [0, ", outputs, ")");
+    }
+    if (!std::isfinite(targets[q])) fail_argument(caller, ": targets[", q, "] is ", describe_non_finite(targets[q]));
+  }
+
+  std::lock_guard lock(publish_mutex_);
+  QUpdate out;
+  out.num_queries = n;
+  out.k = k;
+  out.num_actions = outputs;
+  out.epoch = epoch();
+  if (n == 0) return out;
+  if (size() == 0) {  // nothing stored: no neighbour, nothing written, no new epoch
+    out.q_before.assign(n * outputs, std::numeric_limits<float>::quiet_NaN());
+    out.ids.assign(n * k, kInvalidId);
+    return out;
+  }
+  try {
+    out.q_before.resize(n * outputs);
+    out.ids.resize(n * k);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(concat(caller, ": out of memory for the results of ", n, " states, k=", k));
+  }
+  // Room for the write-back first (the current slots, n x k target writes at most): an
+  // OutOfMemory here changes nothing.
+  backend_->reserve(catalog_.slot_count(), n * k);
+  const std::uint64_t next = epoch() + 1;
+  backend_->lookup_and_update(request, next, out);
+  out.epoch = next;
+  epoch_.store(next, std::memory_order_release);
+  return out;
 }
 
 }  // namespace streamknn::detail

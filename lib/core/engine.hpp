@@ -32,6 +32,14 @@ class Engine {
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;
 
+  /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
+  /// can see, then the backend validates the rows on the device; get() throws for a bad row.
+  Ticket<std::uint64_t> query_device(const DeviceQueryRequest& request, int device, const char* caller) const;
+
+  /// KNN-Q lookup and write-back (ReferenceSet::lookup_and_update), serialised with publish().
+  QUpdate lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,
+                            std::span<const float> targets, float alpha);
+
   std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
   std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
   std::size_t pending() const noexcept;
@@ -44,7 +52,11 @@ class Engine {
  private:
   void validate(const Update& update, const char* caller) const;
   void refuse_oversized_results(std::size_t num_queries, std::size_t k, AggregateSpec aggregate, const char* caller) const;
-  void validate_point(std::span<const float> vector, const char* what, const char* caller) const;
+  void validate_point(std::span<const float> vector, const char* what, const char* caller) const {
+    validate_point(config_, vector, what, caller);
+  }
+  static void validate_point(const StoreConfig& config, std::span<const float> vector, const char* what,
+                             const char* caller);
   bool point_is_valid(std::span<const float> vector) const noexcept;
   bool update_is_valid(const Update& update) const noexcept;
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "core/aggregate.hpp"
 #include "core/backend.hpp"
@@ -72,6 +73,71 @@ class CpuBackend final : public Backend {
     for (const auto* slots : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
       for (const std::uint32_t s : *slots) pending_slots_ = std::max<std::size_t>(pending_slots_, std::size_t(s) + 1);
     }
+  }
+
+  void lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
+    const std::size_t nq = r.num_queries, k = r.k, outputs = config_.target.count;
+    ResolvedBatch batch;  // the write-back: absolute target rows of the touched slots
+    {
+      const Buffer& buffer = pin();
+      struct Unpin {
+        const CpuBackend* self;
+        const Buffer* buffer;
+        ~Unpin() { self->unpin(*buffer); }
+      } unpin{this, &buffer};
+      const HostStore& store = buffer.store;
+      const std::size_t stride = store.stride();
+      AlignedVector<float> padded(nq * stride, 0.0f);
+      for (std::size_t q = 0; q < nq; ++q) {
+        std::memcpy(padded.data() + q * stride, r.states.data() + q * stored_dim_, stored_dim_ * sizeof(float));
+      }
+      CpuSearchInput input;
+      input.store = &store;
+      input.queries = padded.data();
+      input.num_queries = nq;
+      input.k = k;
+      input.inner_product = config_.metric == Metric::InnerProduct;
+      std::vector<Candidate> found;
+      exact_search(input, pool_, found);
+
+      // Estimates: per-action mean in neighbour order, in double (as the Mean aggregate), then
+      // each query's increment alpha * delta, materialised as a float before it is added.
+      std::vector<float> increment(nq, 0.0f);
+      for (std::size_t q = 0; q < nq; ++q) {
+        const Candidate* row = found.data() + q * k;
+        std::size_t n = 0;
+        while (n < k && row[n].id != kInvalidId) ++n;
+        for (std::size_t j = 0; j < k; ++j) out.ids[q * k + j] = row[j].id;
+        for (std::size_t a = 0; a < outputs; ++a) {
+          double sum = 0;
+          for (std::size_t j = 0; j < n; ++j) sum += double(store.values(row[j].slot)[a]);
+          out.q_before[q * outputs + a] =
+              n ? static_cast<float>(sum / double(n)) : std::numeric_limits<float>::quiet_NaN();
+        }
+        if (n) {
+          const float delta = r.targets[q] - out.q_before[q * outputs + std::size_t(r.actions[q])];
+          increment[q] = r.alpha * delta;
+        }
+      }
+      // New rows: the snapshot's row plus the increments of every query that found the slot,
+      // added in query order (the CUDA backend adds them in the same order).
+      std::unordered_map<std::uint32_t, std::size_t> position;
+      for (std::size_t q = 0; q < nq; ++q) {
+        const Candidate* row = found.data() + q * k;
+        for (std::size_t j = 0; j < k && row[j].id != kInvalidId; ++j) {
+          auto [it, fresh] = position.try_emplace(row[j].slot, batch.target_slots.size());
+          if (fresh) {
+            batch.target_slots.push_back(row[j].slot);
+            const float* old = store.values(row[j].slot);
+            batch.values.insert(batch.values.end(), old, old + outputs);
+          }
+          float& v = batch.values[it->second * outputs + std::size_t(r.actions[q])];
+          v = v + increment[q];
+        }
+      }
+      batch.slot_count = static_cast<std::uint32_t>(store.slot_count());
+    }
+    apply(batch, epoch);
   }
 
   Ticket<QueryResult> submit(QueryRequest request) const override {

@@ -94,6 +94,10 @@ struct QueryContext {
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
   ChunkLayout layout;
   Event done;
+  // device-resident searches (search_device)
+  Event caller_ready;                        // recorded on the caller's stream
+  DeviceArray<unsigned long long> status;    // [0] first bad query, [1] first bad range
+  PinnedArray<unsigned long long> host_status;
   using GraphKey = std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
@@ -181,6 +185,186 @@ class CudaBackend final : public Backend {
     const int back = store_.write_back(batch, epoch);
     std::lock_guard lock(mutex_);
     store_.set_front(back);
+  }
+
+  Ticket<DeviceSearchStatus> submit_device(const DeviceQueryRequest& r) const override {
+    DeviceScope scope(device_);
+    std::unique_ptr<QueryContext> ctx = acquire();
+    const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries);
+    const std::uint32_t k = static_cast<std::uint32_t>(r.k);
+    cudaStream_t caller = reinterpret_cast<cudaStream_t>(r.stream);
+    cudaStream_t qs = query_stream_.get();
+    std::uint64_t epoch = 0;
+    try {
+      if (!ctx->status.get()) {
+        ctx->status = DeviceArray<unsigned long long>(2, "device search status");
+        ctx->host_status = PinnedArray<unsigned long long>(2, "device search status (host)");
+      }
+      std::lock_guard lock(mutex_);
+      const int b = store_.front();
+      DeviceBuffer& buffer = store_.buffer(b);
+      epoch = buffer.epoch;
+      const Plan plan = make_plan(nq, k, r.visible != nullptr, buffer.capacity);
+      try {
+        size_context(*ctx, plan, nq);
+      } catch (const OutOfMemory& e) {
+        throw OutOfMemory(concat("search_device: ", nq, " queries, k=", k, ": not enough memory for their workspace (",
+                                 e.what(), ")"));
+      }
+      // The queries are ready once the work queued on the caller's stream so far has run.
+      ctx->caller_ready.record(caller);
+      check_cuda(cudaStreamWaitEvent(qs, ctx->caller_ready.get()), "cudaStreamWaitEvent(caller's stream)");
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      check_cuda(cudaMemsetAsync(ctx->status.get(), 0xff, 2 * sizeof(unsigned long long), qs), "cudaMemsetAsync(status)");
+      if (config_.debug) {  // garbage in every result the caller asked for: an unwritten entry shows
+        auto poison_out = [&](void* p, std::size_t bytes, const char* what) {
+          if (p) check_cuda(cudaMemsetAsync(p, 0xA5, bytes, qs), "cudaMemsetAsync(poison)", what);
+        };
+        if (r.aggregate.output == AggregateSpec::Output::Neighbors) {
+          poison_out(r.distances, std::size_t(nq) * k * 4, "distances");
+          poison_out(r.ids, std::size_t(nq) * k * 8, "ids");
+        }
+        poison_out(r.labels, std::size_t(nq) * 4, "labels");
+        poison_out(r.probabilities, std::size_t(nq) * classes() * 4, "probabilities");
+        poison_out(r.values, std::size_t(nq) * outputs() * 4, "values");
+      }
+      for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
+        enqueue_device(*ctx, plan, r, b, q0, std::min(plan.chunk_queries, nq - q0));
+      }
+      check_cuda(cudaMemcpyAsync(ctx->host_status.get(), ctx->status.get(), 2 * sizeof(unsigned long long),
+                                 cudaMemcpyDeviceToHost, qs),
+                 "cudaMemcpyAsync(device search status)");
+      ctx->done.record(qs);
+      buffer.last_read.record(qs);
+      // Work queued on the caller's stream from now on sees the results.
+      check_cuda(cudaStreamWaitEvent(caller, ctx->done.get()), "cudaStreamWaitEvent(results on the caller's stream)");
+    } catch (...) {
+      release(std::move(ctx));
+      throw;
+    }
+    std::weak_ptr<ContextPool> pool = pool_;
+    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [pool](QueryContext* c) {
+      std::unique_ptr<QueryContext> owned(c);
+      if (auto p = pool.lock()) p->release(std::move(owned));
+    });
+    const int device = device_;
+    const std::size_t dim = config_.dim;
+    return Ticket<DeviceSearchStatus>(
+        [shared] { return shared->done.done(); },
+        [shared, epoch, r, device, dim] {
+          shared->done.wait();
+          DeviceSearchStatus status;
+          status.epoch = epoch;
+          const unsigned long long bad_query = shared->host_status.get()[0], bad_range = shared->host_status.get()[1];
+          if (bad_query != ~0ull || bad_range != ~0ull) {
+            DeviceScope scope(device);  // get() may run on any thread
+            if (bad_query != ~0ull) {
+              status.bad_query = static_cast<std::size_t>(bad_query);
+              status.bad_row.resize(dim);
+              check_cuda(cudaMemcpy(status.bad_row.data(), r.queries + status.bad_query * r.row_stride, dim * 4,
+                                    cudaMemcpyDeviceToHost),
+                         "cudaMemcpy(invalid query row)");
+            }
+            if (bad_range != ~0ull) {
+              status.bad_range = static_cast<std::size_t>(bad_range);
+              check_cuda(cudaMemcpy(&status.range, r.visible + status.bad_range, sizeof(IdRange), cudaMemcpyDeviceToHost),
+                         "cudaMemcpy(invalid visible range)");
+            }
+          }
+          return status;
+        });
+  }
+
+  void lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
+    DeviceScope scope(device_);
+    const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), k = static_cast<std::uint32_t>(r.k);
+    const std::uint32_t T = outputs();
+    const std::size_t entries = std::size_t(nq) * k;
+    struct Release {
+      const CudaBackend* self;
+      std::unique_ptr<QueryContext> ctx;
+      ~Release() {
+        if (ctx) self->release(std::move(ctx));
+      }
+    } held{this, acquire()};
+    QueryContext& c = *held.ctx;
+    cudaStream_t qs = query_stream_.get(), us = update_stream_.get();
+    // Everything this call allocates, first: an OutOfMemory leaves the published state as it was.
+    try {
+      fit_array(knnq_.slots, entries, "KNN-Q neighbour slots");
+      fit_array(knnq_.q_before, std::size_t(nq) * T, "KNN-Q estimates");
+      fit_array(knnq_.increment, nq, "KNN-Q increments");
+      fit_array(knnq_.targets, nq, "KNN-Q targets");
+      fit_array(knnq_.actions, nq, "KNN-Q actions");
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(concat("ReferenceSet::lookup_and_update: ", nq, " states, k=", k, ": ", e.what()));
+    }
+    QueryRequest request;
+    request.queries = r.states;
+    request.num_queries = nq;
+    request.k = k;
+    std::uint32_t chunk_queries = 0;
+    const float* front_values = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      const int b = store_.front();
+      DeviceBuffer& buffer = store_.buffer(b);
+      front_values = buffer.values.get();
+      const Plan plan = make_plan(nq, k, false, buffer.capacity);
+      try {
+        prepare(c, plan, request);
+      } catch (const OutOfMemory& e) {
+        throw OutOfMemory(concat("ReferenceSet::lookup_and_update: ", nq, " states, k=", k,
+                                 ": not enough memory for their workspace (", e.what(), ")"));
+      }
+      chunk_queries = plan.chunk_queries;
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
+        const std::uint32_t n = std::min(plan.chunk_queries, nq - q0);
+        enqueue(c, plan, request, Mode::Neighbors, b, q0, n);
+        check_cuda(cudaMemcpyAsync(knnq_.slots.get() + std::size_t(q0) * k, c.slot.get(), std::size_t(n) * k * 4,
+                                   cudaMemcpyDeviceToDevice, qs),
+                   "cudaMemcpyAsync(KNN-Q neighbour slots)");
+      }
+      c.done.record(qs);
+      buffer.last_read.record(qs);
+    }
+    // On the update stream, after the search: estimates, then the write-back as a batch of
+    // whole target rows, scattered into the back buffer now and replayed onto the other later.
+    check_cuda(cudaStreamWaitEvent(us, c.done.get()), "cudaStreamWaitEvent(KNN-Q search)");
+    check_cuda(cudaMemcpyAsync(knnq_.actions.get(), r.actions.data(), std::size_t(nq) * 4, cudaMemcpyHostToDevice, us),
+               "cudaMemcpyAsync(KNN-Q actions)");
+    check_cuda(cudaMemcpyAsync(knnq_.targets.get(), r.targets.data(), std::size_t(nq) * 4, cudaMemcpyHostToDevice, us),
+               "cudaMemcpyAsync(KNN-Q targets)");
+    KnnqParams p;
+    p.values = front_values;
+    p.slots = knnq_.slots.get();
+    p.actions = knnq_.actions.get();
+    p.targets = knnq_.targets.get();
+    p.alpha = r.alpha;
+    p.num_queries = nq;
+    p.k = k;
+    p.outputs = T;
+    p.q_before = knnq_.q_before.get();
+    p.increment = knnq_.increment.get();
+    launch_knnq_estimate(p, us);
+    const int back = store_.write_back_targets(static_cast<std::uint32_t>(entries), epoch,
+                                               [&](std::uint32_t* slots, float* values) {
+                                                 p.out_slots = slots;
+                                                 p.out_values = values;
+                                                 launch_knnq_rows(p, us);
+                                               });
+    check_cuda(cudaMemcpyAsync(out.q_before.data(), knnq_.q_before.get(), std::size_t(nq) * T * 4, cudaMemcpyDeviceToHost,
+                               us),
+               "cudaMemcpyAsync(KNN-Q estimates)");
+    check_cuda(cudaStreamSynchronize(us), "cudaStreamSynchronize(KNN-Q write-back)");
+    {
+      std::lock_guard lock(mutex_);
+      store_.set_front(back);
+    }
+    c.done.wait();
+    QueryResult ids = unpack(c, config_, Mode::Neighbors, nq, k, chunk_queries, epoch);
+    std::copy(ids.neighbors.ids.begin(), ids.neighbors.ids.end(), out.ids.begin());
   }
 
   Ticket<QueryResult> submit(QueryRequest request) const override {
@@ -319,7 +503,25 @@ class CudaBackend final : public Backend {
 
   /// Sizes the context for the plan and stages every chunk's input block in pinned memory.
   void prepare(QueryContext& c, const Plan& plan, const QueryRequest& r) const {
-    const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), qc = plan.chunk_queries, k = plan.k;
+    const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), qc = plan.chunk_queries;
+    const std::uint32_t chunk_count = (nq + qc - 1) / qc;
+    const ChunkLayout l = size_context(c, plan, nq);
+    if (config_.debug) std::memset(c.host_out.get(), 0xA5, chunk_count * l.out_bytes);
+    const std::size_t padded = std::size_t(chunks_) * 4;
+    for (std::uint32_t q = 0; q < nq; ++q) {
+      unsigned char* block = c.host_in.get() + (q / qc) * l.in_bytes;
+      const std::uint32_t i = q % qc;
+      float* row = reinterpret_cast<float*>(block + l.queries) + i * padded;
+      std::memcpy(row, r.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
+      std::fill(row + stored_dim_, row + padded, 0.0f);
+      if (!r.visible.empty()) reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] = {r.visible[q].begin, r.visible[q].end};
+      reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = 0xff800000u;  // +inf: no bound yet
+    }
+  }
+
+  /// Sizes the context's device workspace and pinned staging for the plan.
+  ChunkLayout size_context(QueryContext& c, const Plan& plan, std::uint32_t nq) const {
+    const std::uint32_t qc = plan.chunk_queries, k = plan.k;
     const std::uint32_t chunk_count = (nq + qc - 1) / qc;
     const ChunkLayout l = chunk_layout(qc, chunks_, k, classes(), outputs());
     bool changed = false;
@@ -345,18 +547,7 @@ class CudaBackend final : public Backend {
     }
     if (changed || l.in_bytes != c.layout.in_bytes || l.out_bytes != c.layout.out_bytes) c.graphs.clear();
     c.layout = l;  // graphs captured the old addresses and offsets
-
-    if (config_.debug) std::memset(c.host_out.get(), 0xA5, chunk_count * l.out_bytes);
-    const std::size_t padded = std::size_t(chunks_) * 4;
-    for (std::uint32_t q = 0; q < nq; ++q) {
-      unsigned char* block = c.host_in.get() + (q / qc) * l.in_bytes;
-      const std::uint32_t i = q % qc;
-      float* row = reinterpret_cast<float*>(block + l.queries) + i * padded;
-      std::memcpy(row, r.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
-      std::fill(row + stored_dim_, row + padded, 0.0f);
-      if (!r.visible.empty()) reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] = {r.visible[q].begin, r.visible[q].end};
-      reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = 0xff800000u;  // +inf: no bound yet
-    }
+    return l;
   }
 
   /// Enqueues one chunk of queries [q0, q0 + n) on the query stream: one copy in, the
@@ -371,8 +562,8 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
     if (config_.debug) poison(c, n, k, stream);
     const StoreView* view = store_.buffer(buffer).view.get();
-    if (plan.sample_step) sample_bound(c, plan, r, view, n, stream);
-    ScanParams scan = scan_params(c, plan, r, view, n);
+    if (plan.sample_step) sample_bound(c, plan, !r.visible.empty(), view, n, stream);
+    ScanParams scan = scan_params(c, plan, !r.visible.empty(), view, n);
     launch_scan(scan, plan.shape, stream);
     debug_sync("scan_kernel");
     SelectParams select = select_params(c, plan, n);
@@ -418,12 +609,12 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(results)", concat(n, " queries, k=", k));
   }
 
-  ScanParams scan_params(QueryContext& c, const Plan& plan, const QueryRequest& r, const StoreView* view,
+  ScanParams scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view,
                          std::uint32_t n) const {
     ScanParams scan;
     scan.store = view;
     scan.queries = c.in<float>(c.layout.queries);
-    scan.ranges = r.visible.empty() ? nullptr : c.in<IdRangeDevice>(c.layout.ranges);
+    scan.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
     scan.num_queries = n;
     scan.k = plan.k;
     scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
@@ -445,9 +636,9 @@ class CudaBackend final : public Backend {
 
   /// The sample pass: scan every plan.sample_step-th tile and write each query's k-th rank
   /// into the thresholds the main pass starts from.
-  void sample_bound(QueryContext& c, const Plan& plan, const QueryRequest& r, const StoreView* view, std::uint32_t n,
+  void sample_bound(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
                     cudaStream_t stream) const {
-    ScanParams scan = scan_params(c, plan, r, view, n);
+    ScanParams scan = scan_params(c, plan, filtered, view, n);
     scan.tile_step = plan.sample_step;
     launch_scan(scan, plan.shape, stream);
     debug_sync("scan_kernel (sample)");
@@ -455,6 +646,71 @@ class CudaBackend final : public Backend {
     select.out_bound = c.in<std::uint32_t>(c.layout.thresholds);
     launch_select(select, stream);
     debug_sync("select_kernel (sample)");
+  }
+
+  /// One chunk [q0, q0 + n) of a device-resident search: validation and conversion on the
+  /// device, then the scan and the selection, whose results go straight to the caller's buffers.
+  void enqueue_device(QueryContext& c, const Plan& plan, const DeviceQueryRequest& r, int buffer, std::uint32_t q0,
+                      std::uint32_t n) const {
+    cudaStream_t stream = query_stream_.get();
+    const ChunkLayout& l = c.layout;
+    const std::uint32_t k = plan.k;
+    DeviceQueryParams prep;
+    prep.in = r.queries;
+    prep.row_stride = r.row_stride;
+    prep.visible = reinterpret_cast<const IdRangeDevice*>(r.visible);
+    prep.first = q0;
+    prep.num_queries = n;
+    prep.dim = static_cast<std::uint32_t>(config_.dim);
+    prep.stored_dim = static_cast<std::uint32_t>(stored_dim_);
+    prep.chunks = chunks_;
+    prep.metric = static_cast<int>(config_.metric);
+    prep.queries_out = c.in<float>(l.queries);
+    prep.ranges_out = c.in<IdRangeDevice>(l.ranges);
+    prep.thresholds = c.in<std::uint32_t>(l.thresholds);
+    prep.status = c.status.get();
+    launch_prepare_device_queries(prep, stream);
+    debug_sync("prepare_device_queries_kernel");
+    if (config_.debug) check_cuda(cudaMemsetAsync(c.slot.get(), 0xA5, std::size_t(n) * k * 4, stream), "cudaMemsetAsync(poison slots)");
+    const bool filtered = r.visible != nullptr;
+    const StoreView* view = store_.buffer(buffer).view.get();
+    if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
+    launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
+    debug_sync("scan_kernel");
+    const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
+    SelectParams select = select_params(c, plan, n);
+    select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
+    select.out_id = neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id);
+    select.out_slot = c.slot.get();
+    launch_select(select, stream);
+    debug_sync("select_kernel");
+    if (neighbors) return;
+    AggregateParams agg;
+    agg.store = view;
+    agg.distance = c.out<float>(l.distance);
+    agg.id = c.out<std::uint64_t>(l.id);
+    agg.slot = c.slot.get();
+    agg.num_queries = n;
+    agg.k = k;
+    agg.mode = static_cast<int>(mode_of(r.aggregate.output));
+    agg.distance_weights = r.aggregate.weights == Weights::Distance;
+    agg.median = r.aggregate.regression == RegressionAggregate::Median;
+    agg.classes = classes();
+    agg.outputs = outputs();
+    agg.class_scratch = c.class_scratch.get();
+    agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);
+    agg.out_probability = r.probabilities ? r.probabilities + std::size_t(q0) * classes() : c.out<float>(l.probability);
+    agg.out_value = r.values ? r.values + std::size_t(q0) * outputs() : c.out<float>(l.value);
+    launch_aggregate(agg, stream);
+    debug_sync("aggregate_kernel");
+  }
+
+  template <class T>
+  static void fit_array(DeviceArray<T>& a, std::size_t n, const char* what) {
+    if (a.size() >= n) return;
+    const std::size_t grown = std::max(n, a.size() * 2);
+    a = DeviceArray<T>();  // free first: the device may not hold both
+    a = DeviceArray<T>(grown, what);
   }
 
   /// Debug mode: garbage in every result buffer, so an unwritten entry shows.
@@ -572,6 +828,11 @@ class CudaBackend final : public Backend {
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
+  struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
+    DeviceArray<std::uint32_t> slots;
+    DeviceArray<float> q_before, increment, targets;
+    DeviceArray<std::int32_t> actions;
+  } knnq_;
 };
 
 }  // namespace gpu

@@ -238,4 +238,40 @@ int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {
   return back_index;
 }
 
+int DeviceStore::write_back_targets(std::uint32_t count, std::uint64_t epoch,
+                                    const std::function<void(std::uint32_t*, float*)>& fill) {
+  if (count > batch_capacity_) {
+    throw Error(concat("DeviceStore::write_back_targets: ", count, " writes exceed the reserved ", batch_capacity_));
+  }
+  const int back_index = 1 - front_;
+  DeviceBuffer& back = buffers_[back_index];
+  const std::uint32_t slot_count = buffers_[front_].slot_count;  // no slot changes
+  check_cuda(cudaStreamWaitEvent(update_, back.last_read.get()), "cudaStreamWaitEvent(back buffer readers)");
+  scatter(batches_[previous_], back);  // what the front buffer got last time
+  // The other batch slot held the batch before that, already scattered into both buffers
+  // earlier on this stream: the kernels below overwrite it in stream order.
+  DeviceBatch& next = batches_[1 - previous_];
+  BatchLayout& t = next.layout;
+  t = BatchLayout{};
+  t.target_count = count;
+  t.target_slots = 0;
+  t.values = align_up(std::size_t(count) * 4, 16);
+  t.labels = t.values;  // no labels in a store of target values
+  t.vector_slots = t.vectors = t.id_slots = t.ids = t.values + std::size_t(count) * outputs_ * 4;
+  t.empty = false;
+  if (t.vector_slots > next.data.bytes()) {
+    throw Error(concat("DeviceStore::write_back_targets: ", count, " rows of ", outputs_, " values exceed the batch's ",
+                       next.data.bytes(), " bytes"));
+  }
+  fill(reinterpret_cast<std::uint32_t*>(next.data.get() + t.target_slots), reinterpret_cast<float*>(next.data.get() + t.values));
+  scatter(next, back);
+  previous_ = 1 - previous_;
+  previous_slots_ = slot_count;
+  back.slot_count = slot_count;
+  back.epoch = epoch;
+  upload_view(back);
+  back.written.record(update_);
+  return back_index;
+}
+
 }  // namespace streamknn::detail::gpu

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -64,6 +65,12 @@ class DeviceStore {
   /// Writes the previous batch and this one into the back buffer and returns its index; the
   /// caller swaps it in (under its own lock) with set_front().
   int write_back(const ResolvedBatch& batch, std::uint64_t epoch);
+  /// write_back() for a batch made on the device: `count` target writes (slot, whole row) that
+  /// `fill` enqueues on the update stream into the batch's device memory (slots: count
+  /// uint32, values: count x outputs floats; after reserve() for `count` operations). Slots may
+  /// repeat when every write of a slot carries the same row. Kept for the replay like any batch.
+  int write_back_targets(std::uint32_t count, std::uint64_t epoch,
+                         const std::function<void(std::uint32_t* slots, float* values)>& fill);
   void set_front(int index) noexcept { front_ = index; }
   int front() const noexcept { return front_; }
   DeviceBuffer& buffer(int index) noexcept { return buffers_[index]; }

@@ -109,4 +109,48 @@ struct AggregateParams {
 inline constexpr std::uint32_t kSharedClasses = 4096;
 void launch_aggregate(const AggregateParams& params, cudaStream_t stream);
 
+// ---- device-resident queries (kernels/device_queries.cu) -------------------------------------------
+/// Reads a chunk of the caller's queries from device memory, validates each row (NaN/Inf, cosine
+/// zero vector, latitude outside [-90, 90], visible range with begin > end), converts it to the
+/// stored form padded to float4 chunks, and sets its threshold to +inf. A bad row is replaced by
+/// zeros (so the search stays well defined) and its global index atomicMin'ed into status[0]
+/// (status[1] for a bad range); the host reports the first one.
+struct DeviceQueryParams {
+  const float* in = nullptr;             // caller's queries, row q at in + q * row_stride
+  std::size_t row_stride = 0;            // floats
+  const IdRangeDevice* visible = nullptr;  // caller's ranges (one per query) or nullptr
+  std::uint32_t first = 0;               // global index of the chunk's first query
+  std::uint32_t num_queries = 0;         // queries in the chunk
+  std::uint32_t dim = 0, stored_dim = 0, chunks = 0;
+  int metric = 0;                        // streamknn::Metric as int
+  float* queries_out = nullptr;          // num_queries x chunks float4
+  IdRangeDevice* ranges_out = nullptr;   // written when visible != nullptr
+  std::uint32_t* thresholds = nullptr;   // num_queries
+  unsigned long long* status = nullptr;  // [0] first bad query, [1] first bad range (~0: none)
+};
+void launch_prepare_device_queries(const DeviceQueryParams& params, cudaStream_t stream);
+
+// ---- KNN-Q lookup and write-back (kernels/knnq.cu) -------------------------------------------------
+struct KnnqParams {
+  const float* values = nullptr;         // the snapshot's target rows, capacity x outputs
+  const std::uint32_t* slots = nullptr;  // num_queries x k neighbour slots (~0u: padding)
+  const std::int32_t* actions = nullptr; // num_queries
+  const float* targets = nullptr;        // num_queries
+  float alpha = 0;
+  std::uint32_t num_queries = 0, k = 0, outputs = 0;
+  float* q_before = nullptr;             // num_queries x outputs: per-action means (NaN: none)
+  float* increment = nullptr;            // num_queries: alpha * (target - q[action]) (0: none)
+  // the write-back, one entry per (query, neighbour): slot and its whole new row
+  std::uint32_t* out_slots = nullptr;    // num_queries x k
+  float* out_values = nullptr;           // num_queries x k x outputs
+};
+/// Per query: the per-action means of its neighbours' rows (double sums in neighbour order, as
+/// the Mean aggregate) and its increment.
+void launch_knnq_estimate(const KnnqParams& params, cudaStream_t stream);
+/// Per (query, neighbour) entry: the slot's new row, its snapshot row plus the increments of
+/// every query that found it, added in query order (as the CPU backend). Entries of one slot
+/// write identical rows; padding entries repeat a real slot's entry, so the batch holds
+/// num_queries x k target writes, every one well defined.
+void launch_knnq_rows(const KnnqParams& params, cudaStream_t stream);
+
 }  // namespace streamknn::detail::gpu

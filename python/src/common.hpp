@@ -128,6 +128,9 @@ py::array_t<T> adopt(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
   return py::array_t<T>(std::move(shape), owned->data(), owner);
 }
 
+/// Counts a call that ran on device pointers (the test hook _device_search_count).
+void count_device_call() noexcept;
+
 void bind_errors(py::module_& m);
 void bind_reference_set(py::module_& m);
 void bind_models(py::module_& m);

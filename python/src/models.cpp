@@ -1,6 +1,7 @@
 // Bindings of streamknn::KnnClassifier and KnnRegressor: light views over a ReferenceSet whose
 // aggregation runs where the search runs (on the device for the CUDA backend).
 #include "common.hpp"
+#include "streamknn/device.hpp"
 
 namespace streamknn::python {
 
@@ -70,6 +71,29 @@ is kept alive by the classifier and may keep changing; every answer carries its 
           py::arg("queries"), py::arg("visible") = py::none(),
           "Returns (labels, probabilities, epoch): probabilities float32 (n_queries, n_classes), all 0 "
           "where a query has no visible neighbour.")
+      .def(
+          "_predict_device",
+          [](const Classifier& c, std::uintptr_t queries, std::size_t num_queries, std::size_t row_stride, int device,
+             std::uintptr_t labels, std::uintptr_t probabilities, std::uintptr_t stream, std::uintptr_t visible) {
+            std::uint64_t epoch = 0;
+            {
+              py::gil_scoped_release nogil;
+              const DeviceQueries in{reinterpret_cast<const float*>(queries), num_queries, row_stride, device,
+                                     reinterpret_cast<const IdRange*>(visible)};
+              const DeviceClassPredictions out{reinterpret_cast<std::int32_t*>(labels),
+                                               reinterpret_cast<float*>(probabilities)};
+              epoch = predict_device(c.model, in, out, stream).get();
+            }
+            count_device_call();
+            return epoch;
+          },
+          py::arg("queries"), py::arg("num_queries"), py::arg("row_stride"), py::arg("device"), py::arg("labels"),
+          py::arg("probabilities"), py::arg("stream"), py::arg("visible") = 0,
+          "predict_device on raw CUDA pointers (probabilities 0: labels only); see ReferenceSet._search_device.")
+      .def_property_readonly("store", [](const Classifier& c) { return c.store; }, py::return_value_policy::reference)
+      .def_property_readonly("n_classes", [](const Classifier& c) { return c.store->set().config().target.count; })
+      .def_property_readonly("backend", [](const Classifier& c) { return c.store->set().backend() == BackendKind::Cuda ? "cuda" : "cpu"; },
+                             "The store's backend: 'cpu' or 'cuda'.")
       .def_property_readonly("k", [](const Classifier& c) { return c.model.k(); })
       .def_property_readonly("weights", [](const Classifier& c) { return std::string(to_string(c.model.weights())); });
 
@@ -99,6 +123,27 @@ neighbour at distance 0 takes all the weight) or 'median' (numpy's), each output
           py::arg("queries"), py::arg("visible") = py::none(),
           "Returns (values, epoch): float32 (n_queries, n_outputs), NaN rows where a query has no visible "
           "neighbour. visible: as for ReferenceSet.search.")
+      .def(
+          "_predict_device",
+          [](const Regressor& r, std::uintptr_t queries, std::size_t num_queries, std::size_t row_stride, int device,
+             std::uintptr_t values, std::uintptr_t stream, std::uintptr_t visible) {
+            std::uint64_t epoch = 0;
+            {
+              py::gil_scoped_release nogil;
+              const DeviceQueries in{reinterpret_cast<const float*>(queries), num_queries, row_stride, device,
+                                     reinterpret_cast<const IdRange*>(visible)};
+              epoch = predict_device(r.model, in, reinterpret_cast<float*>(values), stream).get();
+            }
+            count_device_call();
+            return epoch;
+          },
+          py::arg("queries"), py::arg("num_queries"), py::arg("row_stride"), py::arg("device"), py::arg("values"),
+          py::arg("stream"), py::arg("visible") = 0,
+          "predict_device on raw CUDA pointers; see ReferenceSet._search_device.")
+      .def_property_readonly("store", [](const Regressor& r) { return r.store; }, py::return_value_policy::reference)
+      .def_property_readonly("n_outputs", [](const Regressor& r) { return r.store->set().config().target.count; })
+      .def_property_readonly("backend", [](const Regressor& r) { return r.store->set().backend() == BackendKind::Cuda ? "cuda" : "cpu"; },
+                             "The store's backend: 'cpu' or 'cuda'.")
       .def_property_readonly("k", [](const Regressor& r) { return r.model.k(); })
       .def_property_readonly("aggregate",
                              [](const Regressor& r) { return std::string(to_string(r.model.aggregate())); });

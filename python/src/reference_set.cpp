@@ -2,10 +2,12 @@
 // publish() with its report, and search().
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cmath>
 #include <optional>
 
 #include "common.hpp"
+#include "streamknn/device.hpp"
 
 namespace streamknn::python {
 
@@ -228,7 +230,17 @@ void Store::carry(PublishReport report) {
   }
 }
 
+namespace {
+/// Calls that ran on device pointers since import (a test hook: proves the zero-copy path ran).
+std::atomic<std::uint64_t> device_searches{0};
+}  // namespace
+
+void count_device_call() noexcept { device_searches.fetch_add(1, std::memory_order_relaxed); }
+
 void bind_reference_set(py::module_& m) {
+  m.def("_device_search_count", [] { return device_searches.load(); },
+        "Number of searches and predictions that ran on device pointers (_search_device, "
+        "_predict_device) since import: a test hook proving the zero-copy path ran.");
   py::class_<Rejection>(m, "Rejection", "An update that publish() did not apply, and why.")
       .def_property_readonly("id", [](const Rejection& r) { return r.id; }, "The id the update named.")
       .def_property_readonly("kind", [](const Rejection& r) { return std::string(to_string(r.kind)); },
@@ -370,6 +382,61 @@ ascending (distance, id) order, ties to the smaller id; rows with fewer than k v
 with padding (id = invalid_id, distance = inf). visible: None, or (n_queries, 2) uint64 [begin, end)
 id ranges, one per query, restricting what each query sees. float32 C-contiguous queries are used
 in place; anything else is converted once. The GIL is released during the search.)doc")
+      .def(
+          "_search_device",
+          [](const Store& s, std::uintptr_t queries, std::size_t num_queries, std::size_t row_stride, int device,
+             std::size_t k, std::uintptr_t distances, std::uintptr_t ids, std::uintptr_t stream,
+             std::uintptr_t visible) {
+            std::uint64_t epoch = 0;
+            {
+              py::gil_scoped_release nogil;
+              const DeviceQueries in{reinterpret_cast<const float*>(queries), num_queries, row_stride, device,
+                                     reinterpret_cast<const IdRange*>(visible)};
+              const DeviceNeighbors out{reinterpret_cast<float*>(distances), reinterpret_cast<PointId*>(ids)};
+              epoch = search_device(s.set(), in, k, out, stream).get();
+            }
+            count_device_call();
+            return epoch;
+          },
+          py::arg("queries"), py::arg("num_queries"), py::arg("row_stride"), py::arg("device"), py::arg("k"),
+          py::arg("distances"), py::arg("ids"), py::arg("stream"), py::arg("visible") = 0,
+          R"doc(search_device (streamknn/device.hpp) on raw CUDA pointers: float32 queries (row r at
+queries + 4 * r * row_stride bytes), float32 distances and uint64 ids (num_queries x k), visible (0 or
+num_queries [begin, end) uint64 pairs), all in device memory, ordered on the CUDA stream `stream`.
+Returns the epoch. Used by streamknn._device for CuPy / PyTorch arrays; the GIL is released.)doc")
+      .def(
+          "_lookup_and_update",
+          [](Store& s, py::handle states, std::size_t k, py::handle actions, py::handle targets, float alpha) {
+            const char* call = "ReferenceSet._lookup_and_update";
+            const StoreConfig& config = s.set().config();
+            const FloatRows rows = as_float_rows(states, config.dim, false, call, "states");
+            const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> a =
+                py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(actions);
+            const FloatArray t = FloatArray::ensure(targets);
+            if (!a || a.ndim() != 1 || std::size_t(a.shape(0)) != rows.rows) {
+              fail_argument(call, ": actions must be 1-D integers, one per state (", rows.rows, ")");
+            }
+            if (!t || t.ndim() != 1 || std::size_t(t.shape(0)) != rows.rows) {
+              fail_argument(call, ": targets must be 1-D floats, one per state (", rows.rows, ")");
+            }
+            std::vector<std::int32_t> acts(rows.rows);
+            for (std::size_t i = 0; i < rows.rows; ++i) {
+              const std::int64_t v = a.data()[i];
+              if (v < 0 || v > std::int64_t(INT32_MAX)) fail_argument(call, ": actions[", i, "] = ", v, " is out of range");
+              acts[i] = static_cast<std::int32_t>(v);
+            }
+            QUpdate u;
+            {
+              py::gil_scoped_release nogil;
+              u = s.set().lookup_and_update({rows.data, rows.rows * rows.cols}, k, acts, {t.data(), rows.rows}, alpha);
+            }
+            const auto n = static_cast<py::ssize_t>(u.num_queries);
+            return py::make_tuple(adopt(std::move(u.q_before), {n, static_cast<py::ssize_t>(u.num_actions)}),
+                                  adopt(std::move(u.ids), {n, static_cast<py::ssize_t>(k)}), u.epoch);
+          },
+          py::arg("states"), py::arg("k"), py::arg("actions"), py::arg("targets"), py::arg("alpha"),
+          R"doc(ReferenceSet::lookup_and_update (KNN-Q in one call) on a store with n_outputs = n_actions:
+returns (q_before float32 (n, n_actions), ids uint64 (n, k), epoch). See streamknn.KnnQ.)doc")
       .def_property_readonly("dim", [](const Store& s) { return s.set().config().dim; })
       .def_property_readonly("metric", [](const Store& s) { return std::string(to_string(s.set().config().metric)); })
       .def_property_readonly("n_classes", [](const Store& s) { return target_count(s.set().config(), TargetSpec::Kind::Classes); },

@@ -32,6 +32,9 @@ from ._streamknn import (  # noqa: F401  (re-exported)
     max_k,
 )
 from ._knnq import KnnQ  # noqa: F401
+from . import _device
+
+_device.install()  # ReferenceSet._search_dlpack: zero-copy searches of CuPy / PyTorch CUDA arrays
 from ._stream import SlidingWindowKNNClassifier, SlidingWindowKNNRegressor  # noqa: F401
 
 _SKLEARN_NAMES = ("KNeighborsClassifier", "KNeighborsRegressor")

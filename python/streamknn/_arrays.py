@@ -4,10 +4,11 @@ queries live on a CUDA device (CuPy array, PyTorch tensor, anything with ``__dlp
 
 Device dispatch (see docs/python.md, "GPU interop"):
 
-* CUDA backend built with the device-pointer entry points (``ReferenceSet._search_dlpack`` and
-  friends): queries are read in place through DLPack on the caller's stream and the results are
-  device arrays of the caller's framework; nothing crosses to the host.
-* Otherwise (CPU backend, or a CUDA build without those entry points): the queries are copied to
+* CUDA backend with a device-pointer entry point (``ReferenceSet._search_dlpack``, see
+  streamknn._device): queries are read in place on the caller's current stream and the results
+  are device arrays of the caller's framework; nothing crosses to the host.
+* Otherwise (CPU backend; KnnClassifier / KnnRegressor predictions, which have no device entry
+  point yet): the queries are copied to
   the host once through their framework (``.get()`` / ``.cpu()``), searched, and the array results
   are copied back to the queries' device as arrays of the same framework.
 """
@@ -108,7 +109,9 @@ def device_call(target, method, queries, *args):
     native = getattr(target, "_" + method + "_dlpack", None)
     if native is not None and getattr(target, "backend", "cuda") == "cuda":
         results = native(queries, *args)
-        return tuple(from_dlpack_like(r, queries) if hasattr(r, "__dlpack__") else r for r in results)
+        return tuple(from_dlpack_like(r, queries)
+                     if hasattr(r, "__dlpack__") and framework_of(r) != framework_of(queries) else r
+                     for r in results)
     args = tuple(to_host(a) if on_device(a) else a for a in args)  # e.g. visible ranges on the device
     results = getattr(target, method)(to_host(queries), *args)
     return tuple(to_device_like(r, queries) if isinstance(r, np.ndarray) else r for r in results)

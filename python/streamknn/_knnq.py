@@ -6,13 +6,15 @@ their k nearest neighbours (kNN-TD, Martin H. et al.).
 
 ``KnnQ.lookup_and_update(states, k, action, target, alpha)`` does the lookup, the per-action
 average and the write-back for a batch in one call. Within a batch every estimate is taken on the
-snapshot before the call, and the increments of queries that share a neighbour add up (as the
-on-device version's atomic adds do). The writes are published before the call returns.
+snapshot before the call, and the increments of queries that share a neighbour add up (in query
+order, on both backends). The writes are published before the call returns.
 
-This is the CPU path, built on the public API: a search for the neighbours' ids, the per-action
-mean through KnnRegressor, and set_target + publish for the write-back; a host mirror of the
-Q-table supplies the rows set_target rewrites. The one-call on-device version needs a library
-entry point (see docs/python.md, "C++ API the bindings need"); the Python signature stays.
+The call is one library call, ``ReferenceSet::lookup_and_update``: on the CUDA backend the
+search, the per-action means and the write-back all run on the device and the write-back is
+published through the store's double buffer (a new epoch); on the CPU backend the same steps run
+on the host. Only the estimates and the neighbours' ids come back. The ``table`` property is
+kept on the host from those results (the same float32 additions in the same order as the library,
+so it equals the stored values bit for bit); nothing is read back from the store.
 """
 
 import numpy as np
@@ -100,27 +102,23 @@ class KnnQ:
         target = np.broadcast_to(np.asarray(target, dtype=np.float64), (n,))
         if not np.all(np.isfinite(target)) or not np.isfinite(alpha):
             raise ValueError("target and alpha must be finite")
-        regressor = _streamknn.KnnRegressor(self._store, k, "mean")
-        while True:  # both reads on one snapshot (another thread may publish in between)
-            q, epoch = regressor.predict(rows)
-            _, ids, epoch_ids = self._store.search(rows, k)
-            if epoch == epoch_ids:
-                break
-        found = ids != _streamknn.invalid_id
-        delta = target - q[np.arange(n), action].astype(np.float64)
-        delta = np.where(np.isnan(delta), 0.0, delta)  # a query with no neighbour writes nothing
-        step = np.repeat(alpha * delta, k).reshape(n, k)[found]
-        touched = ids[found].astype(np.int64)
-        cols = np.repeat(action, k).reshape(n, k)[found]
-        if touched.size:
-            changed, which = np.unique(touched, return_inverse=True)
-            increments = np.zeros((changed.size, self.n_actions), dtype=np.float64)
-            np.add.at(increments, (which, cols), step)
-            new_rows = (self._q[changed].astype(np.float64) + increments).astype(np.float32)
-            self._store.set_target(changed.astype(np.uint64), new_rows)
-            self._checked_publish()
-            self._q[changed] = new_rows
+        action = np.ascontiguousarray(action, dtype=np.int32)
+        target = np.ascontiguousarray(target, dtype=np.float32)
+        q, ids, _ = self._store._lookup_and_update(rows, k, action, target, float(alpha))
+        self._mirror(q, ids, action, target, np.float32(alpha))
         return q
+
+    def _mirror(self, q, ids, action, target, alpha):
+        """Applies the write-back the library just published to the host copy of the table: the
+        same float32 increments, added in the same (query, neighbour) order."""
+        n, k = ids.shape
+        found = ids != _streamknn.invalid_id
+        if not found.any():
+            return
+        estimate = q[np.arange(n), action]
+        increment = alpha * (target - estimate)  # float32, as the library computes it
+        np.add.at(self._q, (ids[found].astype(np.int64), np.repeat(action, k).reshape(n, k)[found]),
+                  np.repeat(increment, k).reshape(n, k)[found])
 
     def _rows(self, states):
         rows = np.ascontiguousarray(states, dtype=np.float32)

@@ -74,3 +74,45 @@ def test_the_example_learns(backend):
     lengths, q = example.train(episodes=100, backend=backend, seed=0)
     assert len(lengths) == 100 and q.n_states > 225  # the grid, plus states found exploring
     assert lengths[-20:].mean() < 0.6 * lengths[:20].mean(), lengths  # about 500 -> 180 steps
+
+
+def test_random_batches_match_a_host_model(backend, rng):
+    """One library call per batch (ReferenceSet._lookup_and_update): the estimates equal the
+    KnnRegressor means on the snapshot before the call, the neighbours its search, and the stored
+    table a float32 host model that adds each query's increment in query order, bit for bit."""
+    dim, n_actions, n = 3, 4, 150
+    X = rng.uniform(size=(n, dim)).astype(np.float32)
+    table = rng.normal(size=(n, n_actions)).astype(np.float32)
+    q = streamknn.KnnQ(dim, n_actions, backend=backend)
+    q.add_states(X, table)
+    model = table.copy()
+    for step in range(12):
+        k = [1, 5, 12, 200][step % 4]  # 200 > the number of stored states
+        S = np.vstack([X[rng.integers(0, n, 8)] + np.float32(0.01), rng.uniform(size=(8, dim))]).astype(np.float32)
+        actions = rng.integers(0, n_actions, len(S))
+        targets = rng.normal(size=len(S)).astype(np.float32)
+        alpha = np.float32(0.3)
+        want_q, _ = streamknn.KnnRegressor(q.store, k).predict(S)
+        _, ids, epoch = q.store.search(S, k)
+        got = q.lookup_and_update(S, k, actions, targets, alpha)
+        np.testing.assert_array_equal(got, want_q)
+        assert q.store.epoch == epoch + 1
+        for i in range(len(S)):
+            increment = alpha * (targets[i] - want_q[i, actions[i]])
+            for j in ids[i][ids[i] != streamknn.invalid_id]:
+                model[j, actions[i]] = model[j, actions[i]] + increment
+        np.testing.assert_array_equal(q.table, model)
+        stored, _ = streamknn.KnnRegressor(q.store, 1).predict(X)
+        np.testing.assert_array_equal(stored, model)
+
+
+def test_binding_returns_ids_and_epoch(backend):
+    q = make(backend)
+    before, ids, epoch = q.store._lookup_and_update(np.array([[0.4]], np.float32), 5, np.array([1]),
+                                                    np.array([10.0], np.float32), 0.5)
+    np.testing.assert_allclose(before, [[4, 5]])  # all four states (k = 5 > 4)
+    assert ids.tolist() == [[0, 1, 2, 3, streamknn.invalid_id]] and epoch == q.store.epoch == 2
+    with pytest.raises(ValueError, match="actions"):
+        q.store._lookup_and_update(np.array([[0.4]], np.float32), 1, np.array([0, 1]), np.array([1.0], np.float32), 0.5)
+    with pytest.raises(ValueError, match="outside"):
+        q.store._lookup_and_update(np.array([[0.4]], np.float32), 1, np.array([2]), np.array([1.0], np.float32), 0.5)
