@@ -84,6 +84,18 @@ run)
   export PYTHONDONTWRITEBYTECODE=1 STREAMKNN_TEST_BACKEND=cuda STREAMKNN_RUNNER="$build/streams/streamknn"
   "$python" -c "import streamknn as s; assert s.cuda_available(), 'no usable CUDA device'; print('streamknn', s.__version__, 'built with CUDA:', s.built_with_cuda)"
   "$python" -c "import torch, cupy" 2>/dev/null || echo "gpu_check: note: PyTorch or CuPy missing; their DLPack tests skip"
+  # The versions the suite runs against (scikit-learn's estimator checks differ between releases).
+  "$python" - <<'PY'
+import importlib, sys
+print("gpu_check: python", sys.version.split()[0])
+for module, label in (("sklearn", "scikit-learn"), ("numpy", "numpy"), ("scipy", "scipy"),
+                      ("torch", "torch"), ("cupy", "cupy"), ("pytest", "pytest")):
+    try:
+        version = getattr(importlib.import_module(module), "__version__", "?")
+    except Exception as e:  # noqa: BLE001 - missing or broken: say so and go on
+        version = f"not available ({type(e).__name__})"
+    print(f"gpu_check: {label} {version}")
+PY
   "$python" -m pytest -q -rs -p no:cacheprovider tests/python
   ;;
 *)

@@ -7,7 +7,8 @@ Device dispatch (see docs/python.md, "GPU interop"):
 * CUDA backend with a device-pointer entry point (``ReferenceSet._search_dlpack``, see
   streamknn._device): queries are read in place on the caller's current stream and the results
   are device arrays of the caller's framework; nothing crosses to the host.
-* Otherwise (CPU backend; KnnClassifier / KnnRegressor predictions, which have no device entry
+* Otherwise (CPU backend; queries that only look like a CuPy array or PyTorch tensor, for which
+  the entry point answers NotImplemented; KnnClassifier / KnnRegressor predictions, which have no device entry
   point yet): the queries are copied to
   the host once through their framework (``.get()`` / ``.cpu()``), searched, and the array results
   are copied back to the queries' device as arrays of the same framework.
@@ -108,7 +109,10 @@ def device_call(target, method, queries, *args):
     """
     native = getattr(target, "_" + method + "_dlpack", None)
     if native is not None and getattr(target, "backend", "cuda") == "cuda":
-        results = native(queries, *args)
+        results = native(queries, *args)  # NotImplemented: not an array it can read in place
+    else:
+        results = NotImplemented
+    if results is not NotImplemented:
         return tuple(from_dlpack_like(r, queries)
                      if hasattr(r, "__dlpack__") and framework_of(r) != framework_of(queries) else r
                      for r in results)

@@ -13,7 +13,15 @@ its writes.
 Queries that are not float32 with unit element stride are converted once, on the device, by their
 framework. ids come back as uint64 (``torch.uint64`` where this PyTorch has it, else int64 holding
 the same bits: invalid_id reads as -1).
+
+Only genuine arrays take this path (an instance of ``torch.Tensor`` / ``cupy.ndarray`` of the
+imported framework): the library dereferences their device pointers, so an object that merely
+looks like one (its type's module named ``cupy``, a ``__dlpack_device__`` saying CUDA) is answered
+``NotImplemented`` and ``device_call`` takes the host path for it (its framework's ``.get()`` /
+``.cpu()``), as on the CPU backend.
 """
+
+import sys
 
 import numpy as np
 
@@ -71,8 +79,17 @@ def _cupy_parts(x, store_dim):
     return a, a.data.ptr, n, dim, row_stride, device, stream, empty
 
 
-def _parts(x, store_dim):
+def genuine_framework(x):
+    """'torch' for a torch.Tensor, 'cupy' for a cupy.ndarray, else None (stand-ins included)."""
     fw = type(x).__module__.split(".")[0]
+    if fw not in ("torch", "cupy"):
+        return None
+    cls = getattr(sys.modules.get(fw), "Tensor" if fw == "torch" else "ndarray", None)
+    return fw if isinstance(cls, type) and isinstance(x, cls) else None
+
+
+def _parts(x, store_dim):
+    fw = genuine_framework(x)
     if fw == "torch":
         return _torch_parts(x, store_dim)
     if fw == "cupy":
@@ -125,7 +142,10 @@ def _run(dim, queries, visible, shapes, call):
 
 
 def search_dlpack(store, queries, k, visible=None):
-    """(distances, ids, epoch) of device-resident queries, results on their device (see above)."""
+    """(distances, ids, epoch) of device-resident queries, results on their device (see above);
+    NotImplemented when queries is not a genuine CuPy array / PyTorch tensor."""
+    if genuine_framework(queries) is None:
+        return NotImplemented
     k = int(k)
     if not 1 <= k <= _streamknn.max_k:  # the library names the problem before anything is allocated
         store._search_device(0, 1, store.dim, 0, k, 0, 0, 0, 0)
@@ -137,6 +157,8 @@ def search_dlpack(store, queries, k, visible=None):
 
 def classifier_predict_dlpack(model, queries, visible=None):
     """KnnClassifier.predict for device-resident queries: (labels on their device, epoch)."""
+    if genuine_framework(queries) is None:
+        return NotImplemented
     (labels,), epoch = _run(
         model.store.dim, queries, visible, [((), "i4")],
         lambda q, n, stride, dev, out, stream, vis: model._predict_device(q, n, stride, dev, out[0], 0, stream, vis))
@@ -145,6 +167,8 @@ def classifier_predict_dlpack(model, queries, visible=None):
 
 def classifier_predict_proba_dlpack(model, queries, visible=None):
     """KnnClassifier.predict_proba for device-resident queries: (labels, probabilities, epoch)."""
+    if genuine_framework(queries) is None:
+        return NotImplemented
     (labels, proba), epoch = _run(
         model.store.dim, queries, visible, [((), "i4"), ((model.n_classes,), "f4")],
         lambda q, n, stride, dev, out, stream, vis: model._predict_device(q, n, stride, dev, out[0], out[1], stream,
@@ -154,6 +178,8 @@ def classifier_predict_proba_dlpack(model, queries, visible=None):
 
 def regressor_predict_dlpack(model, queries, visible=None):
     """KnnRegressor.predict for device-resident queries: (values on their device, epoch)."""
+    if genuine_framework(queries) is None:
+        return NotImplemented
     (values,), epoch = _run(
         model.store.dim, queries, visible, [((model.n_outputs,), "f4")],
         lambda q, n, stride, dev, out, stream, vis: model._predict_device(q, n, stride, dev, out[0], stream, vis))

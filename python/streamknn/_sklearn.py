@@ -23,6 +23,11 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+try:  # scikit-learn >= 1.6: a function (BaseEstimator._validate_data was removed in 1.6)
+    from sklearn.utils.validation import validate_data as _sklearn_validate_data
+except ImportError:  # scikit-learn < 1.6: the estimator's method
+    _sklearn_validate_data = None
+
 from . import _streamknn
 from ._arrays import queue_capacity_for
 
@@ -36,6 +41,14 @@ _METRICS = {
     "cosine": "cosine",
     "haversine": "haversine",
 }
+
+
+def _validate_data(estimator, X, y="no_validation", **check_params):
+    """scikit-learn's input validation (check_array / check_X_y, n_features_in_ and
+    feature_names_in_ set at reset=True and checked otherwise), on every supported version."""
+    if _sklearn_validate_data is not None:
+        return _sklearn_validate_data(estimator, X, y, **check_params)
+    return estimator._validate_data(X, y, **check_params)
 
 
 class _StreamKNeighborsBase(BaseEstimator):
@@ -135,7 +148,7 @@ class _StreamKNeighborsBase(BaseEstimator):
     # ---- queries ----------------------------------------------------------------------------------
     def _check_query(self, X, n_neighbors=None):
         check_is_fitted(self)
-        X = self._validate_data(X, reset=False, dtype=np.float32, order="C")
+        X = _validate_data(self, X, reset=False, dtype=np.float32, order="C")
         k = self.n_neighbors if n_neighbors is None else n_neighbors
         self._check_k(k, "n_neighbors")
         if k > self.n_samples_fit_:
@@ -250,7 +263,7 @@ class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
     def fit(self, X, y):
         """Fits the reference set on X (n_samples, n_features) and labels y (n_samples,)."""
         self._check_params()
-        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True)
+        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True)
         y = self._validate_targets(y)
         self.classes_ = np.unique(y)
         return self._fit(X, y, reset=True)
@@ -263,7 +276,7 @@ class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
         """
         first = not hasattr(self, "classes_")
         self._check_params()
-        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, reset=first)
+        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, reset=first)
         y = self._validate_targets(y)
         if first:
             self.classes_ = np.unique(y) if classes is None else np.unique(np.asarray(classes))
@@ -280,6 +293,14 @@ class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
         rows, _ = self._check_query(X)
         _, proba, _ = self._current_model().predict_proba(rows)
         return proba.astype(np.float64)
+
+    # Tags. Both spellings in this class (scikit-learn's check_estimator_tags_renamed looks for
+    # __sklearn_tags__ next to _more_tags): __sklearn_tags__ for scikit-learn >= 1.6, _more_tags
+    # for older versions (1.6 ignores it when __sklearn_tags__ is defined).
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = False  # y is 1-D (a column vector is raveled with a warning)
+        return tags
 
     def _more_tags(self):
         return {"multioutput": False}
@@ -309,7 +330,7 @@ class KNeighborsRegressor(RegressorMixin, _StreamKNeighborsBase):
     def fit(self, X, y):
         """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
         self._check_params()
-        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True)
+        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True)
         self._y_1d = np.ndim(y) == 1
         self._n_outputs = 1 if self._y_1d else y.shape[1]
         return self._fit(X, y, reset=True)
@@ -318,7 +339,7 @@ class KNeighborsRegressor(RegressorMixin, _StreamKNeighborsBase):
         """Adds rows to the reference set without refitting (the first call fits)."""
         first = not hasattr(self, "n_samples_fit_")
         self._check_params()
-        X, y = self._validate_data(X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True,
+        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True,
                                    reset=first)
         outputs = 1 if np.ndim(y) == 1 else y.shape[1]
         if first:
@@ -334,6 +355,12 @@ class KNeighborsRegressor(RegressorMixin, _StreamKNeighborsBase):
         values, _ = self._current_model().predict(rows)
         values = values.astype(np.float64)
         return values.ravel() if self._y_1d else values
+
+    # Tags: see KNeighborsClassifier.
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # y may be (n_samples, n_outputs)
+        return tags
 
     def _more_tags(self):
         return {"multioutput": True}

@@ -16,8 +16,14 @@ SEED = int(os.environ.get("STREAMKNN_TEST_SEED", "20240611"))
 
 
 def pytest_report_header(config):
+    try:
+        import sklearn
+        sklearn_version = sklearn.__version__
+    except ImportError:
+        sklearn_version = "absent"
     return (f"streamknn {streamknn.__version__} from {os.path.dirname(streamknn.__file__)}; "
-            f"backend={BACKEND}; cuda_available={streamknn.cuda_available()}; seed={SEED}")
+            f"backend={BACKEND}; cuda_available={streamknn.cuda_available()}; seed={SEED}; "
+            f"numpy {np.__version__}; scikit-learn {sklearn_version}")
 
 
 @pytest.fixture(scope="session")

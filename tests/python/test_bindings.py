@@ -288,11 +288,21 @@ def test_backend_unavailable():
     assert isinstance(info.value, RuntimeError) and str(info.value)
 
 
+CUDA_MAX_DIM = 16384  # the CUDA backend's dim limit (docs/cuda.md: a query must fit in shared memory)
+
+
 def test_out_of_memory_is_a_memory_error(backend):
-    # 2^30 points of 2^20 floats: 4 PiB cannot be reserved anywhere.
+    # The store reserves capacity_hint points when it is built. On the CPU: 2^30 points of 2^20
+    # floats, 4 PiB, more than the address space. The CUDA backend refuses dim > 16384 up front
+    # (InvalidArgument, checked below), so there: 2^30 points of 2^14 floats, 64 TiB of device
+    # memory, which no device has (the failing cudaMalloc is reported as OutOfMemory).
+    dim = CUDA_MAX_DIM if backend == "cuda" else 1 << 20
     with pytest.raises(MemoryError) as info:
-        streamknn.ReferenceSet(1 << 20, backend=backend, queue_capacity=1, capacity_hint=1 << 30)
+        streamknn.ReferenceSet(dim, backend=backend, queue_capacity=1, capacity_hint=1 << 30)
     assert isinstance(info.value, streamknn.OutOfMemory) and "memory" in str(info.value)
+    if backend == "cuda":
+        with pytest.raises(streamknn.InvalidArgument, match=f"exceeds its limit of {CUDA_MAX_DIM}"):
+            streamknn.ReferenceSet(CUDA_MAX_DIM + 1, backend=backend, queue_capacity=1)
 
 
 # ---- full queue -------------------------------------------------------------------------------------

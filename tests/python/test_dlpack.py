@@ -57,6 +57,9 @@ def fake_cupy(monkeypatch):
 
 
 def test_device_arrays_are_routed_and_answered_on_the_device(backend, rng, fake_cupy):
+    """The stand-in comes back as results of its own 'framework'. On the CUDA backend the zero-copy
+    entry point declines it (it is no real cupy.ndarray: there is no device memory behind it), so
+    it takes the host path there too; the real CuPy / PyTorch cases below cover the zero-copy path."""
     store, Q = filled_store(backend, rng)
     want = store.search(Q, 5)
     dist, ids, epoch = store.search(FakeDeviceArray(Q), 5)
@@ -85,6 +88,22 @@ def test_native_device_entry_point_is_preferred(backend, rng, monkeypatch, fake_
     q = FakeDeviceArray(Q)
     assert _arrays.device_call(Native(), "search", q, 5, None) == ("d", "i", 7)
     assert calls == [(q, 5, None)]
+
+
+def test_zero_copy_entry_points_decline_stand_ins(backend, rng, fake_cupy):
+    """Only a genuine torch.Tensor / cupy.ndarray has its device pointer read; anything else that
+    claims to be one is answered NotImplemented (device_call then takes the host path)."""
+    from streamknn import _device
+
+    store, Q = filled_store(backend, rng)
+    model = streamknn.KnnClassifier(store, 5)
+    regressor_store = streamknn.ReferenceSet(8, n_outputs=1, backend=backend)
+    q = FakeDeviceArray(Q)
+    assert _device.genuine_framework(q) is None and _device.genuine_framework(Q) is None
+    assert _device.search_dlpack(store, q, 5) is NotImplemented
+    assert _device.classifier_predict_dlpack(model, q) is NotImplemented
+    assert _device.classifier_predict_proba_dlpack(model, q) is NotImplemented
+    assert _device.regressor_predict_dlpack(streamknn.KnnRegressor(regressor_store, 5), q) is NotImplemented
 
 
 def test_host_dlpack_objects_are_read_in_place(backend, rng):
@@ -158,7 +177,10 @@ NEEDS_GPU = pytest.mark.skipif(not FRAMEWORKS, reason="no CUDA device with PyTor
 @NEEDS_GPU
 @FW_PARAMS
 def test_cuda_tensors_search_like_the_host(backend, rng, name, to_device, to_numpy, kind, no_host_copy):
+    from streamknn import _device
+
     store, Q = filled_store(backend, rng)
+    assert _device.genuine_framework(to_device(Q)) == name  # the zero-copy path takes it
     for k in (1, 7, 400):  # 400 > size: padding
         want = store.search(Q, k)
         dist, ids, epoch = store.search(to_device(Q), k)

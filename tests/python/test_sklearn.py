@@ -212,3 +212,44 @@ def test_k_larger_than_the_training_set_is_refused_as_in_scikit_learn(backend):
     model = streamknn.KNeighborsClassifier(n_neighbors=5, backend=backend).fit([[0.0], [1.0]], [0, 1])
     with pytest.raises(ValueError, match="Expected n_neighbors <= n_samples_fit"):
         model.predict([[0.5]])
+
+
+@pytest.mark.parametrize("cls, multi_output", [(streamknn.KNeighborsClassifier, False),
+                                               (streamknn.KNeighborsRegressor, True)],
+                         ids=["classifier", "regressor"])
+def test_tags_on_this_scikit_learn(cls, multi_output):
+    """The tags scikit-learn reads: __sklearn_tags__ (>= 1.6) or _more_tags (older), same values."""
+    estimator = cls()
+    try:
+        from sklearn.utils import get_tags  # scikit-learn >= 1.6
+    except ImportError:
+        tags = estimator._get_tags()
+        assert tags["multioutput"] is multi_output and tags["requires_y"] is True
+        assert tags["X_types"] == ["2darray"] and not tags["allow_nan"]
+        return
+    tags = get_tags(estimator)
+    assert tags.target_tags.multi_output is multi_output and tags.target_tags.required is True
+    assert tags.estimator_type == ("regressor" if multi_output else "classifier")
+    assert not tags.input_tags.sparse and not tags.input_tags.allow_nan and tags.input_tags.two_d_array
+
+
+def test_input_validation_works_on_this_scikit_learn():
+    """fit / predict validate through sklearn.utils.validation.validate_data where it exists
+    (scikit-learn >= 1.6; BaseEstimator._validate_data before): n_features_in_ is set, a wrong
+    width and sparse input are refused with scikit-learn's messages."""
+    from scipy import sparse
+
+    from streamknn import _sklearn
+
+    import sklearn.utils.validation as validation
+
+    assert (_sklearn._sklearn_validate_data is not None) == hasattr(validation, "validate_data")
+    X = np.arange(24, dtype=np.float64).reshape(8, 3)
+    model = streamknn.KNeighborsRegressor(n_neighbors=2).fit(X, np.arange(8.0))
+    assert model.n_features_in_ == 3
+    with pytest.raises(ValueError, match="X has 2 features, but KNeighborsRegressor is expecting 3 features"):
+        model.predict(X[:, :2])
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        streamknn.KNeighborsRegressor(n_neighbors=2).fit(sparse.csr_matrix(X), np.arange(8.0))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        streamknn.KNeighborsClassifier(n_neighbors=2).fit(X, np.arange(7))
