@@ -1,26 +1,49 @@
 #!/usr/bin/env bash
-# Per-kernel GPU time of the search pipeline (Nsight Compute, gpu__time_duration), for the shapes
-# whose fixed costs matter: one query on 100,000 x 2 (bench_latency) and Q = 1 / 8 on the
-# MNIST-like and ImageNet-like stores (bench_search). On the GPU machine:
-#   bench/profile_kernels.sh [BIN (default .device-bin)]        -> $OUT/ncu-*.csv (or ./ncu-out)
-# Clock control is left to the card (--clock-control none): the timings match the benchmarks'.
+# Per-kernel GPU time of the search pipeline (Nsight Compute), for the shapes whose fixed costs
+# matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16) and Q = 1 / 16 on the MNIST-like
+# and ImageNet-like stores (K = 64). On the GPU machine:
+#   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
+# Only the library's kernels are profiled (scan, select, aggregate), after the benchmark's
+# warm-up; clock control is left to the card (--clock-control none) so durations match the
+# benchmarks'. The summary gives, per kernel: launches, mean duration, DRAM throughput, grid.
 set -uo pipefail
 BIN=${1:-.device-bin}
 OUTDIR=${OUT:-ncu-out}
 mkdir -p "$OUTDIR"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-profile() {  # name, skip, count, command...
-  local name=$1 skip=$2 count=$3; shift 3
+metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active
+profile() {  # name, command...
+  local name=$1; shift
   echo "=== $name: $*"
-  "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
-    --launch-skip "$skip" --launch-count "$count" --csv --page raw "$@" > "$OUTDIR/ncu-$name.csv" 2> "$OUTDIR/ncu-$name.err"
-  # kernel name, duration (ns), DRAM % of peak
-  awk -F'","' 'NR == 1 { for (i = 1; i <= NF; ++i) { if ($i ~ /Kernel Name/) kn = i; if ($i ~ /gpu__time_duration.sum/) t = i; if ($i ~ /dram__throughput/) d = i } next }
-       NR > 2 { name = $kn; sub(/\(.*/, "", name); sub(/.*void /, "", name); sum[name] += $t; n[name]++; dr[name] += $d }
-       END { for (k in sum) printf "  %-40s %4d launches  mean %9.2f us  DRAM %5.1f%%\n", k, n[k], sum[k] / n[k] / 1000, dr[k] / n[k] }' "$OUTDIR/ncu-$name.csv"
+  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"scan|select|aggregate" \
+    --launch-skip 30 --launch-count 24 -f -o "/tmp/ncu-$name" "$@" > "/tmp/ncu-$name.log" 2>&1 || { tail -5 "/tmp/ncu-$name.log"; return; }
+  "$ncu_bin" --import "/tmp/ncu-$name.ncu-rep" --csv --page raw > "$OUTDIR/ncu-$name.csv" 2>/dev/null
+  /usr/bin/env python3 - "$OUTDIR/ncu-$name.csv" <<'PY'
+import csv, sys, collections
+rows = list(csv.reader(open(sys.argv[1])))
+head, data = rows[0], rows[2:]
+col = {h: i for i, h in enumerate(head)}
+agg = collections.defaultdict(list)
+for r in data:
+    name = r[col["Kernel Name"]].split("(")[0].split("<")[0].replace("void ", "")
+    agg[name].append(r)
+def num(r, key):
+    try: return float(r[col[key]].replace(",", ""))
+    except (KeyError, ValueError): return float("nan")
+for name, rs in agg.items():
+    t = sum(num(r, "gpu__time_duration.sum") for r in rs) / len(rs)
+    d = sum(num(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed") for r in rs) / len(rs)
+    w = sum(num(r, "sm__warps_active.avg.pct_of_peak_sustained_active") for r in rs) / len(rs)
+    print(f"  {name:28s} {len(rs):3d} launches  mean {t / 1000:9.2f} us  DRAM {d:5.1f}%  warps active {w:5.1f}%  "
+          f"grid {rs[0][col['launch__grid_size']]} x {rs[0][col['launch__block_size']]}")
+PY
+  grep -E "^[A-Za-z].* [0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ " "/tmp/ncu-$name.log" | grep -v "==" | head -3
 }
-profile latency-100k-x2 300 60 "$BIN/bench_latency" --queries 400
-profile mnist-q1 300 60 "$BIN/bench_search" --shapes mnist --k 64 --q 1 --reps 40 --sets 1
-profile mnist-q8 300 60 "$BIN/bench_search" --shapes mnist --k 64 --q 8 --reps 40 --sets 1
-profile imagenet-q1 300 60 "$BIN/bench_search" --shapes imagenet --k 64 --q 1 --reps 40 --sets 1
-profile imagenet-q16 300 60 "$BIN/bench_search" --shapes imagenet --k 64 --q 16 --reps 40 --sets 1
+profile latency-100k-x2 "$BIN/bench_latency" --queries 200
+profile gis1m-q1 "$BIN/bench_search" --shapes gis1m --k 16 --q 1 --reps 20 --sets 1
+profile gis1m-q1024 "$BIN/bench_search" --shapes gis1m --k 16 --q 1024 --reps 20 --sets 1
+profile mnist-q1 "$BIN/bench_search" --shapes mnist --k 64 --q 1 --reps 20 --sets 1
+profile mnist-q16 "$BIN/bench_search" --shapes mnist --k 64 --q 16 --reps 20 --sets 1
+profile imagenet-q1 "$BIN/bench_search" --shapes imagenet --k 64 --q 1 --reps 20 --sets 1
+profile imagenet-q12 "$BIN/bench_search" --shapes imagenet --k 64 --q 12 --reps 20 --sets 1
+profile imagenet-q16 "$BIN/bench_search" --shapes imagenet --k 64 --q 16 --reps 20 --sets 1

@@ -479,11 +479,15 @@ class CudaBackend final : public Backend {
     plan.chunk_queries = chunk;
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
     const std::size_t sample_points = std::size_t(tiles / kSampleStep) * kTile;
-    // Measured on an H100 (docs/performance.md): a single query starts cold about as fast as it
-    // runs a sample pass, and small stores finish before a sample would pay; batches of 4 or more
-    // queries on large stores gain up to 1.4x from it.
+    // Measured on an H100 (docs/performance.md): a single query of dim 128+ starts cold about as
+    // fast as it runs a sample pass, and small stores finish before a sample would pay; batches
+    // of 4 or more queries on large stores gain up to 1.4x from it. At dim <= 8 (one or two
+    // float4 chunks) a point costs a few flops, so a cold start's list insertions (every warp
+    // admits most of its first tiles) outweigh the scan even for one query (ncu, 1,000,000 x 2,
+    // K = 16, Q = 1: 70 us at 10% of DRAM bandwidth): there the sample pass runs from Q = 1.
     const bool large = tiles >= 64 * sms && sample_points >= std::size_t(16) * k;
-    if (large && nq >= 4) plan.sample_step = kSampleStep;
+    const bool cheap_points = chunks_ <= 2;
+    if (large && (nq >= 4 || cheap_points)) plan.sample_step = kSampleStep;
     return plan;
   }
 
