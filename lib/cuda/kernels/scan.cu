@@ -193,8 +193,10 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
     const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
-    // Small query groups are memory-bound: keep more loads in flight per warp.
-#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : 4)
+    // Small query groups are memory-bound: keep more loads in flight per warp. Groups of 8 and
+    // 12 spill registers at an unroll of 4 (ptxas) and ran 10-30% faster at 2 (H100, the paper's
+    // shapes, K 64/128; docs/performance.md); a group of 16 ran faster at 4 on dims 128 and 300.
+#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : (QG == 8 || QG == 12) ? 2 : 4)
     for (std::uint32_t c = 0; c < chunks; ++c) {
       const float4 v = __ldg(point + std::size_t(c) * kTile);
 #pragma unroll
