@@ -6,22 +6,21 @@
 
 (Debian's python3-matplotlib: /usr/bin/python3, not a python3 that cannot see Debian's packages.)
 Writes into --out:
-  qps-vs-q-k64.png          (a) queries/s against Q per shape, K = 64, log y: streamknn (final and
+  qps-vs-q-k64.png          (a) queries/s against Q per shape, K = 64, log y: streamknn (latest run and
                                 previous lock version), FAISS GpuIndexFlatL2 when its CSV is there
                                 (marked "measured separately"), PyTorch peers when a peers CSV is
   achieved-over-floor.png   (b) achieved / floor per shape and Q (the floor: store bytes / measured
                                 read bandwidth, or 3 N D Q flops / measured FP32 rate)
   latency-one-query.png     (c) one query end to end: raw floor, raw floor as a CUDA graph,
-                                streamknn; p50 / p99 / p99.9 (latency-final.csv)
+                                streamknn; p50 / p99 / p99.9 (LATEST/latency.csv)
   sample-pass.png           (d) queries/s with the sample pass forced on and off
 Each figure's title names the CSVs it was drawn from, and its caption the command that produced
-each (from bench/results/h100/README.md). Peers CSVs: by default every bench/results/*/peers*.csv
+each (from bench/results/h100/README.md). Peers CSVs: by default the LATEST run's peers.csv
 (bench/peers.py run output, copied in after a GPU run); rows of its host variant are drawn, with
 the streamknn line of the same run when a search.csv sits beside it.
 """
 import argparse
 import csv
-import glob
 import os
 import re
 import sys
@@ -35,6 +34,9 @@ MAIN_SHAPES = [("MNIST-like", 70000, 784), ("ImageNet-like", 1275219, 128), ("Go
 PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
               "torch-cdist-topk": ("PyTorch cdist + topk", "tab:olive", "D")}
 
+
+# The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
+LATEST = "run-2026-11-23-final"
 
 def read_rows(path):
     with open(path, newline="") as f:
@@ -92,9 +94,9 @@ def q_axis(ax, qs):
 
 
 def plot_qps(args, cmds):
-    final = os.path.join(args.results, "search-final.csv")
+    final = os.path.join(args.results, LATEST, "search.csv")
     lock = os.path.join(args.results, "search-all-q-lock-version.csv")
-    ours = [(p, lab, st) for p, lab, st in [(final, "streamknn (final)", "-"),
+    ours = [(p, lab, st) for p, lab, st in [(final, f"streamknn ({LATEST})", "-"),
                                             (lock, "streamknn (previous lock version)", "--")] if os.path.exists(p)]
     faiss = read_rows(args.faiss) if args.faiss and os.path.exists(args.faiss) else []
     peers = [(p, read_rows(p)) for p in args.peers if os.path.exists(p)]
@@ -136,7 +138,7 @@ def plot_qps(args, cmds):
                  f"{os.path.basename(final)}, {os.path.basename(lock)}"
                  + (f", {os.path.basename(args.faiss)}" if faiss else "")
                  + "".join(f", {os.path.basename(p)}" for p, _ in peers), fontsize=11)
-    sources = [("streamknn final", final), ("lock version", lock)] + [("streamknn, same run as PyTorch", p)
+    sources = [("streamknn latest", final), ("lock version", lock)] + [("streamknn, same run as PyTorch", p)
                                                                         for p, _, st in ours if st == "-."]
     if faiss:
         sources.append(("FAISS, measured separately", args.faiss))
@@ -147,8 +149,8 @@ def plot_qps(args, cmds):
 
 
 def plot_floor(args, cmds):
-    panels = [("search-final.csv", [64], "linear"), ("search-all-q-lock-version.csv", [64, 128], "linear"),
-              ("lowdim-pre-lockfree.csv", [16], "log")]
+    panels = [(os.path.join(LATEST, "search.csv"), [64, 128], "linear"),
+              ("search-all-q-lock-version.csv", [64, 128], "linear"), (os.path.join(LATEST, "lowdim.csv"), [16], "log")]
     panels = [(os.path.join(args.results, f), ks, scale) for f, ks, scale in panels
               if os.path.exists(os.path.join(args.results, f))]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.8), squeeze=False)
@@ -185,7 +187,7 @@ def plot_floor(args, cmds):
 
 
 def plot_latency(args, cmds):
-    path = os.path.join(args.results, "latency-final.csv")
+    path = os.path.join(args.results, LATEST, "latency.csv")
     rows = {r["path"]: r for r in read_rows(path)}
     names = [("raw", "raw floor:\nH2D + empty kernel + D2H"), ("raw_graph", "raw floor\nas a CUDA graph"),
              ("streamknn", "streamknn search\n(host to host)")]
@@ -278,7 +280,7 @@ def main(argv=None):
         args.peers = [os.path.abspath(p) for p in args.peers]
     os.chdir(root)
     if args.peers is None:
-        args.peers = sorted(glob.glob("bench/results/*/peers*.csv"))
+        args.peers = [p for p in [os.path.join(args.results, LATEST, "peers.csv")] if os.path.exists(p)]
     cmds = commands(args.results)
     for fn in (plot_qps, plot_floor, plot_latency, plot_sample_pass):
         fn(args, cmds)
