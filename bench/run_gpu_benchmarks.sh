@@ -12,6 +12,7 @@
 # Binaries are built on a developer machine and carried to the device, for example:
 #   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 --target bench_search bench_latency bench_updates
 #   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates} .device-bin/
+#   git describe --always --dirty > .device-bin/COMMIT
 #   device tool: command "bench/run_gpu_benchmarks.sh .device-bin $OUT", carry [".device-bin"]
 #
 # In order (each step logged to OUTDIR/<step>.log, CSV beside it, stopped at its own time limit):
@@ -75,7 +76,14 @@ step() {
 
 {
   echo "# run_gpu_benchmarks.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# code: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo 'unknown (no .git on this machine)')"
+  # The binaries' commit, written beside them when they were built (BIN/COMMIT: `git describe
+  # --always --dirty > .device-bin/COMMIT`); the device's copy of the repository may carry a
+  # stale .git, so its HEAD is only the fallback.
+  if [[ -f $BIN/COMMIT ]]; then
+    echo "# code: $(cat "$BIN/COMMIT") (binaries, from $BIN/COMMIT)"
+  else
+    echo "# code: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo 'unknown (no .git on this machine)') (this copy's HEAD; no $BIN/COMMIT)"
+  fi
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/# gpu: /'
   echo "# bin: $BIN"
   echo "# faiss: $FAISS (measured separately, not in the same run)"
