@@ -11,14 +11,22 @@ namespace streamknn::detail {
 namespace {
 
 /// Index of slot's entry in a channel for this batch, appending a new entry if needed.
-std::size_t channel_entry(std::uint32_t slot, std::uint64_t stamp, std::vector<std::uint32_t>& pos,
-                          std::vector<std::uint64_t>& stamps, std::vector<std::uint32_t>& slots) {
-  if (stamps[slot] == stamp) return pos[slot];
-  stamps[slot] = stamp;
-  pos[slot] = static_cast<std::uint32_t>(slots.size());
+template <class Mark>
+std::size_t channel_entry(std::uint32_t slot, std::uint64_t stamp, std::vector<Mark>& marks,
+                          std::vector<std::uint32_t>& slots) {
+  Mark& mark = marks[slot];
+  if (mark.stamp == stamp) return mark.pos;
+  mark.stamp = stamp;
+  mark.pos = static_cast<std::uint32_t>(slots.size());
   slots.push_back(slot);
-  return pos[slot];
+  return mark.pos;
 }
+
+// A publish of random moves misses the cache twice per operation: on the id's bucket, then on
+// the slot's batch mark. It prefetches the bucket kPrefetchAhead operations ahead and, half
+// way, peeks at the (by then cached) bucket to prefetch the slot's mark. A peek may be stale
+// (an operation in between may erase or insert that id): it is only a hint, never used.
+constexpr std::size_t kPrefetchAhead = 16;
 
 }  // namespace
 
@@ -40,11 +48,8 @@ void Catalog::reserve_for(std::span<const QueuedOp> ops) {
   }
   ids_.reserve(ids_.size() + (slots - high_water_));
   free_.reserve(slots);
-  for (auto* v : {&vector_pos_, &target_pos_, &id_pos_}) {
+  for (auto* v : {&vector_marks_, &target_marks_, &id_marks_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
-  }
-  for (auto* v : {&vector_stamp_, &target_stamp_, &id_stamp_}) {
-    if (v->size() < slots) v->resize(std::max(slots, v->size() * 2), 0);
   }
 }
 
@@ -55,13 +60,13 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
 
   auto write_vector = [&](std::uint32_t slot, const QueuedOp& op) {
-    const std::size_t e = channel_entry(slot, batch_stamp_, vector_pos_, vector_stamp_, batch.vector_slots);
+    const std::size_t e = channel_entry(slot, batch_stamp_, vector_marks_, batch.vector_slots);
     if (e * stored_dim_ == batch.vectors.size()) batch.vectors.resize(batch.vectors.size() + stored_dim_);
     to_stored_form(config_.metric, queue.vector_of(op), batch.vectors.data() + e * stored_dim_);
   };
   auto write_target = [&](std::uint32_t slot, const QueuedOp& op) {
     if (config_.target.kind == TargetSpec::Kind::None) return;
-    const std::size_t e = channel_entry(slot, batch_stamp_, target_pos_, target_stamp_, batch.target_slots);
+    const std::size_t e = channel_entry(slot, batch_stamp_, target_marks_, batch.target_slots);
     if (classes) {
       if (e == batch.labels.size()) batch.labels.push_back(0);
       batch.labels[e] = op.label;
@@ -72,7 +77,7 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
     }
   };
   auto write_id = [&](std::uint32_t slot, PointId id) {
-    const std::size_t e = channel_entry(slot, batch_stamp_, id_pos_, id_stamp_, batch.id_slots);
+    const std::size_t e = channel_entry(slot, batch_stamp_, id_marks_, batch.id_slots);
     if (e == batch.ids.size()) batch.ids.push_back(kInvalidId);
     batch.ids[e] = id;
   };
@@ -80,7 +85,19 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
     report.rejected.push_back({op.id, op.kind, reason});
   };
 
-  for (const QueuedOp& op : ops) {
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (i + kPrefetchAhead < ops.size()) ids_.prefetch(ops[i + kPrefetchAhead].id);
+    if (i + kPrefetchAhead / 2 < ops.size()) {
+      const QueuedOp& later = ops[i + kPrefetchAhead / 2];
+      if (later.kind != UpdateKind::Insert) {
+        if (const auto slot = ids_.find(later.id)) {
+          const auto& marks = later.kind == UpdateKind::Move ? vector_marks_
+                              : later.kind == UpdateKind::SetTarget ? target_marks_ : id_marks_;
+          __builtin_prefetch(&marks[*slot]);
+        }
+      }
+    }
+    const QueuedOp& op = ops[i];
     switch (op.kind) {
       case UpdateKind::Insert: {
         if (ids_.find(op.id)) {

@@ -40,9 +40,13 @@ class Catalog {
   IdIndex ids_;
   FreeSlots free_;                 ///< free slots below high_water_
   std::uint32_t high_water_ = 0;
-  // Position of a slot's write in each batch channel, valid when stamp == current batch.
-  std::vector<std::uint32_t> vector_pos_, target_pos_, id_pos_;
-  std::vector<std::uint64_t> vector_stamp_, target_stamp_, id_stamp_;
+  // Position of a slot's write in each batch channel, valid when stamp == current batch (one
+  // cache line per slot and channel: a publish of random moves misses on every one).
+  struct ChannelMark {
+    std::uint64_t stamp = 0;
+    std::uint32_t pos = 0;
+  };
+  std::vector<ChannelMark> vector_marks_, target_marks_, id_marks_;
   std::uint64_t batch_stamp_ = 0;
 };
 

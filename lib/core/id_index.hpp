@@ -1,6 +1,8 @@
 // id -> slot map: open addressing with linear probing and backward-shift deletion, so a lookup
-// touches one or two cache lines and erasing leaves no tombstones behind. kInvalidId marks an
-// empty bucket, which is why that id is reserved for callers.
+// touches one or two cache lines (key and slot share a bucket) and erasing leaves no tombstones
+// behind. kInvalidId marks an empty bucket, which is why that id is reserved for callers.
+// A publish resolves up to millions of ids whose buckets are cache misses: prefetch() lets it
+// request a bucket several operations ahead.
 #pragma once
 
 #include <cstddef>
@@ -18,50 +20,50 @@ class IdIndex {
 
   std::optional<std::uint32_t> find(PointId id) const noexcept {
     for (std::size_t b = bucket_of(id);; b = (b + 1) & mask_) {
-      if (keys_[b] == id) return slots_[b];
-      if (keys_[b] == kInvalidId) return std::nullopt;
+      if (buckets_[b].key == id) return buckets_[b].slot;
+      if (buckets_[b].key == kInvalidId) return std::nullopt;
     }
   }
+  /// Starts loading id's bucket into the cache (a hint; no effect on the contents).
+  void prefetch(PointId id) const noexcept { __builtin_prefetch(&buckets_[bucket_of(id)]); }
   /// Inserts id -> slot; false if id is already present (nothing changed).
   bool insert(PointId id, std::uint32_t slot) {
-    if ((size_ + 1) * 2 > keys_.size()) rehash(keys_.size() * 2);
+    if ((size_ + 1) * 2 > buckets_.size()) rehash(buckets_.size() * 2);
     std::size_t b = bucket_of(id);
-    for (; keys_[b] != kInvalidId; b = (b + 1) & mask_) {
-      if (keys_[b] == id) return false;
+    for (; buckets_[b].key != kInvalidId; b = (b + 1) & mask_) {
+      if (buckets_[b].key == id) return false;
     }
-    keys_[b] = id;
-    slots_[b] = slot;
+    buckets_[b] = Bucket{id, slot};
     ++size_;
     return true;
   }
   /// Removes id; returns its slot, or nullopt if absent.
   std::optional<std::uint32_t> erase(PointId id) noexcept {
     std::size_t b = bucket_of(id);
-    for (; keys_[b] != id; b = (b + 1) & mask_) {
-      if (keys_[b] == kInvalidId) return std::nullopt;
+    for (; buckets_[b].key != id; b = (b + 1) & mask_) {
+      if (buckets_[b].key == kInvalidId) return std::nullopt;
     }
-    const std::uint32_t slot = slots_[b];
+    const std::uint32_t slot = buckets_[b].slot;
     // Backward shift: pull later members of the probe run into the hole.
     std::size_t hole = b;
-    for (std::size_t next = (hole + 1) & mask_; keys_[next] != kInvalidId; next = (next + 1) & mask_) {
-      const std::size_t home = bucket_of(keys_[next]);
+    for (std::size_t next = (hole + 1) & mask_; buckets_[next].key != kInvalidId; next = (next + 1) & mask_) {
+      const std::size_t home = bucket_of(buckets_[next].key);
       // Move next into the hole unless its home lies cyclically in (hole, next].
       const bool home_after_hole = ((next - home) & mask_) < ((next - hole) & mask_);
       if (!home_after_hole) {
-        keys_[hole] = keys_[next];
-        slots_[hole] = slots_[next];
+        buckets_[hole] = buckets_[next];
         hole = next;
       }
     }
-    keys_[hole] = kInvalidId;
+    buckets_[hole].key = kInvalidId;
     --size_;
     return slot;
   }
   /// Makes room for n ids without rehashing later (so a publish cannot fail half-way).
   void reserve(std::size_t n) {
-    std::size_t buckets = keys_.size();
+    std::size_t buckets = buckets_.size();
     while (n * 2 > buckets) buckets *= 2;
-    if (buckets != keys_.size()) rehash(buckets);
+    if (buckets != buckets_.size()) rehash(buckets);
   }
   std::size_t size() const noexcept { return size_; }
 
@@ -73,23 +75,24 @@ class IdIndex {
     x ^= x >> 31;
     return static_cast<std::size_t>(x) & mask_;
   }
+  struct Bucket {
+    PointId key = kInvalidId;
+    std::uint32_t slot = 0;
+  };
+
   void rehash(std::size_t buckets) {
-    std::vector<PointId> old_keys(buckets, kInvalidId);
-    std::vector<std::uint32_t> old_slots(buckets);
-    old_keys.swap(keys_);
-    old_slots.swap(slots_);
+    std::vector<Bucket> old(buckets);
+    old.swap(buckets_);
     mask_ = buckets - 1;
-    for (std::size_t i = 0; i < old_keys.size(); ++i) {
-      if (old_keys[i] == kInvalidId) continue;
-      std::size_t b = bucket_of(old_keys[i]);
-      while (keys_[b] != kInvalidId) b = (b + 1) & mask_;
-      keys_[b] = old_keys[i];
-      slots_[b] = old_slots[i];
+    for (const Bucket& entry : old) {
+      if (entry.key == kInvalidId) continue;
+      std::size_t b = bucket_of(entry.key);
+      while (buckets_[b].key != kInvalidId) b = (b + 1) & mask_;
+      buckets_[b] = entry;
     }
   }
 
-  std::vector<PointId> keys_;
-  std::vector<std::uint32_t> slots_;
+  std::vector<Bucket> buckets_;
   std::size_t mask_ = 0;
   std::size_t size_ = 0;
 };
