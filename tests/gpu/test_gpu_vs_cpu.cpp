@@ -167,6 +167,52 @@ TEST_CASE("GPU equals CPU on large stores: 3,000,000 x 2, 1,000,000 x 16 with er
   }
 }
 
+TEST_CASE("GPU equals CPU with visibility ranges on large low-dimension stores (sample pass from one query)") {
+  // Stores large enough for the sample pass, which at dim <= 8 runs from Q = 1: its bound must
+  // respect each query's id range (a narrow range may hold fewer than k sample points).
+  auto g = rng(5150);
+  struct Shape {
+    std::size_t dim, n, k;
+    Metric metric;
+  };
+  for (const Shape& s : {Shape{2, 600'000, 16, Metric::L2}, Shape{2, 400'000, 64, Metric::Haversine},
+                         Shape{8, 400'000, 32, Metric::L2}}) {
+    CAPTURE(s.dim);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    Twin t(s.dim, s.metric, TargetSpec::none());
+    fill(t, s.metric, s.n, g, 0.05);
+    PointId lo = ~PointId(0), hi = 0;
+    for (const auto& [pid, v] : t.model.vectors) {
+      lo = std::min(lo, pid);
+      hi = std::max(hi, pid);
+    }
+    for (std::size_t nq : {1, 2, 3, 5}) {
+      CAPTURE(nq);
+      const auto queries = points_for(s.metric, g, nq, s.dim);
+      std::vector<IdRange> ranges(nq);
+      const PointId span = hi - lo + 1;
+      for (std::size_t q = 0; q < nq; ++q) {
+        // Wide, half, narrow (a few hundred ids: fewer than k sample points) and empty ranges.
+        const PointId width = q % 4 == 0 ? span : q % 4 == 1 ? span / 2 : q % 4 == 2 ? 300 : 0;
+        const PointId begin = lo + g() % (span - std::min(width, span) + 1);
+        ranges[q] = {begin, begin + width};
+      }
+      const Neighbors cpu = t.cpu.search(queries, s.k, ranges);
+      const Neighbors gpu = t.gpu.search(queries, s.k, ranges);
+      REQUIRE(gpu.num_queries == nq);
+      CHECK(compare(gpu, cpu, t.model, s.metric, queries) == 0);
+      std::size_t outside = 0;
+      for (std::size_t q = 0; q < nq; ++q) {
+        for (PointId id : gpu.ids_of(q)) outside += id != kInvalidId && (id < ranges[q].begin || id >= ranges[q].end);
+      }
+      CHECK(outside == 0);
+      const Neighbors all_cpu = t.cpu.search(queries, s.k), all_gpu = t.gpu.search(queries, s.k);
+      CHECK(compare(all_gpu, all_cpu, t.model, s.metric, queries) == 0);
+    }
+  }
+}
+
 TEST_CASE("GPU aggregation equals the CPU's: votes, probabilities, mean, weighted mean, median") {
   auto g = rng(5200);
   for (std::size_t k : {1, 4, 15, 64, 300}) {
