@@ -20,7 +20,6 @@ each (from bench/results/h100/README.md). Peers CSVs: by default the LATEST run'
 the streamknn line of the same run when a search.csv sits beside it.
 """
 import argparse
-import csv
 import os
 import re
 import sys
@@ -35,13 +34,10 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
               "torch-cdist-topk": ("PyTorch cdist + topk", "tab:olive", "D")}
 
 
+from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
+
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
 LATEST = "run-2026-11-23-final"
-
-def read_rows(path):
-    with open(path, newline="") as f:
-        lines = [line for line in f if line.strip() and not line.startswith("#")]
-    return list(csv.DictReader(lines))
 
 
 def device_of(path):

@@ -17,32 +17,20 @@
 #include <vector>
 
 #include "bench/bandwidth.hpp"
+#include "bench/bench_util.hpp"
 #include "streamknn/streamknn.hpp"
 
 namespace {
+
+using bench::median;
+using bench::numbers;
+using bench::split;
 
 struct Shape {
   std::string name;
   std::size_t n, d;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
-  return out;
-}
-
-std::vector<std::size_t> numbers(const std::string& s) {
-  std::vector<std::size_t> out;
-  for (const auto& p : split(s)) out.push_back(std::stoul(p));
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -29,19 +29,17 @@
 #include <vector>
 
 #include "streamknn/streamknn.hpp"
+#include "bench_util.hpp"
 
 namespace {
+
+using bench::median;
+using bench::numbers;
+using bench::split;
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::vector<std::size_t> numbers(const std::string& s) {
-  std::vector<std::size_t> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) out.push_back(std::stoul(part));
-  return out;
-}
 
 /// Value at fraction f of the sorted samples (nearest rank, as bench_latency does); NaN if none.
 double at(const std::vector<double>& sorted, double f) {

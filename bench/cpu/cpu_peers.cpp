@@ -48,35 +48,21 @@
 #endif
 
 #include "streamknn/streamknn.hpp"
+#include "../bench_util.hpp"
 
 namespace {
+
+using bench::median;
+using bench::numbers;
+using bench::split;
 
 using Clock = std::chrono::steady_clock;
 using FaissId = faiss::Index::idx_t;
 using Args = std::map<std::string, std::string>;
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) out.push_back(part);
-  return out;
-}
-
-std::vector<std::size_t> numbers(const std::string& s) {
-  std::vector<std::size_t> out;
-  for (const auto& p : split(s)) out.push_back(std::stoul(p));
-  return out;
-}
-
 bool has(const std::string& list, const std::string& item) {
   const auto items = split(list);
   return std::find(items.begin(), items.end(), item) != items.end();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string run_command(const std::string& cmd) {

@@ -41,8 +41,7 @@ std::size_t Catalog::slots_needed(std::span<const QueuedOp> ops) const noexcept 
   return std::size_t(high_water_) + inserts;
 }
 
-void Catalog::reserve_for(std::span<const QueuedOp> ops) {
-  const std::size_t slots = slots_needed(ops);
+void Catalog::reserve_for(std::size_t slots) {
   if (slots > std::numeric_limits<std::uint32_t>::max()) {
     throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
   }

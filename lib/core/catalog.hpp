@@ -23,8 +23,9 @@ class Catalog {
 
   /// Slots the buffers must hold to apply ops (an upper bound: every insert may need a new slot).
   std::size_t slots_needed(std::span<const QueuedOp> ops) const noexcept;
-  /// Makes room in the host structures so that resolve() cannot fail half-way.
-  void reserve_for(std::span<const QueuedOp> ops);
+  /// Makes room in the host structures for `slots` (slots_needed of the batch) so that resolve()
+  /// cannot fail half-way.
+  void reserve_for(std::size_t slots);
   /// Applies ops in order to the catalogue, filling batch (cleared first) and report.
   void resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                PublishReport& report);

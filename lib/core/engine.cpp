@@ -120,6 +120,13 @@ bool Engine::point_is_valid(std::span<const float> vector) const noexcept {
   return !(config_.metric == Metric::Haversine && std::fabs(vector[0]) > 90.0f);
 }
 
+void Engine::stored_row(std::span<const float> rows, std::size_t q, const char* label, const char* caller,
+                        float* out) const {
+  const auto row = rows.subspan(q * config_.dim, config_.dim);
+  if (!point_is_valid(row)) validate_point(row, concat(label, " ", q).c_str(), caller);  // throws
+  to_stored_form(config_.metric, row, out);
+}
+
 // The checks of validate() without building any message: push() runs it for every update, and
 // formatting the context (caller, kind, id) cost more than the rest of a push. At least as
 // strict as validate(): when it says no, validate() runs and throws the named error.
@@ -206,16 +213,16 @@ PublishReport Engine::publish() {
 
   // Everything this publish may allocate is reserved first; past this block nothing can
   // fail, so an OutOfMemory leaves the published state as it was and the updates pending.
+  const std::size_t slots = catalog_.slots_needed(drained_);  // one pass over the batch
   try {
-    catalog_.reserve_for(drained_);
+    catalog_.reserve_for(slots);
     batch_.reserve(drained_.size(), stored_dim_, value_floats(config_));
     report.rejected.reserve(drained_.size());
-    backend_->reserve(catalog_.slots_needed(drained_), drained_.size());
+    backend_->reserve(slots, drained_.size());
   } catch (const std::bad_alloc&) {
     carried_.store(drained_.size(), std::memory_order_relaxed);
-    throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted while growing to ",
-                             catalog_.slots_needed(drained_), " slots; ", drained_.size(),
-                             " updates stay pending"));
+    throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted while growing to ", slots, " slots; ",
+                             drained_.size(), " updates stay pending"));
   } catch (const Error&) {
     carried_.store(drained_.size(), std::memory_order_relaxed);
     throw;
@@ -257,9 +264,7 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
                              "; submit it in smaller batches"));
   }
   for (std::size_t q = 0; q < num_queries; ++q) {
-    const auto row = queries.subspan(q * config_.dim, config_.dim);
-    if (!point_is_valid(row)) validate_point(row, concat("query ", q).c_str(), caller);  // throws
-    to_stored_form(config_.metric, row, request.queries.data() + q * stored_dim_);
+    stored_row(queries, q, "query", caller, request.queries.data() + q * stored_dim_);
     if (!visible.empty() && visible[q].begin > visible[q].end) {
       fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");
     }
@@ -359,9 +364,7 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   request.alpha = alpha;
   request.states.resize(n * stored_dim_);
   for (std::size_t q = 0; q < n; ++q) {
-    const auto row = states.subspan(q * config_.dim, config_.dim);
-    if (!point_is_valid(row)) validate_point(row, concat("state ", q).c_str(), caller);  // throws
-    to_stored_form(config_.metric, row, request.states.data() + q * stored_dim_);
+    stored_row(states, q, "state", caller, request.states.data() + q * stored_dim_);
     if (actions[q] < 0 || std::uint32_t(actions[q]) >= outputs) {
       fail_argument(caller, ": actions[", q, "] = ", actions[q], " is outside [0, ", outputs, ")");
     }

@@ -59,6 +59,9 @@ class Engine {
                              const char* caller);
   bool point_is_valid(std::span<const float> vector) const noexcept;
   bool update_is_valid(const Update& update) const noexcept;
+  /// Row q of rows (dim floats each), validated (named "<label> q" in errors), in stored form.
+  void stored_row(std::span<const float> rows, std::size_t q, const char* label, const char* caller,
+                  float* out) const;
 
   StoreConfig config_;
   std::size_t stored_dim_;

@@ -79,26 +79,10 @@ class CpuBackend final : public Backend {
     const std::size_t nq = r.num_queries, k = r.k, outputs = config_.target.count;
     ResolvedBatch batch;  // the write-back: absolute target rows of the touched slots
     {
-      const Buffer& buffer = pin();
-      struct Unpin {
-        const CpuBackend* self;
-        const Buffer* buffer;
-        ~Unpin() { self->unpin(*buffer); }
-      } unpin{this, &buffer};
-      const HostStore& store = buffer.store;
-      const std::size_t stride = store.stride();
-      AlignedVector<float> padded(nq * stride, 0.0f);
-      for (std::size_t q = 0; q < nq; ++q) {
-        std::memcpy(padded.data() + q * stride, r.states.data() + q * stored_dim_, stored_dim_ * sizeof(float));
-      }
-      CpuSearchInput input;
-      input.store = &store;
-      input.queries = padded.data();
-      input.num_queries = nq;
-      input.k = k;
-      input.inner_product = config_.metric == Metric::InnerProduct;
+      const Pinned pinned(*this);
+      const HostStore& store = pinned.buffer.store;
       std::vector<Candidate> found;
-      exact_search(input, pool_, found);
+      find_neighbours(store, r.states.data(), nq, k, nullptr, found);
 
       // Estimates: per-action mean in neighbour order, in double (as the Mean aggregate), then
       // each query's increment alpha * delta, materialised as a float before it is added.
@@ -141,13 +125,8 @@ class CpuBackend final : public Backend {
   }
 
   Ticket<QueryResult> submit(QueryRequest request) const override {
-    const Buffer& buffer = pin();
-    struct Unpin {
-      const CpuBackend* self;
-      const Buffer* buffer;
-      ~Unpin() { self->unpin(*buffer); }
-    } unpin{this, &buffer};
-    return Ticket<QueryResult>::ready_with(run(buffer, request));
+    const Pinned pinned(*this);
+    return Ticket<QueryResult>::ready_with(run(pinned.buffer, request));
   }
 
  private:
@@ -157,6 +136,36 @@ class CpuBackend final : public Backend {
     std::uint64_t epoch = 0;
     mutable int readers = 0;  // guarded by mutex_
   };
+
+  /// The front buffer, with its readers counted until destruction (a publish waits for them
+  /// before writing it).
+  struct Pinned {
+    explicit Pinned(const CpuBackend& backend) : self(backend), buffer(backend.pin()) {}
+    ~Pinned() { self.unpin(buffer); }
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+    const CpuBackend& self;
+    const Buffer& buffer;
+  };
+
+  /// Exact k nearest (rank, id) of nq queries in stored form, found[q * k + j], padded to the
+  /// store's row stride and aligned like its rows first.
+  void find_neighbours(const HostStore& store, const float* queries, std::size_t nq, std::size_t k,
+                       const IdRange* visible, std::vector<Candidate>& found) const {
+    const std::size_t stride = store.stride();
+    AlignedVector<float> padded(nq * stride, 0.0f);
+    for (std::size_t q = 0; q < nq; ++q) {
+      std::memcpy(padded.data() + q * stride, queries + q * stored_dim_, stored_dim_ * sizeof(float));
+    }
+    CpuSearchInput input;
+    input.store = &store;
+    input.queries = padded.data();
+    input.num_queries = nq;
+    input.k = k;
+    input.visible = visible;
+    input.inner_product = config_.metric == Metric::InnerProduct;
+    exact_search(input, pool_, found);
+  }
 
   const Buffer& pin() const {
     std::lock_guard lock(mutex_);
@@ -175,21 +184,10 @@ class CpuBackend final : public Backend {
 
   QueryResult run(const Buffer& buffer, const QueryRequest& request) const {
     const HostStore& store = buffer.store;
-    const std::size_t nq = request.num_queries, k = request.k, stride = store.stride();
-    // Queries padded to the store's row stride and aligned like its rows.
-    AlignedVector<float> padded(nq * stride, 0.0f);
-    for (std::size_t q = 0; q < nq; ++q) {
-      std::memcpy(padded.data() + q * stride, request.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
-    }
-    CpuSearchInput input;
-    input.store = &store;
-    input.queries = padded.data();
-    input.num_queries = nq;
-    input.k = k;
-    input.visible = request.visible.empty() ? nullptr : request.visible.data();
-    input.inner_product = config_.metric == Metric::InnerProduct;
+    const std::size_t nq = request.num_queries, k = request.k;
     std::vector<Candidate> found;
-    exact_search(input, pool_, found);
+    find_neighbours(store, request.queries.data(), nq, k, request.visible.empty() ? nullptr : request.visible.data(),
+                    found);
 
     QueryResult result;
     const auto output = request.aggregate.output;

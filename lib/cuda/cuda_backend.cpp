@@ -189,13 +189,13 @@ class CudaBackend final : public Backend {
 
   Ticket<DeviceSearchStatus> submit_device(const DeviceQueryRequest& r) const override {
     DeviceScope scope(device_);
-    std::unique_ptr<QueryContext> ctx = acquire();
+    const std::shared_ptr<QueryContext> ctx = acquire();
     const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries);
     const std::uint32_t k = static_cast<std::uint32_t>(r.k);
     cudaStream_t caller = reinterpret_cast<cudaStream_t>(r.stream);
     cudaStream_t qs = query_stream_.get();
     std::uint64_t epoch = 0;
-    try {
+    {
       if (!ctx->status.get()) {
         ctx->status = DeviceArray<unsigned long long>(2, "device search status");
         ctx->host_status = PinnedArray<unsigned long long>(2, "device search status (host)");
@@ -238,24 +238,16 @@ class CudaBackend final : public Backend {
       buffer.last_read.record(qs);
       // Work queued on the caller's stream from now on sees the results.
       check_cuda(cudaStreamWaitEvent(caller, ctx->done.get()), "cudaStreamWaitEvent(results on the caller's stream)");
-    } catch (...) {
-      release(std::move(ctx));
-      throw;
     }
-    std::weak_ptr<ContextPool> pool = pool_;
-    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [pool](QueryContext* c) {
-      std::unique_ptr<QueryContext> owned(c);
-      if (auto p = pool.lock()) p->release(std::move(owned));
-    });
     const int device = device_;
     const std::size_t dim = config_.dim;
     return Ticket<DeviceSearchStatus>(
-        [shared] { return shared->done.done(); },
-        [shared, epoch, r, device, dim] {
-          shared->done.wait();
+        [ctx] { return ctx->done.done(); },
+        [ctx, epoch, r, device, dim] {
+          ctx->done.wait();
           DeviceSearchStatus status;
           status.epoch = epoch;
-          const unsigned long long bad_query = shared->host_status.get()[0], bad_range = shared->host_status.get()[1];
+          const unsigned long long bad_query = ctx->host_status.get()[0], bad_range = ctx->host_status.get()[1];
           if (bad_query != ~0ull || bad_range != ~0ull) {
             DeviceScope scope(device);  // get() may run on any thread
             if (bad_query != ~0ull) {
@@ -280,14 +272,8 @@ class CudaBackend final : public Backend {
     const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), k = static_cast<std::uint32_t>(r.k);
     const std::uint32_t T = outputs();
     const std::size_t entries = std::size_t(nq) * k;
-    struct Release {
-      const CudaBackend* self;
-      std::unique_ptr<QueryContext> ctx;
-      ~Release() {
-        if (ctx) self->release(std::move(ctx));
-      }
-    } held{this, acquire()};
-    QueryContext& c = *held.ctx;
+    const std::shared_ptr<QueryContext> held = acquire();
+    QueryContext& c = *held;
     cudaStream_t qs = query_stream_.get(), us = update_stream_.get();
     // Everything this call allocates, first: an OutOfMemory leaves the published state as it was.
     try {
@@ -369,13 +355,13 @@ class CudaBackend final : public Backend {
 
   Ticket<QueryResult> submit(QueryRequest request) const override {
     DeviceScope scope(device_);
-    std::unique_ptr<QueryContext> ctx = acquire();
+    const std::shared_ptr<QueryContext> ctx = acquire();
     const Mode mode = mode_of(request.aggregate.output);
     const std::uint32_t nq = static_cast<std::uint32_t>(request.num_queries);
     const std::uint32_t k = static_cast<std::uint32_t>(request.k);
     std::uint64_t epoch = 0;
     std::uint32_t chunk_queries = 0;
-    try {
+    {
       std::lock_guard lock(mutex_);
       const int b = store_.front();
       DeviceBuffer& buffer = store_.buffer(b);
@@ -398,24 +384,15 @@ class CudaBackend final : public Backend {
       }
       ctx->done.record(query_stream_.get());
       buffer.last_read.record(query_stream_.get());
-    } catch (...) {
-      release(std::move(ctx));
-      throw;
     }
-    // The ticket may outlive this backend: it returns its context to the pool only if the pool
-    // still exists, and carries its own copy of the configuration.
-    std::weak_ptr<ContextPool> pool = pool_;
-    auto shared = std::shared_ptr<QueryContext>(ctx.release(), [pool](QueryContext* c) {
-      std::unique_ptr<QueryContext> owned(c);
-      if (auto p = pool.lock()) p->release(std::move(owned));
-    });
+    // The ticket may outlive this backend: it carries its own copy of the configuration.
     const StoreConfig config = config_;
     return Ticket<QueryResult>(
-        [shared] { return shared->done.done(); },
-        [shared, mode, nq, k, chunk_queries, epoch, config] {
-          shared->done.wait();
+        [ctx] { return ctx->done.done(); },
+        [ctx, mode, nq, k, chunk_queries, epoch, config] {
+          ctx->done.wait();
           try {
-            return unpack(*shared, config, mode, nq, k, chunk_queries, epoch);
+            return unpack(*ctx, config, mode, nq, k, chunk_queries, epoch);
           } catch (const std::bad_alloc&) {
             throw OutOfMemory(concat("ReferenceSet::search: ", nq, " queries, k=", k,
                                      ": not enough host memory for the results; submit the batch in parts"));
@@ -424,8 +401,15 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<QueryContext> acquire() const { return pool_->acquire(); }
-  void release(std::unique_ptr<QueryContext> ctx) const { pool_->release(std::move(ctx)); }
+  /// A pooled context, back in the pool when its last holder lets go: the call that took it if
+  /// it throws, else the ticket, which may outlive this backend (then the context is freed).
+  std::shared_ptr<QueryContext> acquire() const {
+    std::weak_ptr<ContextPool> pool = pool_;
+    return std::shared_ptr<QueryContext>(pool_->acquire().release(), [pool](QueryContext* c) {
+      std::unique_ptr<QueryContext> owned(c);
+      if (auto p = pool.lock()) p->release(std::move(owned));
+    });
+  }
 
   /// Launch geometry from the device's properties and the shape: the largest query group and
   /// warps per block whose shared memory leaves room for two blocks per SM, the occupancy

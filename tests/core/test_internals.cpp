@@ -92,7 +92,7 @@ TEST_CASE("Catalog reuses the lowest free slot and shrinks the scanned range") {
     for (const auto& u : updates) REQUIRE(queue.try_push(u));
     std::vector<QueuedOp> ops;
     queue.drain(100, ops);
-    catalog.reserve_for(ops);
+    catalog.reserve_for(catalog.slots_needed(ops));
     ResolvedBatch batch;
     PublishReport report;
     catalog.resolve(ops, queue, batch, report);

@@ -21,22 +21,7 @@ __device__ __forceinline__ double weight(const float* distance, std::uint32_t j,
 }
 
 __device__ void bitonic_sort_doubles(double* s, std::uint32_t n) {
-  for (std::uint32_t size = 2; size <= n; size <<= 1) {
-    for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const std::uint32_t partner = i ^ stride;
-        if (partner > i) {
-          const bool ascending = (i & size) == 0;
-          const double a = s[i], b = s[partner];
-          if (ascending ? b < a : a < b) {
-            s[i] = b;
-            s[partner] = a;
-          }
-        }
-      }
-      __syncthreads();
-    }
-  }
+  block_bitonic_sort(s, n, [](double a, double b) { return a < b; });
 }
 
 __global__ void __launch_bounds__(kAggregateThreads) aggregate_kernel(AggregateParams p) {

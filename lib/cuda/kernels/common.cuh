@@ -26,6 +26,28 @@ __device__ __forceinline__ bool closer(float ra, std::uint64_t ia, float rb, std
   return ra < rb || (ra == rb && ia < ib);
 }
 
+/// Sorts s[0, n) in shared memory (n a power of two) with the whole block, ascending by `less`;
+/// every thread of the block must call it.
+template <class T, class Less>
+__device__ void block_bitonic_sort(T* s, std::uint32_t n, Less less) {
+  for (std::uint32_t size = 2; size <= n; size <<= 1) {
+    for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const std::uint32_t partner = i ^ stride;
+        if (partner > i) {
+          const bool ascending = (i & size) == 0;
+          const T a = s[i], b = s[partner];
+          if (ascending ? less(b, a) : less(a, b)) {
+            s[i] = b;
+            s[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
 inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }

@@ -20,22 +20,7 @@ __device__ __forceinline__ bool less_candidate(const Candidate& a, const Candida
 }
 
 __device__ void bitonic_sort(Candidate* s, std::uint32_t n) {
-  for (std::uint32_t size = 2; size <= n; size <<= 1) {
-    for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const std::uint32_t partner = i ^ stride;
-        if (partner > i) {
-          const bool ascending = (i & size) == 0;
-          const Candidate a = s[i], b = s[partner];
-          if (ascending ? less_candidate(b, a) : less_candidate(a, b)) {
-            s[i] = b;
-            s[partner] = a;
-          }
-        }
-      }
-      __syncthreads();
-    }
-  }
+  block_bitonic_sort(s, n, [](const Candidate& a, const Candidate& b) { return less_candidate(a, b); });
 }
 
 /// Digit `pass` (0 = most significant) of the 96-bit key (ordered rank : 32, id : 64).
@@ -59,7 +44,25 @@ struct Lists {
   std::uint32_t blocks, k;
   __device__ std::uint32_t length(std::uint32_t b) const { return lengths[b]; }
   __device__ const Candidate& at(std::uint32_t b, std::uint32_t i) const { return base[std::size_t(b) * k + i]; }
+  /// Calls f(candidate) for every listed candidate, spread over the block's threads.
+  template <class F>
+  __device__ void for_each(F f) const {
+    for (std::uint32_t i = threadIdx.x; i < blocks * k; i += blockDim.x) {
+      const std::uint32_t b = i / k, e = i % k;
+      if (e < length(b)) f(at(b, e));
+    }
+  }
 };
+
+/// Fixes digit `pass` of the 96-bit key prefix (see key_digit).
+__device__ __forceinline__ void set_digit(std::uint32_t& prefix_hi, std::uint64_t& prefix_lo, std::uint32_t digit,
+                                          int pass) {
+  if (pass < 4) {
+    prefix_hi |= digit << (24 - 8 * pass);
+  } else {
+    prefix_lo |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
+  }
+}
 
 /// Gathers the k smallest of all listed candidates (more than k of them) into s, unsorted:
 /// an exact MSB-first radix select over the key finds the k-th key, then a pass keeps every
@@ -74,19 +77,15 @@ __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) 
     want_s = k;  // rank (1-based) of the wanted key among those matching the prefix
     gathered = 0;
   }
-  const std::uint32_t slots = lists.blocks * lists.k;
   for (int pass = 0; pass < 12; ++pass) {
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
     __syncthreads();
     const std::uint32_t prefix_hi = prefix_hi_s;
     const std::uint64_t prefix_lo = prefix_lo_s;
-    for (std::uint32_t i = threadIdx.x; i < slots; i += blockDim.x) {
-      const std::uint32_t b = i / lists.k, e = i % lists.k;
-      if (e >= lists.length(b)) continue;
-      const Candidate c = lists.at(b, e);
+    lists.for_each([&](const Candidate& c) {
       const std::uint32_t hi = ordered_bits(c.rank);
       if (key_matches(hi, c.id, prefix_hi, prefix_lo, pass)) atomicAdd(&histogram[key_digit(hi, c.id, pass)], 1u);
-    }
+    });
     __syncthreads();
     if (threadIdx.x == 0) {
       std::uint32_t below = 0, digit = 0;
@@ -95,24 +94,17 @@ __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) 
         below += histogram[digit];
       }
       want_s -= below;
-      if (pass < 4) {
-        prefix_hi_s |= digit << (24 - 8 * pass);
-      } else {
-        prefix_lo_s |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
-      }
+      set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
     }
     __syncthreads();
   }
   // The prefix is now exactly the k-th smallest key: keep everything up to it (k entries).
   const std::uint32_t kth_hi = prefix_hi_s;
   const std::uint64_t kth_lo = prefix_lo_s;
-  for (std::uint32_t i = threadIdx.x; i < slots; i += blockDim.x) {
-    const std::uint32_t b = i / lists.k, e = i % lists.k;
-    if (e >= lists.length(b)) continue;
-    const Candidate c = lists.at(b, e);
+  lists.for_each([&](const Candidate& c) {
     const std::uint32_t hi = ordered_bits(c.rank);
     if (hi < kth_hi || (hi == kth_hi && c.id <= kth_lo)) s[atomicAdd(&gathered, 1u)] = c;
-  }
+  });
   __syncthreads();
 }
 
@@ -180,11 +172,7 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
         while (below + histogram[digit] < want) below += histogram[digit++];
         want_s = want - below;
         left_s = histogram[digit];
-        if (pass < 4) {
-          prefix_hi_s |= digit << (24 - 8 * pass);
-        } else {
-          prefix_lo_s |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
-        }
+        set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
         digits_s = pass + 1;
       }
     }
@@ -262,10 +250,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
     total = 0;
     for (std::uint32_t w = 0; w < blockDim.x / 32; ++w) total += warp_totals[w];
     if (total <= k) {
-      for (std::uint32_t i = threadIdx.x; i < blocks * k; i += blockDim.x) {
-        const std::uint32_t b = i / k, e = i % k;
-        if (e < lists.length(b)) winners[atomicAdd(&won, 1u)] = lists.at(b, e);
-      }
+      lists.for_each([&](const Candidate& c) { winners[atomicAdd(&won, 1u)] = c; });
       __syncthreads();
     } else {
       radix_gather(lists, k, winners);
