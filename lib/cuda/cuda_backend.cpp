@@ -516,11 +516,20 @@ class CudaBackend final : public Backend {
     try {
       changed |= c.fit(c.input, l.in_bytes, "query input block");
       if (c.fit(c.output, l.out_bytes, "query output block")) {
-        // A result copy spans alignment gaps and unused rows of a partial chunk: give them defined bytes.
-        check_cuda(cudaMemset(c.output.get(), 0, c.output.bytes()), "cudaMemset(query output block)");
+        // A result copy spans alignment gaps and unused rows of a partial chunk: give them defined
+        // bytes (on the query stream, which every use of the context is ordered on: it does not
+        // synchronise with the legacy default stream).
+        check_cuda(cudaMemsetAsync(c.output.get(), 0, c.output.bytes(), query_stream_.get()),
+                   "cudaMemsetAsync(query output block)");
         changed = true;
       }
-      changed |= c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates");
+      if (c.fit(c.candidates, std::size_t(qc) * plan.stride, "search candidates")) {
+        // The select reads whole list prefixes and masks what lies past a list's length: give
+        // those bytes a defined value once.
+        check_cuda(cudaMemsetAsync(c.candidates.get(), 0, c.candidates.bytes(), query_stream_.get()),
+                   "cudaMemsetAsync(search candidates)");
+        changed = true;
+      }
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");

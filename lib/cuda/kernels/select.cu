@@ -189,22 +189,26 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
   return found_s;
 }
 
+/// Entries of the final ordering done by counting (each winner's position is the number of
+/// winners closer than it, one warp per winner, no block barriers); more are bitonic-sorted.
+constexpr std::uint32_t kRankSortMax = 256;
+
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) {
   extern __shared__ __align__(16) unsigned char shared[];
   Candidate* loaded = reinterpret_cast<Candidate*>(shared);     // kSelectCapacity
   Candidate* winners = loaded + kSelectCapacity;                 // kMaxSelectK
   __shared__ std::uint32_t won;
   const std::uint32_t q = blockIdx.x, k = p.k, blocks = p.blocks;
-  // Stage the list lengths in shared memory: every later step needs them.
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  // The list lengths are staged in shared memory for every step after the first load.
   constexpr std::uint32_t kStagedLengths = 4096;
   __shared__ std::uint32_t lengths[kStagedLengths];
+  const std::uint32_t* global_lengths = p.lengths + std::size_t(q) * blocks;
   const std::uint32_t staged = min(blocks, kStagedLengths);
-  for (std::uint32_t b = threadIdx.x; b < staged; b += blockDim.x) lengths[b] = p.lengths[std::size_t(q) * blocks + b];
-  const Lists lists{p.candidates + std::size_t(q) * blocks * k,
-                    blocks <= kStagedLengths ? lengths : p.lengths + std::size_t(q) * blocks, blocks, k};
+  const Lists lists{p.candidates + std::size_t(q) * blocks * k, blocks <= kStagedLengths ? lengths : global_lengths,
+                    blocks, k};
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
   if (threadIdx.x == 0) won = 0;
-  __syncthreads();
   // Every list is sorted, so the answer is a prefix of each. Load as long a prefix of every
   // list as fits; the k-th key among them is the true k-th unless some list was cut before it.
   bool done = false;
@@ -212,12 +216,34 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
   // round 2 as much as fits; only if both are cut off too early do we select over everything.
   const std::uint32_t most = min(k, kSelectCapacity / max(blocks, 1u));
   const std::uint32_t first = min(most, max(4u, (4 * k + blocks - 1) / blocks));
-  for (std::uint32_t take : {first, most}) {
-    if (take == 0 || done) break;
+  for (int round = 0; round < 2; ++round) {
+    const std::uint32_t take = round == 0 ? first : most;
+    if (take == 0 || done || (round == 1 && most == first)) break;
     const std::uint32_t n = take * blocks;
-    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const std::uint32_t b = i / take, e = i % take;
-      loaded[i] = e < lists.length(b) ? lists.at(b, e) : padding;
+    // Four loads in flight per thread, each entry's list length read beside it (from global
+    // memory in round 1, which also stages them): one memory round trip instead of two. The
+    // entries past a list's length are read too (the workspace is always initialised) and
+    // replaced by padding.
+    constexpr std::uint32_t kBatch = 4;
+    for (std::uint32_t i0 = threadIdx.x; i0 < n; i0 += kBatch * blockDim.x) {
+      Candidate c[kBatch];
+      std::uint32_t length[kBatch], entry[kBatch];
+#pragma unroll
+      for (std::uint32_t u = 0; u < kBatch; ++u) {
+        const std::uint32_t i = min(i0 + u * blockDim.x, n - 1);
+        const std::uint32_t b = i / take;
+        entry[u] = i - b * take;
+        length[u] = round == 0 ? global_lengths[b] : lists.length(b);
+        c[u] = lists.at(b, entry[u]);
+      }
+#pragma unroll
+      for (std::uint32_t u = 0; u < kBatch; ++u) {
+        const std::uint32_t i = i0 + u * blockDim.x;
+        if (i < n) loaded[i] = entry[u] < length[u] ? c[u] : padding;
+      }
+    }
+    if (round == 0) {
+      for (std::uint32_t b = threadIdx.x; b < staged; b += blockDim.x) lengths[b] = global_lengths[b];
     }
     __syncthreads();
     const Candidate kth = k <= n ? smem_kth(loaded, n, k) : padding;
@@ -227,9 +253,11 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
       if (threadIdx.x == 0) p.out_bound[q] = kth.id != kNoId ? ordered_bits(kth.rank) : 0xff800000u;
       return;
     }
+    // Exact when no list was cut before the k-th: a cut list's last loaded entry (in shared
+    // memory) is not closer than it.
     bool exact = true;
     for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) {
-      if (lists.length(b) > take) exact &= !less_candidate(lists.at(b, take - 1), kth);
+      if (lists.length(b) > take) exact &= !less_candidate(loaded[b * take + take - 1], kth);
     }
     done = __syncthreads_and(exact) != 0;
     if (done) {
@@ -238,17 +266,16 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
         if (c.id != kNoId && !less_candidate(kth, c)) winners[atomicAdd(&won, 1u)] = c;
       }
     }
-    if (take == most) break;
   }
   if (!done) {  // heavy ties or k near the store size: radix select over every candidate
     std::uint32_t total = 0;
     for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) total += lists.length(b);
     for (int d = 16; d > 0; d >>= 1) total += __shfl_xor_sync(kFullMask, total, d);
     __shared__ std::uint32_t warp_totals[kSelectThreads / 32];
-    if ((threadIdx.x & 31) == 0) warp_totals[threadIdx.x >> 5] = total;
+    if (lane == 0) warp_totals[warp] = total;
     __syncthreads();
     total = 0;
-    for (std::uint32_t w = 0; w < blockDim.x / 32; ++w) total += warp_totals[w];
+    for (std::uint32_t w = 0; w < warps; ++w) total += warp_totals[w];
     if (total <= k) {
       lists.for_each([&](const Candidate& c) { winners[atomicAdd(&won, 1u)] = c; });
       __syncthreads();
@@ -258,23 +285,39 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
     }
   }
   __syncthreads();
-  const std::uint32_t n = won;
-  const std::uint32_t padded = next_pow2(max(n, 1u));
-  for (std::uint32_t i = n + threadIdx.x; i < padded; i += blockDim.x) winners[i] = padding;
-  __syncthreads();
-  bitonic_sort(winners, padded);
-  if (p.out_bound) {  // sample pass: only the k-th rank is wanted
-    if (threadIdx.x == 0) p.out_bound[q] = n >= k ? ordered_bits(winners[k - 1].rank) : 0xff800000u;
-    return;
-  }
+  const std::uint32_t n = won;  // at most k winners, in no particular order
   const std::size_t row = std::size_t(q) * k;
-  for (std::uint32_t j = threadIdx.x; j < k; j += blockDim.x) {
-    const Candidate c = j < n ? winners[j] : padding;
+  auto emit = [&](std::uint32_t j, const Candidate& c) {
+    if (p.out_bound) {  // sample pass: only the k-th rank is wanted
+      if (j == k - 1) p.out_bound[q] = ordered_bits(c.rank);
+      return;
+    }
     const bool real = c.id != kNoId;
     p.out_distance[row + j] = real ? reported(p.metric, c.rank) : CUDART_INF_F;
     p.out_id[row + j] = c.id;
     p.out_slot[row + j] = real ? c.slot : ~0u;
+  };
+  if (n <= kRankSortMax) {
+    // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
+    for (std::uint32_t i = warp; i < n; i += warps) {
+      const Candidate mine = winners[i];
+      std::uint32_t before = 0;
+      for (std::uint32_t j = lane; j < n; j += 32) before += less_candidate(winners[j], mine);
+      before = __reduce_add_sync(kFullMask, before);
+      if (lane == 0) emit(before, mine);
+    }
+  } else {
+    const std::uint32_t padded = next_pow2(n);
+    for (std::uint32_t i = n + threadIdx.x; i < padded; i += blockDim.x) winners[i] = padding;
+    __syncthreads();
+    bitonic_sort(winners, padded);
+    for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) emit(j, winners[j]);
   }
+  if (p.out_bound) {
+    if (n < k && threadIdx.x == 0) p.out_bound[q] = 0xff800000u;  // fewer than k: no bound
+    return;
+  }
+  for (std::uint32_t j = n + threadIdx.x; j < k; j += blockDim.x) emit(j, padding);
 }
 
 }  // namespace
