@@ -11,7 +11,7 @@
 #                                        build the extension and the runner, run tests/python
 #
 # The GPU machine has Python 3.12 with PyTorch, CuPy, pybind11, CMake and the CUDA toolkit, but
-# not necessarily Eigen, Boost, CLI11 or pytest: carry build-deps with the working tree (the
+# not necessarily Eigen, CLI11 or pytest: carry build-deps with the working tree (the
 # device tool's carry: ["build-deps"]); `run` uses it when present. scikit-learn is compiled for
 # Debian's Python 3.11 and cannot be carried: the scikit-learn tests skip unless the GPU
 # machine's Python has its own.
@@ -24,36 +24,16 @@ collect)
   deps=${2:-build-deps}
   rm -rf "$deps"
   mkdir -p "$deps"
-  # Eigen and CLI11 whole (header-only, 10 MB); of Boost (160 MB) the headers that the library,
-  # the runner and the bindings include, from the compiler's dependency output (-MG tolerates the
-  # generated and CUDA headers that are not there; both ISA levels the build uses).
+  # Eigen and CLI11 whole (header-only, 10 MB).
   mkdir -p "$deps/include"
   cp -r /usr/include/eigen3 /usr/include/CLI "$deps/include/"
-  sources=$(ls lib/core/*.cpp lib/cpu/*.cpp streams/*.cpp python/src/*.cpp 2>/dev/null)
-  cuda_sources=$(find lib/cuda -name '*.cpp' -o -name '*.cu' 2>/dev/null || true)
-  {
-    for march in x86-64 x86-64-v3; do
-      for f in $sources; do
-        g++ -std=c++20 -march=$march -M -MG -Iinclude -Ilib -I. -I/usr/include/eigen3 "$f" 2>/dev/null || true
-      done
-      for f in $cuda_sources; do
-        g++ -std=c++20 -march=$march -x c++ -M -MG -Iinclude -Ilib -I. "$f" 2>/dev/null || true
-      done
-    done
-  } | tr ' \\' '\n\n' | grep -E '^/usr/include/boost/' | sort -u > "$deps/boost-headers.txt"
-  while read -r header; do
-    mkdir -p "$deps/$(dirname "${header#/usr/}")"
-    cp "$header" "$deps/${header#/usr/}"
-  done < "$deps/boost-headers.txt"
   # CMake package files (relocatable: each finds its headers relative to itself).
-  for dir in /usr/share/eigen3/cmake /usr/share/cmake/CLI11 /usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
-             /usr/lib/x86_64-linux-gnu/cmake/boost_headers-1.74.0; do
+  for dir in /usr/share/eigen3/cmake /usr/share/cmake/CLI11; do
     if [[ -d "$dir" ]]; then
       mkdir -p "$deps/$(dirname "${dir#/usr/}")"
       cp -r "$dir" "$deps/${dir#/usr/}"
     fi
   done
-  cp /usr/lib/x86_64-linux-gnu/cmake/BoostDetectToolset-1.74.0.cmake "$deps/lib/x86_64-linux-gnu/cmake/" 2>/dev/null || true
   # pytest and its pure-Python dependencies (Debian's; they run on Python 3.12 as well).
   mkdir -p "$deps/python"
   for module in pytest _pytest pluggy iniconfig packaging attr attrs py.py; do
@@ -61,7 +41,7 @@ collect)
     [[ -e "$src" ]] && cp -r "$src" "$deps/python/"
   done
   find "$deps/python" -name __pycache__ -prune -exec rm -rf {} +
-  echo "gpu_check: Eigen, CLI11, $(wc -l < "$deps/boost-headers.txt") Boost headers, their CMake files and pytest" \
+  echo "gpu_check: Eigen, CLI11, their CMake files and pytest" \
        "in $deps ($(du -sh "$deps" | cut -f1))"
   ;;
 run)
@@ -71,7 +51,7 @@ run)
   args=(-DCMAKE_BUILD_TYPE=Release -DSTREAMKNN_CUDA=ON -DSTREAMKNN_PYTHON=ON -DPython_EXECUTABLE="$python"
         -DSTREAMKNN_BUILD_TESTS=OFF -DSTREAMKNN_BUILD_EXAMPLES=OFF -DSTREAMKNN_BUILD_BENCH=OFF)
   if [[ -d "$deps/include" ]]; then
-    args+=(-DCMAKE_PREFIX_PATH="$deps" -DBoost_INCLUDE_DIR="$deps/include")
+    args+=(-DCMAKE_PREFIX_PATH="$deps")
     # The carried pytest only where the machine has none (it would shadow a newer one).
     if ! "$python" -c "import pytest" 2>/dev/null; then
       export PYTHONPATH="$deps/python${PYTHONPATH:+:$PYTHONPATH}"

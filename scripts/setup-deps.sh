@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake            # compilers and the build
-  libeigen3-dev libboost-dev       # Eigen (CPU kernels), Boost.Lockfree (update queue)
+  libeigen3-dev                    # Eigen (CPU kernels)
   doctest-dev                      # C++ test framework
   libcli11-dev                     # command-line parsing for the streamknn runner
   python3 python3-numpy python3-sklearn python3-matplotlib python3-pytest  # parity tests, plots

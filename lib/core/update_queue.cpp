@@ -1,22 +1,43 @@
 #include "core/update_queue.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cassert>
 #include <new>
+#include <thread>
 
 #include "core/check.hpp"
 #include "core/memory.hpp"
 
 namespace streamknn::detail {
 
-// A function-try-block: the pool and the two queues allocate everything up front, and a
-// configuration whose queue cannot be allocated is refused with OutOfMemory naming it.
+// A function-try-block: the pool and the ring are allocated up front, and a configuration whose
+// queue cannot be allocated is refused with OutOfMemory naming it.
 namespace {
 
-std::size_t checked_pool_floats(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats) {
-  const double bytes = double(capacity) * double(vector_floats + value_floats) * sizeof(float);
+std::size_t queue_bytes(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats,
+                        std::size_t cell_bytes) {
+  return capacity * ((vector_floats + value_floats) * sizeof(float) + cell_bytes);
+}
+
+std::size_t checked_pool_floats(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats,
+                                std::size_t cell_bytes) {
+  if (capacity < 1 || capacity > (std::size_t(1) << 32)) {
+    fail_argument("UpdateQueue: capacity=", capacity, " is not in [1, 2^32]");
+  }
+  const double bytes = double(capacity) * (double(vector_floats + value_floats) * sizeof(float) + double(cell_bytes));
   refuse_beyond_memory(bytes, "ReferenceSet(StoreConfig): the update queue (queue_capacity=", capacity, " updates of ",
                        vector_floats + value_floats, " floats)");
   return capacity * (vector_floats + value_floats);
+}
+
+/// One step of a short busy wait.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");
+#endif
 }
 
 }  // namespace
@@ -26,30 +47,45 @@ UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::s
       vector_floats_(vector_floats),
       value_floats_(value_floats),
       slot_floats_(vector_floats + value_floats),
-      pool_(checked_pool_floats(capacity, vector_floats, value_floats)),
-      records_(capacity + 1),   // +1: the queue keeps one dummy node
-      free_slots_(capacity + 1) {
-  for (std::size_t slot = 0; slot < capacity; ++slot) {
-    if (!free_slots_.bounded_push(static_cast<std::uint32_t>(slot))) {
-      throw OutOfMemory(concat("UpdateQueue: could not reserve ", capacity, " queue slots"));
-    }
-  }
+      lap_(std::bit_ceil(std::uint64_t(capacity) + 1)),
+      index_mask_(lap_ - 1),
+      lap_shift_(unsigned(std::countr_zero(lap_))),
+      pool_(checked_pool_floats(capacity, vector_floats, value_floats, sizeof(Cell))),
+      cells_(new Cell[capacity]()) {
+  // Cell i is free for the push at position i (lap 0).
+  for (std::size_t i = 0; i < capacity; ++i) cells_[i].sequence.store(i, std::memory_order_relaxed);
 } catch (const std::bad_alloc&) {
   throw OutOfMemory(concat("ReferenceSet(StoreConfig): out of memory allocating the update queue: queue_capacity=",
                            capacity, " updates of ", vector_floats + value_floats, " floats (",
-                           capacity * (vector_floats + value_floats) * sizeof(float), " bytes)"));
+                           queue_bytes(capacity, vector_floats, value_floats, sizeof(Cell)), " bytes)"));
 }
 
 bool UpdateQueue::try_push(const Update& update) noexcept {
-  std::uint32_t slot = 0;
-  if (!free_slots_.pop(slot)) return false;
-  float* payload = pool_.data() + std::size_t(slot) * slot_floats_;
+  std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+  for (;;) {
+    Cell& cell = cells_[pos & index_mask_];
+    // Acquire: pairs with release(), so the publisher's reads of this cell's payload are done.
+    const std::uint64_t sequence = cell.sequence.load(std::memory_order_acquire);
+    const auto diff = static_cast<std::int64_t>(sequence - pos);
+    if (diff == 0) {
+      if (tail_.compare_exchange_weak(pos, next(pos), std::memory_order_relaxed, std::memory_order_relaxed)) break;
+      // pos now holds the current tail: retry there.
+    } else if (diff < 0) {
+      // The cell still holds the update pushed `capacity` positions earlier (queued, or drained
+      // and not released) or is still being given it. pos cannot be stale here (a claim of pos
+      // would have needed this cell free), so `capacity` updates are queued: full.
+      return false;
+    } else {
+      pos = tail_.load(std::memory_order_relaxed);  // another producer took pos
+    }
+  }
+  const auto index = static_cast<std::uint32_t>(pos & index_mask_);
+  float* payload = pool_.data() + std::size_t(index) * slot_floats_;
   if (!update.vector.empty()) std::copy(update.vector.begin(), update.vector.end(), payload);
   if (!update.values.empty()) std::copy(update.values.begin(), update.values.end(), payload + vector_floats_);
-  const QueuedOp record{update.id, slot, update.label, update.kind, update.has_target};
-  // Cannot fail: records never outnumber pool slots, and the record queue has a node per slot.
-  records_.bounded_push(record);
-  queued_.fetch_add(1, std::memory_order_release);
+  Cell& cell = cells_[index];
+  cell.record = QueuedOp{update.id, index, update.label, update.kind, update.has_target};
+  cell.sequence.store(pos + 1, std::memory_order_release);  // publishes payload and record
   return true;
 }
 
@@ -57,24 +93,46 @@ void UpdateQueue::push(const Update& update) {
   for (;;) {
     const std::uint64_t seen = releases_.load(std::memory_order_acquire);
     if (try_push(update)) return;
-    releases_.wait(seen, std::memory_order_acquire);  // until a publish frees slots
+    releases_.wait(seen, std::memory_order_acquire);  // until a publish frees cells
   }
 }
 
 std::size_t UpdateQueue::drain(std::size_t max, std::vector<QueuedOp>& out) {
-  std::size_t taken = 0;
-  QueuedOp record{};
-  while (taken < max && records_.pop(record)) {
-    out.push_back(record);
-    ++taken;
+  std::uint64_t head = head_.load(std::memory_order_relaxed);  // written by this (the only) consumer
+  const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+  const std::size_t count = std::min<std::uint64_t>(max, ordinal(tail) - ordinal(head));
+  if (count == 0) return 0;
+  out.reserve(out.size() + count);  // the only step that can throw, before anything is taken
+  for (std::size_t taken = 0; taken < count; ++taken) {
+    const Cell& cell = cells_[head & index_mask_];
+    // The cell was claimed before the tail was read; wait until its producer has filled it.
+    for (unsigned spins = 0; cell.sequence.load(std::memory_order_acquire) != head + 1; ++spins) {
+      if (spins < 128) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();  // the producer was preempted between its claim and its store
+      }
+    }
+    out.push_back(cell.record);
+    head = next(head);
   }
-  queued_.fetch_sub(static_cast<std::ptrdiff_t>(taken), std::memory_order_relaxed);
-  return taken;
+  head_.store(head, std::memory_order_relaxed);
+  return count;
 }
 
 void UpdateQueue::release(std::span<const QueuedOp> ops) {
   if (ops.empty()) return;
-  for (const QueuedOp& op : ops) free_slots_.bounded_push(op.payload);
+  assert(ops.size() <= ordinal(head_.load(std::memory_order_relaxed)) - ordinal(freed_));
+  // The drained records are the oldest ones, in order: free their cells from freed_ on. Plain
+  // stores; the release pairs with the acquire in try_push (the payloads have been read).
+  std::uint64_t pos = freed_;
+  for (const QueuedOp& op : ops) {
+    assert(op.payload == (pos & index_mask_));
+    (void)op;
+    cells_[pos & index_mask_].sequence.store(pos + lap_, std::memory_order_release);
+    pos = next(pos);
+  }
+  freed_ = pos;
   releases_.fetch_add(1, std::memory_order_release);
   releases_.notify_all();
 }

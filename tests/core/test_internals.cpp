@@ -1,5 +1,8 @@
 // Unit tests of the host machinery: the id index against std::unordered_map, the update
 // queue's capacity and FIFO order, the catalogue's slot reuse.
+#include <array>
+#include <atomic>
+#include <deque>
 #include <thread>
 #include <unordered_map>
 
@@ -80,6 +83,124 @@ TEST_CASE("UpdateQueue: bounded, FIFO per producer, payloads intact") {
   for (auto& t : producers) t.join();
   CHECK(ordered);
   CHECK(received == 4 * kPer);
+}
+
+TEST_CASE("UpdateQueue ring: exact capacity, FIFO across laps, drains carried before a release") {
+  // A model of the queue (queued, then drained-not-released) against random single-threaded
+  // operations, for capacities that are and are not powers of two. A second drain before the
+  // release is what publish does after an OutOfMemory (Engine::publish keeps drained_).
+  auto g = rng(4100);
+  for (const std::size_t capacity : {1u, 2u, 3u, 5u, 8u, 63u, 64u, 100u}) {
+    CAPTURE(capacity);
+    UpdateQueue queue(capacity, 2, 1);
+    REQUIRE(queue.capacity() == capacity);
+    std::deque<PointId> queued, drained;
+    std::vector<QueuedOp> out;
+    PointId next_id = 0;
+    for (int step = 0; step < 20'000; ++step) {
+      const auto what = g() % 8;
+      if (what < 4) {  // try_push
+        const float v[2] = {float(next_id), -float(next_id)}, y[1] = {float(next_id) + 0.5f};
+        const bool room = queued.size() + drained.size() < capacity;
+        REQUIRE(queue.try_push(Update::insert(next_id, v, y)) == room);
+        if (room) queued.push_back(next_id++);
+        REQUIRE(queue.queued() == queued.size());
+      } else if (what < 7) {  // drain, appending to what an earlier drain left unreleased
+        const std::size_t max = g() % (capacity + 2);
+        const std::size_t before = out.size();
+        const std::size_t got = queue.drain(max, out);
+        REQUIRE(got == std::min(max, queued.size()));
+        REQUIRE(out.size() == before + got);
+        for (std::size_t i = before; i < out.size(); ++i) {
+          REQUIRE(out[i].id == queued.front());
+          REQUIRE(out[i].kind == UpdateKind::Insert);
+          REQUIRE(out[i].has_target);
+          const auto v = queue.vector_of(out[i]);
+          const auto y = queue.values_of(out[i]);
+          REQUIRE(v.size() == 2);
+          REQUIRE(y.size() == 1);
+          REQUIRE(v[0] == float(out[i].id));
+          REQUIRE(v[1] == -float(out[i].id));
+          REQUIRE(y[0] == float(out[i].id) + 0.5f);
+          drained.push_back(queued.front());
+          queued.pop_front();
+        }
+        REQUIRE(queue.queued() == queued.size());
+      } else {  // release everything drained
+        queue.release(out);
+        out.clear();
+        drained.clear();
+      }
+    }
+  }
+}
+
+TEST_CASE("UpdateQueue ring: 4 producers against a draining consumer") {
+  // Each producer's ids must come out in its push order, nothing lost or duplicated, and a
+  // drain must return every update whose push returned before the drain began, even when an
+  // earlier cell was claimed by a producer that has not filled it yet.
+  constexpr std::size_t kCapacity = 1000;  // not a power of two
+  constexpr PointId kProducers = 4, kPer = 200'000;
+  UpdateQueue queue(kCapacity, 2, 0);
+  std::array<std::atomic<PointId>, kProducers> returned{};  // pushes returned, per producer
+  std::vector<std::thread> producers;
+  for (PointId p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (PointId i = 0; i < kPer; ++i) {
+        const float x[2] = {float(p), float(i)};
+        const Update u = Update::move((p << 32) | i, x);
+        if (i % 2 == 0) {
+          queue.push(u);
+        } else {
+          while (!queue.try_push(u)) std::this_thread::yield();
+        }
+        returned[p].store(i + 1, std::memory_order_release);
+      }
+    });
+  }
+  std::array<PointId, kProducers> received{};
+  std::size_t total = 0, late = 0, disordered = 0, bad_payload = 0;
+  std::vector<QueuedOp> batch;
+  auto g = rng(4200);
+  for (;;) {
+    std::array<PointId, kProducers> before{};
+    bool finished = true;
+    for (PointId p = 0; p < kProducers; ++p) {
+      before[p] = returned[p].load(std::memory_order_acquire);
+      finished = finished && before[p] == kPer;
+    }
+    const std::size_t carried = batch.size();
+    const std::size_t got = queue.drain(kCapacity, batch);  // at most kCapacity queued: takes all
+    for (std::size_t k = carried; k < batch.size(); ++k) {
+      const QueuedOp& op = batch[k];
+      const PointId p = op.id >> 32, i = op.id & 0xffffffffu;
+      ++total;
+      if (p >= kProducers) {
+        ++disordered;
+        continue;
+      }
+      if (i != received[p]) ++disordered;  // lost, duplicated or reordered
+      received[p] = i + 1;
+      const auto v = queue.vector_of(op);
+      if (v[0] != float(p) || v[1] != float(i)) ++bad_payload;
+    }
+    for (PointId p = 0; p < kProducers; ++p) late += received[p] < before[p];
+    if (g() % 4 != 0) {  // else keep the batch drained and unreleased across the next drain
+      queue.release(batch);
+      batch.clear();
+    }
+    if (finished && got == 0) break;
+  }
+  queue.release(batch);
+  for (auto& t : producers) t.join();
+  CHECK(disordered == 0);
+  CHECK(late == 0);
+  CHECK(bad_payload == 0);
+  CHECK(total == kProducers * kPer);
+  for (PointId p = 0; p < kProducers; ++p) CHECK(received[p] == kPer);
+  std::vector<QueuedOp> rest;
+  CHECK(queue.drain(kCapacity, rest) == 0);
+  CHECK(queue.queued() == 0);
 }
 
 TEST_CASE("Catalog reuses the lowest free slot and shrinks the scanned range") {

@@ -7,24 +7,12 @@
 //   they cannot satisfy, as without a sanitizer. (A throwing operator new still ends the
 //   process under a sanitizer, so the tests of allocations that must fail skip themselves
 //   there; see tests/reliability/reliability_support.hpp.)
-// * ThreadSanitizer suppressions: Boost.Lockfree's queue and free list read node memory
-//   speculatively and validate it afterwards with a tagged-pointer CAS, and recycle nodes by
-//   overlaying a plain free-list pointer on them (boostorg/lockfree#78). Those accesses are
-//   races by the letter of the memory model but part of the algorithm; they are suppressed by
-//   the frames inside boost::lockfree only. The queue's payload pool (UpdateQueue) is written
-//   and read outside those frames, so a missing happens-before on a payload is still reported,
-//   and the ordering of the records themselves is checked by the linearizability test.
+// * No ThreadSanitizer suppressions: every race report is a failure.
 
 extern "C" {
 
 const char* __tsan_default_options() {
   return "halt_on_error=0:second_deadlock_stack=1:allocator_may_return_null=1:report_signal_unsafe=0";
-}
-
-const char* __tsan_default_suppressions() {
-  return "race:boost::lockfree::detail::freelist_stack\n"
-         "race:boost::lockfree::detail::tagged_ptr\n"
-         "race:boost::lockfree::queue\n";
 }
 
 const char* __asan_default_options() {
