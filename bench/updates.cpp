@@ -2,7 +2,7 @@
 // update load does to concurrent queries. Public API only (ReferenceSet push/publish/search).
 //   updates [--n 1000000] [--metric l2|haversine] [--batches 1000,10000,100000,1000000]
 //           [--q 16] [--k 16] [--seconds 2] [--min-reps 3] [--backend cuda|cpu]
-//           [--csv updates.csv]
+//           [--producers 4] [--csv updates.csv]
 // A store of n points in 2 dimensions (haversine: (lat, lon) degrees; l2: uniform [0,1)) is
 // loaded once. Then, in one run:
 //   1. queries only: one thread searches Q queries for their K nearest, back to back, for
@@ -10,8 +10,10 @@
 //   2. for each batch size B: (a) updates alone: the main thread pushes B moves of distinct
 //      existing ids to new positions and publishes, repeated for `seconds` (at least
 //      `min-reps` times); (b) the same with the query thread running throughout.
+//   3. streaming (--producers P > 0): P threads push moves of their own ids continuously
+//      while the main thread publishes in a loop, alone and with the query thread running.
 // Moves/s = moves / (push time + publish time), the rate at which moves become visible to
-// searches; "publish moves/s" counts publish() alone. Positions are generated before timing,
+// searches (streaming: moves published / wall time); "publish moves/s" counts publish() alone. Positions are generated before timing,
 // so the figures are the library's, not the random generator's. Prints a table, writes CSV.
 #include <algorithm>
 #include <atomic>
@@ -60,7 +62,8 @@ bool queries_run_in(int phase) { return phase > 0 && phase % 2 == 1; }
 int phase_of(std::size_t row, bool queries) { return int(2 * row) + (queries ? 1 : 2); }
 
 struct Row {
-  std::size_t batch = 0;  // 0: no updates
+  std::size_t batch = 0;  // 0: no updates (or streaming)
+  std::size_t producers = 0;  // > 0: streaming row, batch = mean moves per publish
   bool queries = false;
   std::size_t reps = 0;
   double moves_per_s = 0, publish_moves_per_s = 0;
@@ -76,7 +79,8 @@ int main(int argc, char** argv) {
   using namespace streamknn;
   std::map<std::string, std::string> args{{"--n", "1000000"},   {"--metric", "l2"},  {"--batches", "1000,10000,100000,1000000"},
                                           {"--q", "16"},        {"--k", "16"},       {"--seconds", "2"},
-                                          {"--min-reps", "3"},  {"--backend", "cuda"}, {"--csv", "updates.csv"}};
+                                          {"--min-reps", "3"},  {"--backend", "cuda"}, {"--csv", "updates.csv"},
+                                          {"--producers", "4"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
   const std::vector<std::size_t> batches = numbers(args["--batches"]);
   const double phase_seconds = std::stod(args["--seconds"]);
   const std::size_t min_reps = std::stoul(args["--min-reps"]);
+  const std::size_t producers = std::stoul(args["--producers"]);
   const std::size_t max_batch = *std::max_element(batches.begin(), batches.end());
   if (max_batch > n) {
     std::fprintf(stderr, "a batch of %zu moves needs at least that many points (--n %zu)\n", max_batch, n);
@@ -247,6 +252,55 @@ int main(int argc, char** argv) {
       rows.push_back(row);
     }
   }
+  // 3. Streaming: producers push continuously, the main thread publishes back to back.
+  for (bool with_queries : {false, true}) {
+    if (producers == 0 || queue_full) break;
+    Row row;
+    row.producers = producers;
+    row.queries = with_queries;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < producers; ++t) {
+      threads.emplace_back([&, t] {
+        // Producer t moves ids order[j] for j = t, t + P, ...: disjoint from the other producers.
+        for (std::size_t i = t, round = 0; !stop.load(std::memory_order_relaxed); i += producers) {
+          if (i >= n) i = t, ++round;
+          const std::size_t at_pool = (i + round * 7919) % pool_points;
+          while (!store.try_push(Update::move(order[i], std::span<const float>(&pool[2 * at_pool], 2)))) {
+            if (stop.load(std::memory_order_relaxed)) return;
+            std::this_thread::yield();
+          }
+        }
+      });
+    }
+    std::vector<double> publish_s;
+    std::size_t moved = 0;
+    enter(phase_of(rows.size(), with_queries));
+    store.publish();  // start the clock on a drained queue
+    const auto t = Clock::now();
+    while (seconds_since(t) < phase_seconds) {
+      const auto b = Clock::now();
+      const PublishReport report = store.publish();
+      if (report.drained == 0) continue;  // the producers had nothing queued yet
+      publish_s.push_back(seconds_since(b));
+      moved += report.moved;
+      row.rejected += report.rejected.size();
+    }
+    const double elapsed = seconds_since(t);
+    stop = true;
+    for (auto& th : threads) th.join();
+    store.publish();
+    enter(kIdle);
+    row_seconds.push_back(elapsed);
+    row.reps = publish_s.size();
+    row.batch = row.reps ? moved / row.reps : 0;
+    row.moves_per_s = double(moved) / elapsed;
+    row.publish_moves_per_s = double(moved) / std::accumulate(publish_s.begin(), publish_s.end(), 0.0);
+    std::sort(publish_s.begin(), publish_s.end());
+    row.publish_ms_p50 = 1e3 * at(publish_s, 0.5);
+    row.publish_ms_p99 = 1e3 * at(publish_s, 0.99);
+    rows.push_back(row);
+  }
   enter(kStop);
   querier.join();
   if (query_error) {
@@ -278,8 +332,12 @@ int main(int argc, char** argv) {
   std::size_t rejected = 0;
   for (const Row& r : rows) {
     rejected += r.rejected;
-    const std::string batch = r.batch ? std::to_string(r.batch) : "none";
-    if (r.batch) {
+    const std::string batch = r.producers ? "P=" + std::to_string(r.producers) + " live"
+                              : r.batch ? std::to_string(r.batch) : "none";
+    if (r.producers) {
+      std::printf("%-9s %-8s %5zu %12.0f %12.0f %9s %11.3f %11.3f |", batch.c_str(), r.queries ? "running" : "off",
+                  r.reps, r.moves_per_s, r.publish_moves_per_s, "-", r.publish_ms_p50, r.publish_ms_p99);
+    } else if (r.batch) {
       std::printf("%-9s %-8s %5zu %12.0f %12.0f %9.3f %11.3f %11.3f |", batch.c_str(), r.queries ? "running" : "off",
                   r.reps, r.moves_per_s, r.publish_moves_per_s, r.push_ms_p50, r.publish_ms_p50, r.publish_ms_p99);
     } else {
@@ -290,6 +348,11 @@ int main(int argc, char** argv) {
     } else {
       std::printf(" %9s %9s %9s %9s %10s\n", "-", "-", "-", "-", "-");
     }
+  }
+  if (producers) {
+    std::printf("P=%zu live: %zu threads push moves continuously while the main thread publishes back to back; "
+                "'batch' in the CSV = mean moves per publish, moves/s = moves published / wall time\n", producers,
+                producers);
   }
   if (rejected) std::printf("WARNING: %zu moves were not applied (rejected or missing from the report)\n", rejected);
 
@@ -302,7 +365,7 @@ int main(int argc, char** argv) {
                load_s);
   std::fprintf(csv,
                "metric,N,batch,queries,Q,K,reps,moves_per_s,publish_moves_per_s,push_ms_p50,publish_ms_p50,"
-               "publish_ms_p99,query_batches,query_p50_us,query_p99_us,query_p999_us,query_batches_per_s,rejected\n");
+               "publish_ms_p99,query_batches,query_p50_us,query_p99_us,query_p999_us,query_batches_per_s,rejected,producers\n");
   // Cells that do not apply to a row (moves of the queries-only row, latencies of the
   // updates-alone rows) are left empty.
   auto cell = [](bool applies, double v, const char* format) {
@@ -311,14 +374,15 @@ int main(int argc, char** argv) {
     return std::string(buf);
   };
   for (const Row& r : rows) {
-    const bool m = r.batch > 0, qq = r.queries;
-    std::fprintf(csv, "%s,%zu,%zu,%d,%zu,%zu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", metric.c_str(), n, r.batch,
+    const bool m = r.batch > 0 || r.producers > 0, qq = r.queries;
+    std::fprintf(csv, "%s,%zu,%zu,%d,%zu,%zu,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%zu\n", metric.c_str(), n, r.batch,
                  qq ? 1 : 0, q, k, cell(m, double(r.reps), "%.0f").c_str(), cell(m, r.moves_per_s, "%.1f").c_str(),
-                 cell(m, r.publish_moves_per_s, "%.1f").c_str(), cell(m, r.push_ms_p50, "%.4f").c_str(),
+                 cell(m, r.publish_moves_per_s, "%.1f").c_str(), cell(m && !r.producers, r.push_ms_p50, "%.4f").c_str(),
                  cell(m, r.publish_ms_p50, "%.4f").c_str(), cell(m, r.publish_ms_p99, "%.4f").c_str(),
                  cell(qq, double(r.query_batches), "%.0f").c_str(), cell(qq, r.p50, "%.2f").c_str(),
                  cell(qq, r.p99, "%.2f").c_str(), cell(qq, r.p999, "%.2f").c_str(),
-                 cell(qq, r.query_batches_per_s, "%.1f").c_str(), cell(m, double(r.rejected), "%.0f").c_str());
+                 cell(qq, r.query_batches_per_s, "%.1f").c_str(), cell(m, double(r.rejected), "%.0f").c_str(),
+                 r.producers);
   }
   std::fclose(csv);
   return rejected ? 1 : 0;
