@@ -4,7 +4,9 @@
 #
 #   bench/run_gpu_benchmarks.sh [BIN] [OUTDIR] [FAISS_CSV]
 #     BIN        folder with bench_search, bench_latency, bench_updates   (default .device-bin)
-#     OUTDIR     where every CSV and log goes                             (default $OUT, else bench-out)
+#     OUTDIR     where every CSV and log goes                             (default /tmp/gpu-bench when
+#                $OUT is set, else bench-out); with $OUT set, OUTDIR is also packed into
+#                $OUT/gpu-bench.tar.gz (the device tool brings back at most 8 files)
 #     FAISS_CSV  FAISS GpuIndexFlatL2 figures, measured separately        (default
 #                bench/results/peers/faiss-gpuflat-h100.csv; /work/shared/peers/... is the original)
 #   environment: PYTHON (default python3, needs torch with CUDA for the PyTorch peers), BUDGET_S
@@ -13,7 +15,7 @@
 #   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 --target bench_search bench_latency bench_updates
 #   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates} .device-bin/
 #   git describe --always --dirty > .device-bin/COMMIT
-#   device tool: command "bench/run_gpu_benchmarks.sh .device-bin $OUT", carry [".device-bin"]
+#   device tool: command "bench/run_gpu_benchmarks.sh .device-bin", carry [".device-bin"]
 #
 # In order (each step logged to OUTDIR/<step>.log, CSV beside it, stopped at its own time limit):
 #   search        bench_search  mnist,imagenet,googlenews  K 64,128  Q 1,2,4,8,12,16,32,64  -> search.csv
@@ -31,7 +33,9 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 BIN=$(abs "${1:-.device-bin}")
-OUTDIR=$(abs "${2:-${OUT:-bench-out}}")
+OUTDIR=$(abs "${2:-${OUT:+/tmp/gpu-bench}}")
+OUTDIR=${OUTDIR:-$PWD/bench-out}
+[[ $OUTDIR == "$PWD/" ]] && OUTDIR=$PWD/bench-out
 FAISS=$(abs "${3:-$here/bench/results/peers/faiss-gpuflat-h100.csv}")
 PYTHON=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-540}
@@ -142,4 +146,7 @@ note "== done in $((SECONDS - T0)) s of a ${BUDGET_S} s budget, status $status; 
 echo
 echo "=== streamknn vs peers, queries/s (host to host) — $OUTDIR/compare.csv"
 cat "$OUTDIR/compare.txt"
+if [[ -n ${OUT:-} && $(abs "$OUT") != "$OUTDIR" ]]; then
+  tar -czf "$OUT/gpu-bench.tar.gz" -C "$OUTDIR" . && echo "packed into $OUT/gpu-bench.tar.gz"
+fi
 exit $status

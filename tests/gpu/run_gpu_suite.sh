@@ -11,7 +11,8 @@
 #     --soak-detach  starts the 10-minute soak (streamknn_soak --backend cuda --seconds 600) in its
 #                    own process session, so it outlives this command; tests/gpu/collect_soak.sh
 #                    (the next command on the same machine) waits for it and collects its log
-# Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S.
+# Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S
+# (limit per compute-sanitizer run, default 300 s).
 # Writes logs to $OUT (if set) or ./gpu-logs. Exit status: number of failed suites.
 set -u
 BIN=${1:-.device-bin}
@@ -66,7 +67,9 @@ for arg in "$@"; do
     --sanitize)
       for tool in memcheck racecheck synccheck initcheck; do
         # Reduced sizes: the shapes that exercise every kernel path, not the multi-million stores.
-        run "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        # Each tool under SANITIZER_TIMEOUT_S: one slow tool must not eat the others' time (the
+        # whole --sanitize pass once ran past a 600-s device call and returned no log at all).
+        run "sanitizer_$tool" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
           "$BIN/test_conformance_cuda" --test-case-exclude="*1,000,000*,*8 producers*"
       done ;;
     --bench)
