@@ -2,7 +2,7 @@
 // update load does to concurrent queries. Public API only (ReferenceSet push/publish/search).
 //   updates [--n 1000000] [--metric l2|haversine] [--batches 1000,10000,100000,1000000]
 //           [--q 16] [--k 16] [--seconds 2] [--min-reps 3] [--backend cuda|cpu]
-//           [--producers 4] [--csv updates.csv]
+//           [--producers 4] [--api batch|single] [--csv updates.csv]
 // A store of n points in 2 dimensions (haversine: (lat, lon) degrees; l2: uniform [0,1)) is
 // loaded once. Then, in one run:
 //   1. queries only: one thread searches Q queries for their K nearest, back to back, for
@@ -12,6 +12,9 @@
 //      `min-reps` times); (b) the same with the query thread running throughout.
 //   3. streaming (--producers P > 0): P threads push moves of their own ids continuously
 //      while the main thread publishes in a loop, alone and with the query thread running.
+// --api batch (the default) pushes moves in spans of kChunk with ReferenceSet::push(span) (one
+// claim of queue space per run), --api single one try_push per move; building the Update
+// records is inside the timed push either way.
 // Moves/s = moves / (push time + publish time), the rate at which moves become visible to
 // searches (streaming: moves published / wall time); "publish moves/s" counts publish() alone. Positions are generated before timing,
 // so the figures are the library's, not the random generator's. Prints a table, writes CSV.
@@ -80,7 +83,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--n", "1000000"},   {"--metric", "l2"},  {"--batches", "1000,10000,100000,1000000"},
                                           {"--q", "16"},        {"--k", "16"},       {"--seconds", "2"},
                                           {"--min-reps", "3"},  {"--backend", "cuda"}, {"--csv", "updates.csv"},
-                                          {"--producers", "4"}};
+                                          {"--producers", "4"},  {"--api", "batch"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -93,6 +96,12 @@ int main(int argc, char** argv) {
   const double phase_seconds = std::stod(args["--seconds"]);
   const std::size_t min_reps = std::stoul(args["--min-reps"]);
   const std::size_t producers = std::stoul(args["--producers"]);
+  if (args["--api"] != "batch" && args["--api"] != "single") {
+    std::fprintf(stderr, "--api must be batch or single\n");
+    return 2;
+  }
+  const bool batch_api = args["--api"] == "batch";
+  constexpr std::size_t kChunk = 1024;  // moves per push(span) call
   const std::size_t max_batch = *std::max_element(batches.begin(), batches.end());
   if (max_batch > n) {
     std::fprintf(stderr, "a batch of %zu moves needs at least that many points (--n %zu)\n", max_batch, n);
@@ -193,6 +202,8 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   std::vector<double> row_seconds;
+  std::vector<Update> chunk;
+  chunk.reserve(kChunk);
   std::size_t rep_counter = 0;
   bool queue_full = false;
 
@@ -221,14 +232,26 @@ int main(int argc, char** argv) {
       while (!queue_full && (seconds_since(t) < phase_seconds || push_s.size() < min_reps)) {
         const std::size_t base = rep_counter++ * batch;
         const auto a = Clock::now();
-        for (std::size_t i = 0; i < batch; ++i) {
+        auto move_at = [&](std::size_t i) {
           const std::size_t j = (base + i) % n, at_pool = (base + i) % pool_points;
-          if (!store.try_push(Update::move(order[j], std::span<const float>(&pool[2 * at_pool], 2)))) {
-            std::fprintf(stderr, "queue full after %zu of %zu moves (queue_capacity %zu)\n", i, batch,
+          return Update::move(order[j], std::span<const float>(&pool[2 * at_pool], 2));
+        };
+        for (std::size_t i = 0; i < batch && !queue_full;) {
+          std::size_t queued = 0, wanted = 1;
+          if (batch_api) {
+            wanted = std::min(kChunk, batch - i);
+            chunk.clear();
+            for (std::size_t c = 0; c < wanted; ++c) chunk.push_back(move_at(i + c));
+            queued = store.try_push(std::span<const Update>(chunk));
+          } else {
+            queued = store.try_push(move_at(i)) ? 1 : 0;
+          }
+          if (queued < wanted) {
+            std::fprintf(stderr, "queue full after %zu of %zu moves (queue_capacity %zu)\n", i + queued, batch,
                          config.queue_capacity);
             queue_full = true;
-            break;
           }
+          i += queued;
         }
         const auto b = Clock::now();
         const PublishReport report = store.publish();
@@ -262,13 +285,25 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (std::size_t t = 0; t < producers; ++t) {
       threads.emplace_back([&, t] {
-        // Producer t moves ids order[j] for j = t, t + P, ...: disjoint from the other producers.
-        for (std::size_t i = t, round = 0; !stop.load(std::memory_order_relaxed); i += producers) {
-          if (i >= n) i = t, ++round;
-          const std::size_t at_pool = (i + round * 7919) % pool_points;
-          while (!store.try_push(Update::move(order[i], std::span<const float>(&pool[2 * at_pool], 2)))) {
-            if (stop.load(std::memory_order_relaxed)) return;
-            std::this_thread::yield();
+        // Producer t moves ids order[j] for j = t, t + P, ...: disjoint from the other producers;
+        // with the batch API, kChunk moves per push(span).
+        std::vector<Update> mine;
+        mine.reserve(kChunk);
+        for (std::size_t i = t, round = 0; !stop.load(std::memory_order_relaxed);) {
+          mine.clear();
+          while (mine.size() < (batch_api ? kChunk : 1)) {
+            const std::size_t at_pool = (i + round * 7919) % pool_points;
+            mine.push_back(Update::move(order[i], std::span<const float>(&pool[2 * at_pool], 2)));
+            i += producers;
+            if (i >= n) i = t, ++round;
+          }
+          for (std::span<const Update> rest(mine); !rest.empty();) {
+            const std::size_t queued = store.try_push(rest);
+            rest = rest.subspan(queued);
+            if (queued == 0) {
+              if (stop.load(std::memory_order_relaxed)) return;
+              std::this_thread::yield();
+            }
           }
         }
       });
@@ -324,8 +359,9 @@ int main(int argc, char** argv) {
   }
 
   const std::string metric = std::string(to_string(config.metric));
-  std::printf("bench_updates: %zu x 2 store (%s) on %s, loaded in %.1f s; query thread: Q=%zu K=%zu back to back\n", n,
-              metric.c_str(), store.backend_name().c_str(), load_s, q, k);
+  std::printf("bench_updates: %zu x 2 store (%s) on %s, loaded in %.1f s; query thread: Q=%zu K=%zu back to back; "
+              "push API: %s\n", n, metric.c_str(), store.backend_name().c_str(), load_s, q, k,
+              batch_api ? "push(span) of 1024 moves" : "one try_push per move");
   std::printf("%-9s %-8s %5s %12s %12s %9s %11s %11s | %9s %9s %9s %9s %10s\n", "batch", "queries", "reps", "moves/s",
               "publish m/s", "push ms", "publish ms", "pub p99 ms", "q batches", "p50 us", "p99 us", "p99.9 us",
               "batches/s");
@@ -361,8 +397,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", args["--csv"].c_str());
     return 1;
   }
-  std::fprintf(csv, "# backend,%s,n,%zu,dim,2,metric,%s,load_s,%.2f\n", store.backend_name().c_str(), n, metric.c_str(),
-               load_s);
+  std::fprintf(csv, "# backend,%s,n,%zu,dim,2,metric,%s,load_s,%.2f,api,%s\n", store.backend_name().c_str(), n,
+               metric.c_str(), load_s, batch_api ? "batch" : "single");
   std::fprintf(csv,
                "metric,N,batch,queries,Q,K,reps,moves_per_s,publish_moves_per_s,push_ms_p50,publish_ms_p50,"
                "publish_ms_p99,query_batches,query_p50_us,query_p99_us,query_p999_us,query_batches_per_s,rejected,producers\n");

@@ -50,6 +50,13 @@ class ReferenceSet {
   /// that both pushes and publishes must not push more than queue_capacity updates between
   /// publishes (it would wait for itself): use try_push and publish() when it returns false.
   void push(const Update& update);
+  /// A batch of updates, queued in order with one claim of queue space per run of free cells
+  /// instead of one per update (other threads' updates may land between runs). Every update is
+  /// validated before any is queued: an invalid one throws InvalidArgument naming its index,
+  /// and nothing of the batch is queued. try_push queues the longest prefix that fits (in one
+  /// or more runs) and returns its length; push waits for publish() as push() does.
+  std::size_t try_push(std::span<const Update> updates);
+  void push(std::span<const Update> updates);
 
   void insert(PointId id, std::span<const float> vector) { push(Update::insert(id, vector)); }
   void insert(PointId id, std::span<const float> vector, std::int32_t label) {

@@ -199,6 +199,30 @@ void Engine::push(const Update& update) {
   queue_.push(update);
 }
 
+void Engine::validate_batch(std::span<const Update> updates, const char* caller) const {
+  for (std::size_t i = 0; i < updates.size(); ++i) {
+    if (update_is_valid(updates[i])) continue;
+    const std::string where = concat(caller, ": updates[", i, "]");
+    validate(updates[i], where.c_str());
+  }
+}
+
+std::size_t Engine::try_push(std::span<const Update> updates) {
+  validate_batch(updates, "ReferenceSet::try_push");
+  std::size_t queued = 0;
+  while (queued < updates.size()) {
+    const std::size_t run = queue_.try_push(updates.subspan(queued));
+    if (run == 0) break;  // full
+    queued += run;
+  }
+  return queued;
+}
+
+void Engine::push(std::span<const Update> updates) {
+  validate_batch(updates, "ReferenceSet::push");
+  queue_.push(updates);
+}
+
 std::size_t Engine::pending() const noexcept { return queue_.queued() + carried_.load(std::memory_order_relaxed); }
 
 PublishReport Engine::publish() {

@@ -26,6 +26,8 @@ class Engine {
 
   bool try_push(const Update& update);
   void push(const Update& update);
+  std::size_t try_push(std::span<const Update> updates);
+  void push(std::span<const Update> updates);
   PublishReport publish();
 
   /// Validates and runs a query batch. caller names the public entry point in error messages.
@@ -59,6 +61,8 @@ class Engine {
                              const char* caller);
   bool point_is_valid(std::span<const float> vector) const noexcept;
   bool update_is_valid(const Update& update) const noexcept;
+  /// Validates every update of a batch before any is queued; names the first invalid one's index.
+  void validate_batch(std::span<const Update> updates, const char* caller) const;
   /// Row q of rows (dim floats each), validated (named "<label> q" in errors), in stored form.
   void stored_row(std::span<const float> rows, std::size_t q, const char* label, const char* caller,
                   float* out) const;

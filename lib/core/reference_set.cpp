@@ -12,6 +12,8 @@ ReferenceSet& ReferenceSet::operator=(ReferenceSet&&) noexcept = default;
 
 bool ReferenceSet::try_push(const Update& update) { return engine_->try_push(update); }
 void ReferenceSet::push(const Update& update) { engine_->push(update); }
+std::size_t ReferenceSet::try_push(std::span<const Update> updates) { return engine_->try_push(updates); }
+void ReferenceSet::push(std::span<const Update> updates) { engine_->push(updates); }
 PublishReport ReferenceSet::publish() { return engine_->publish(); }
 
 Neighbors ReferenceSet::search(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible) const {

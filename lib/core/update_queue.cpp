@@ -79,6 +79,11 @@ bool UpdateQueue::try_push(const Update& update) noexcept {
       pos = tail_.load(std::memory_order_relaxed);  // another producer took pos
     }
   }
+  fill(pos, update);
+  return true;
+}
+
+void UpdateQueue::fill(std::uint64_t pos, const Update& update) noexcept {
   const auto index = static_cast<std::uint32_t>(pos & index_mask_);
   float* payload = pool_.data() + std::size_t(index) * slot_floats_;
   if (!update.vector.empty()) std::copy(update.vector.begin(), update.vector.end(), payload);
@@ -86,7 +91,45 @@ bool UpdateQueue::try_push(const Update& update) noexcept {
   Cell& cell = cells_[index];
   cell.record = QueuedOp{update.id, index, update.label, update.kind, update.has_target};
   cell.sequence.store(pos + 1, std::memory_order_release);  // publishes payload and record
-  return true;
+}
+
+std::size_t UpdateQueue::try_push(std::span<const Update> updates) noexcept {
+  if (updates.empty()) return 0;
+  std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+  std::size_t m = 0;
+  for (;;) {
+    // A run of free cells from pos: cells are released in position order, so when the run's
+    // last cell is free (for this lap) every cell before it is too. Halve until one is.
+    m = std::min(updates.size(), capacity_);
+    while (m > 0) {
+      const std::uint64_t last = advance(pos, m - 1);
+      // Acquire: pairs with release() of that cell and, through the publisher's program order,
+      // of every cell released before it.
+      if (cells_[last & index_mask_].sequence.load(std::memory_order_acquire) == last) break;
+      m /= 2;
+    }
+    if (m == 0) {
+      const std::uint64_t now = tail_.load(std::memory_order_relaxed);
+      if (now == pos) return 0;  // the cell at the tail still holds an update: full
+      pos = now;                 // another producer claimed pos: retry at the new tail
+      continue;
+    }
+    if (tail_.compare_exchange_weak(pos, advance(pos, m), std::memory_order_relaxed, std::memory_order_relaxed)) break;
+  }
+  for (std::size_t i = 0; i < m; ++i, pos = next(pos)) fill(pos, updates[i]);
+  return m;
+}
+
+void UpdateQueue::push(std::span<const Update> updates) {
+  while (!updates.empty()) {
+    const std::uint64_t seen = releases_.load(std::memory_order_acquire);
+    const std::size_t queued = try_push(updates);
+    if (queued == 0) {
+      releases_.wait(seen, std::memory_order_acquire);  // until a publish frees cells
+      continue;
+    }
+    updates = updates.subspan(queued);
+  }
 }
 
 void UpdateQueue::push(const Update& update) {

@@ -56,6 +56,11 @@ class UpdateQueue {
   bool try_push(const Update& update) noexcept;
   /// Queues an already validated update, waiting for release() to free a cell.
   void push(const Update& update);
+  /// Queues the longest prefix of already validated updates that fits (in order, contiguous),
+  /// claiming its cells with one CAS; returns how many were queued.
+  std::size_t try_push(std::span<const Update> updates) noexcept;
+  /// Queues all of them in order, waiting for release() whenever the queue is full.
+  void push(std::span<const Update> updates);
 
   /// Consumer side (one thread at a time): appends to out, in FIFO order, at most max of the
   /// records whose cells were claimed when it began, waiting for any of them still being written.
@@ -95,6 +100,13 @@ class UpdateQueue {
   std::uint64_t ordinal(std::uint64_t pos) const noexcept {
     return (pos >> lap_shift_) * capacity_ + (pos & index_mask_);
   }
+  /// The position `steps` pushes after pos.
+  std::uint64_t advance(std::uint64_t pos, std::uint64_t steps) const noexcept {
+    const std::uint64_t o = ordinal(pos) + steps;
+    return ((o / capacity_) << lap_shift_) + o % capacity_;
+  }
+  /// Writes a claimed cell and publishes it.
+  void fill(std::uint64_t pos, const Update& update) noexcept;
 
   std::size_t capacity_;
   std::size_t vector_floats_;

@@ -1,5 +1,7 @@
 // publish(): reports, epochs, id errors, snapshot isolation of in-flight searches, growth.
+#include <limits>
 #include <thread>
+#include <vector>
 
 #include "support/test_support.hpp"
 
@@ -125,6 +127,63 @@ TEST_CASE("a full queue makes try_push return false and push wait for a publish"
   CHECK(pushed.load());
   CHECK(store.publish().inserted == 1);
   CHECK(store.size() == 17);
+}
+
+TEST_CASE("batch push: in order, validated before anything is queued, try_push takes what fits") {
+  StoreConfig c = config_for(2);
+  c.queue_capacity = 10;
+  ReferenceSet store(c);
+  std::vector<float> xy(2 * 25);
+  std::vector<Update> batch;
+  for (PointId id = 0; id < 25; ++id) {
+    xy[2 * id] = float(id);
+    xy[2 * id + 1] = -float(id);
+  }
+  for (PointId id = 0; id < 25; ++id) batch.push_back(Update::insert(id, std::span<const float>(&xy[2 * id], 2)));
+
+  // An invalid update anywhere refuses the whole batch, naming its index.
+  std::vector<Update> bad = batch;
+  const float nan_xy[2] = {std::numeric_limits<float>::quiet_NaN(), 0};
+  bad[7] = Update::insert(7, nan_xy);
+  CHECK_THROWS_WITH_AS(store.push(std::span<const Update>(bad)), doctest::Contains("updates[7]"), InvalidArgument);
+  CHECK_THROWS_AS(store.try_push(std::span<const Update>(bad)), InvalidArgument);
+  CHECK(store.pending() == 0);
+
+  // try_push queues the prefix that fits.
+  CHECK(store.try_push(std::span<const Update>(batch).first(4)) == 4);
+  CHECK(store.try_push(std::span<const Update>(batch).subspan(4)) == 6);
+  CHECK(store.try_push(std::span<const Update>(batch).subspan(10)) == 0);
+  CHECK(store.publish().inserted == 10);
+
+  // push waits for publishes; a second thread publishes until everything arrived, in order.
+  std::vector<Update> moves;
+  const float far[2] = {1000, 1000};
+  for (PointId id = 0; id < 10; ++id) moves.push_back(Update::move(id, far));
+  moves.push_back(Update::move(3, std::span<const float>(&xy[2 * 3], 2)));  // id 3 back home: last wins
+  std::atomic<bool> done{false};
+  std::thread publisher([&] {
+    while (!done.load()) {
+      store.publish();
+      std::this_thread::yield();
+    }
+  });
+  store.push(std::span<const Update>(batch).subspan(10));  // 15 inserts through a queue of 10
+  store.push(std::span<const Update>(moves));
+  done = true;
+  publisher.join();
+  store.publish();
+  CHECK(store.size() == 25);
+  const Neighbors home = store.search(std::span<const float>(&xy[2 * 3], 2), 1);
+  CHECK(home.ids[0] == 3);
+  CHECK(home.distances[0] == 0.0f);
+  const Neighbors moved = store.search(far, 10);
+  const std::vector<PointId> at_far{0, 1, 2, 4, 5, 6, 7, 8, 9};  // ties ordered by id
+  for (std::size_t j = 0; j < 9; ++j) {
+    CHECK(moved.ids[j] == at_far[j]);
+    CHECK(moved.distances[j] == 0.0f);
+  }
+  CHECK(moved.ids[9] == 3);  // back home: the closest of the points that did not move
+  CHECK(moved.distances[9] > 0.0f);
 }
 
 TEST_CASE("set_target changes what the classifier and regressor see") {

@@ -99,11 +99,27 @@ TEST_CASE("UpdateQueue ring: exact capacity, FIFO across laps, drains carried be
     PointId next_id = 0;
     for (int step = 0; step < 20'000; ++step) {
       const auto what = g() % 8;
-      if (what < 4) {  // try_push
+      if (what < 2) {  // try_push
         const float v[2] = {float(next_id), -float(next_id)}, y[1] = {float(next_id) + 0.5f};
         const bool room = queued.size() + drained.size() < capacity;
         REQUIRE(queue.try_push(Update::insert(next_id, v, y)) == room);
         if (room) queued.push_back(next_id++);
+        REQUIRE(queue.queued() == queued.size());
+      } else if (what < 4) {  // try_push of a batch: one run of free cells, at least one if any is free
+        const std::size_t n = 1 + g() % (capacity + 2);
+        std::vector<std::array<float, 3>> payloads(n);
+        std::vector<Update> batch;
+        for (std::size_t i = 0; i < n; ++i) {
+          const PointId id = next_id + i;
+          payloads[i] = {float(id), -float(id), float(id) + 0.5f};
+          batch.push_back(Update::insert(id, std::span<const float>(payloads[i].data(), 2),
+                                         std::span<const float>(payloads[i].data() + 2, 1)));
+        }
+        const std::size_t room = capacity - queued.size() - drained.size();
+        const std::size_t got = queue.try_push(std::span<const Update>(batch));
+        REQUIRE(got <= std::min(n, room));
+        REQUIRE((got == 0) == (room == 0));
+        for (std::size_t i = 0; i < got; ++i) queued.push_back(next_id++);
         REQUIRE(queue.queued() == queued.size());
       } else if (what < 7) {  // drain, appending to what an earlier drain left unreleased
         const std::size_t max = g() % (capacity + 2);
@@ -149,7 +165,16 @@ TEST_CASE("UpdateQueue ring: 4 producers against a draining consumer") {
       for (PointId i = 0; i < kPer; ++i) {
         const float x[2] = {float(p), float(i)};
         const Update u = Update::move((p << 32) | i, x);
-        if (i % 2 == 0) {
+        if (i % 3 == 2 && i + 7 < kPer) {  // a batch of 8, pushed whole
+          std::array<std::array<float, 2>, 8> xs;
+          std::vector<Update> batch;
+          for (PointId j = 0; j < 8; ++j) {
+            xs[j] = {float(p), float(i + j)};
+            batch.push_back(Update::move((p << 32) | (i + j), xs[j]));
+          }
+          queue.push(std::span<const Update>(batch));
+          i += 7;
+        } else if (i % 2 == 0) {
           queue.push(u);
         } else {
           while (!queue.try_push(u)) std::this_thread::yield();
