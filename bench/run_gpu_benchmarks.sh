@@ -24,7 +24,8 @@
 #   latency       bench_latency (l2, then haversine)              -> latency.csv, latency-haversine.csv
 #   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
 #                                                                  -> lowdim.csv, lowdim-haversine.csv
-#   updates       bench_updates 1,000,000 x 2 (haversine, then l2) -> updates-haversine.csv, updates.csv
+#   updates       bench_updates 1,000,000 x 2 (haversine, then l2; push(span) of 1,024 moves), then l2
+#                 with one try_push per move   -> updates-haversine.csv, updates.csv, updates-single.csv
 #   table         bench/peers.py table: per (shape, K, Q) ours q/s, each peer's q/s and ours/peer,
 #                 FAISS marked "measured separately"               -> compare.csv, compare.txt
 # The table is printed last. Exit status: that of the first step that failed (0 if none).
@@ -121,6 +122,7 @@ step lowdim-haversine 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m -
 if [[ -x $BIN/bench_updates ]]; then
   step updates-haversine 25 70 "$BIN/bench_updates" --metric haversine --csv "$OUTDIR/updates-haversine.csv"
   step updates 25 70 "$BIN/bench_updates" --metric l2 --csv "$OUTDIR/updates.csv"
+  step updates-single 25 70 "$BIN/bench_updates" --metric l2 --api single --csv "$OUTDIR/updates-single.csv"
 else
   note "== updates: SKIPPED ($BIN/bench_updates not found)"
 fi
@@ -130,7 +132,7 @@ ours=()
 [[ -s $OUTDIR/search.csv ]] && ours+=("$OUTDIR/search.csv")
 [[ -s $OUTDIR/lowdim.csv ]] && ours+=("$OUTDIR/lowdim.csv")
 cp "$FAISS" "$OUTDIR/faiss-gpuflat-h100.measured-separately.csv" 2>/dev/null || note "(no FAISS CSV at $FAISS)"
-for f in latency latency-haversine updates-haversine updates; do
+for f in latency latency-haversine updates-haversine updates updates-single; do
   [[ -s $OUTDIR/$f.log ]] && { echo; echo "--- $f ($OUTDIR/$f.log)"; tail -n 12 "$OUTDIR/$f.log"; } | tee -a "$SUMMARY"
 done
 if ((${#ours[@]})); then
