@@ -56,8 +56,9 @@ class UpdateQueue {
   bool try_push(const Update& update) noexcept;
   /// Queues an already validated update, waiting for release() to free a cell.
   void push(const Update& update);
-  /// Queues the longest prefix of already validated updates that fits (in order, contiguous),
-  /// claiming its cells with one CAS; returns how many were queued.
+  /// Queues a prefix of already validated updates in one run of contiguous cells claimed with
+  /// one CAS (at least one update whenever a cell is free, possibly fewer than would fit);
+  /// returns how many were queued.
   std::size_t try_push(std::span<const Update> updates) noexcept;
   /// Queues all of them in order, waiting for release() whenever the queue is full.
   void push(std::span<const Update> updates);
