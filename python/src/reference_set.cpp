@@ -2,9 +2,12 @@
 // publish() with its report, and search().
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "common.hpp"
 #include "streamknn/device.hpp"
@@ -162,37 +165,53 @@ void check_batch(const Batch& b, const StoreConfig& config, const char* call) {
   }
 }
 
-/// Checks, then pushes every row (GIL released). Returns the number of rows queued.
+/// Checks, then pushes every row (GIL released), in spans of kPushSpan rows (one claim of queue
+/// space per run of cells, ReferenceSet::push(span)). Returns the number of rows queued.
 std::size_t push_batch(Store& store, const Batch& b, const std::string& on_full_name, const char* call) {
+  constexpr std::size_t kPushSpan = 1024;
   const OnFull on_full = parse_on_full(on_full_name, call);
   py::gil_scoped_release nogil;
   check_batch(b, store.set().config(), call);
   ReferenceSet& set = store.set();
-  std::size_t i = 0;
+  std::vector<Update> span_rows;
+  span_rows.reserve(std::min<std::size_t>(kPushSpan, b.ids.rows));
+  std::size_t i = 0;  // rows queued so far
   try {
-    for (; i < b.ids.rows; ++i) {
-      const Update u = b.row(i);
+    while (i < b.ids.rows) {
+      span_rows.clear();
+      for (std::size_t r = i; r < b.ids.rows && span_rows.size() < kPushSpan; ++r) span_rows.push_back(b.row(r));
+      std::span<const Update> rest(span_rows);
       switch (on_full) {
-        case OnFull::Wait: set.push(u); break;
-        case OnFull::Publish:
-          while (!set.try_push(u)) store.carry(set.publish());
+        case OnFull::Wait:
+          set.push(rest);
+          i += rest.size();
           break;
-        case OnFull::Raise:
-          if (!set.try_push(u)) {
+        case OnFull::Publish:
+          while (!rest.empty()) {
+            const std::size_t queued = set.try_push(rest);
+            i += queued;
+            rest = rest.subspan(queued);
+            if (!rest.empty()) store.carry(set.publish());
+          }
+          break;
+        case OnFull::Raise: {
+          const std::size_t queued = set.try_push(rest);
+          i += queued;
+          if (queued < rest.size()) {
             throw BatchQueueFull(message(call, ": the update queue is full (queue_capacity=", set.config().queue_capacity,
                                         ") after queuing ", i, " of ", b.ids.rows,
                                         " rows; publish() and push the rest (rows ", i, "..)"),
                                  i);
           }
           break;
+        }
       }
     }
-  } catch (const InvalidArgument& e) {  // the library's own checks: name the rows already queued
-    if (i == 0) throw;
-    throw InvalidArgument(message(e.what(), " (at row ", i, "; rows 0..", i - 1, " were queued)"));
+  } catch (const InvalidArgument& e) {  // the library's own checks: a span queues nothing if one fails
+    throw InvalidArgument(message(e.what(), " (updates[] counts from row ", i, "; ", i, " rows were queued before it)"));
   } catch (const OutOfMemory& e) {
     if (i == 0) throw;
-    throw OutOfMemory(message(e.what(), " (at row ", i, "; rows 0..", i - 1, " were queued)"));
+    throw OutOfMemory(message(e.what(), " (rows 0..", i - 1, " were queued)"));
   }
   return b.ids.rows;
 }
