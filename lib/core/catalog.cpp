@@ -61,7 +61,8 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
   auto write_vector = [&](std::uint32_t slot, const QueuedOp& op) {
     const std::size_t e = channel_entry(slot, batch_stamp_, vector_marks_, batch.vector_slots);
     if (e * stored_dim_ == batch.vectors.size()) batch.vectors.resize(batch.vectors.size() + stored_dim_);
-    to_stored_form(config_.metric, queue.vector_of(op), batch.vectors.data() + e * stored_dim_);
+    const auto stored = queue.vector_of(op);  // already in stored form (UpdateQueue::try_push)
+    std::copy(stored.begin(), stored.end(), batch.vectors.data() + e * stored_dim_);
   };
   auto write_target = [&](std::uint32_t slot, const QueuedOp& op) {
     if (config_.target.kind == TargetSpec::Kind::None) return;

@@ -69,7 +69,7 @@ Engine::Engine(const StoreConfig& config)
     : config_(validated(config)),
       stored_dim_(stored_dim(config.metric, config.dim)),
       backend_(make_backend(config_)),
-      queue_(config_.queue_capacity, config_.dim, value_floats(config_)),
+      queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric),
       catalog_(config_) {
   backend_->reserve(config_.capacity_hint, 0);
 }

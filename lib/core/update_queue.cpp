@@ -8,6 +8,7 @@
 
 #include "core/check.hpp"
 #include "core/memory.hpp"
+#include "core/metric_space.hpp"
 
 namespace streamknn::detail {
 
@@ -42,8 +43,9 @@ inline void cpu_relax() noexcept {
 
 }  // namespace
 
-UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats) try
+UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric) try
     : capacity_(capacity),
+      metric_(metric),
       vector_floats_(vector_floats),
       value_floats_(value_floats),
       slot_floats_(vector_floats + value_floats),
@@ -86,7 +88,7 @@ bool UpdateQueue::try_push(const Update& update) noexcept {
 void UpdateQueue::fill(std::uint64_t pos, const Update& update) noexcept {
   const auto index = static_cast<std::uint32_t>(pos & index_mask_);
   float* payload = pool_.data() + std::size_t(index) * slot_floats_;
-  if (!update.vector.empty()) std::copy(update.vector.begin(), update.vector.end(), payload);
+  if (!update.vector.empty()) to_stored_form(metric_, update.vector, payload);
   if (!update.values.empty()) std::copy(update.values.begin(), update.values.end(), payload + vector_floats_);
   Cell& cell = cells_[index];
   cell.record = QueuedOp{update.id, index, update.label, update.kind, update.has_target};

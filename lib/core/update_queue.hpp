@@ -33,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "streamknn/metric.hpp"
 #include "streamknn/update.hpp"
 
 namespace streamknn::detail {
@@ -47,7 +48,10 @@ struct QueuedOp {
 
 class UpdateQueue {
  public:
-  UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats);
+  /// vector_floats: floats of a vector's stored form (stored_dim(metric, dim)); a push writes a
+  /// vector's stored form (to_stored_form) into its cell, so the conversion (sin/cos for
+  /// Haversine, a norm for Cosine) runs on the producers' threads, not in publish().
+  UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric = Metric::L2);
   UpdateQueue(const UpdateQueue&) = delete;
   UpdateQueue& operator=(const UpdateQueue&) = delete;
 
@@ -110,6 +114,7 @@ class UpdateQueue {
   void fill(std::uint64_t pos, const Update& update) noexcept;
 
   std::size_t capacity_;
+  Metric metric_;
   std::size_t vector_floats_;
   std::size_t value_floats_;
   std::size_t slot_floats_;
