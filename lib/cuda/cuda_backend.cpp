@@ -575,19 +575,7 @@ class CudaBackend final : public Backend {
       from = l.distance;
       to = l.id + std::size_t(n) * k * 8;
     } else {
-      AggregateParams agg;
-      agg.store = view;
-      agg.distance = c.out<float>(l.distance);
-      agg.id = c.out<std::uint64_t>(l.id);
-      agg.slot = c.slot.get();
-      agg.num_queries = n;
-      agg.k = k;
-      agg.mode = static_cast<int>(mode);
-      agg.distance_weights = r.aggregate.weights == Weights::Distance;
-      agg.median = r.aggregate.regression == RegressionAggregate::Median;
-      agg.classes = classes();
-      agg.outputs = outputs();
-      agg.class_scratch = c.class_scratch.get();
+      AggregateParams agg = aggregate_params(c, view, n, k, mode, r.aggregate);
       agg.out_label = c.out<std::int32_t>(l.label);
       agg.out_probability = c.out<float>(l.probability);
       agg.out_value = c.out<float>(l.value);
@@ -618,6 +606,27 @@ class CudaBackend final : public Backend {
     scan.candidates = c.candidates.get();
     scan.lengths = c.lengths.get();
     return scan;
+  }
+
+  /// The aggregation of a chunk's selected neighbours (in the context's output block); the
+  /// caller sets where the answers go.
+  AggregateParams aggregate_params(QueryContext& c, const StoreView* view, std::uint32_t n, std::uint32_t k, Mode mode,
+                                   const AggregateSpec& spec) const {
+    const ChunkLayout& l = c.layout;
+    AggregateParams agg;
+    agg.store = view;
+    agg.distance = c.out<float>(l.distance);
+    agg.id = c.out<std::uint64_t>(l.id);
+    agg.slot = c.slot.get();
+    agg.num_queries = n;
+    agg.k = k;
+    agg.mode = static_cast<int>(mode);
+    agg.distance_weights = spec.weights == Weights::Distance;
+    agg.median = spec.regression == RegressionAggregate::Median;
+    agg.classes = classes();
+    agg.outputs = outputs();
+    agg.class_scratch = c.class_scratch.get();
+    return agg;
   }
 
   SelectParams select_params(QueryContext& c, const Plan& plan, std::uint32_t n) const {
@@ -682,19 +691,7 @@ class CudaBackend final : public Backend {
     launch_select(select, stream);
     debug_sync("select_kernel");
     if (neighbors) return;
-    AggregateParams agg;
-    agg.store = view;
-    agg.distance = c.out<float>(l.distance);
-    agg.id = c.out<std::uint64_t>(l.id);
-    agg.slot = c.slot.get();
-    agg.num_queries = n;
-    agg.k = k;
-    agg.mode = static_cast<int>(mode_of(r.aggregate.output));
-    agg.distance_weights = r.aggregate.weights == Weights::Distance;
-    agg.median = r.aggregate.regression == RegressionAggregate::Median;
-    agg.classes = classes();
-    agg.outputs = outputs();
-    agg.class_scratch = c.class_scratch.get();
+    AggregateParams agg = aggregate_params(c, view, n, k, mode_of(r.aggregate.output), r.aggregate);
     agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);
     agg.out_probability = r.probabilities ? r.probabilities + std::size_t(q0) * classes() : c.out<float>(l.probability);
     agg.out_value = r.values ? r.values + std::size_t(q0) * outputs() : c.out<float>(l.value);
