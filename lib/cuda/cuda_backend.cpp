@@ -25,6 +25,7 @@ namespace gpu {
 namespace {
 
 constexpr std::size_t kWorkspaceBudget = std::size_t(512) << 20;  // candidates of one launch chunk
+constexpr std::size_t kWarpListBudget = std::size_t(256) << 20;   // the scan's global warp lists
 constexpr std::uint32_t kGraphMaxQueries = 16;
 constexpr std::size_t kMaxQueryBytes = 64 * 1024;                  // one stored query in shared memory
 
@@ -52,6 +53,7 @@ struct Plan {
 /// full search, so the main pass admits about kSampleStep * k points instead of the
 /// k (1 + ln(n / k)) per block a cold start costs. Worth it once the sample holds enough points.
 constexpr std::uint32_t kSampleStep = 32;
+constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -88,7 +90,7 @@ ChunkLayout chunk_layout(std::uint32_t qc, std::uint32_t chunks, std::uint32_t k
 /// Device memory, pinned staging and cached graphs for one query batch in flight.
 struct QueryContext {
   DeviceArray<unsigned char> input, output;  // one chunk block each (see ChunkLayout)
-  DeviceArray<Candidate> candidates;
+  DeviceArray<Candidate> candidates, warp_lists;
   DeviceArray<std::uint32_t> lengths, slot;
   DeviceArray<double> class_scratch;
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
@@ -98,7 +100,8 @@ struct QueryContext {
   Event caller_ready;                        // recorded on the caller's stream
   DeviceArray<unsigned long long> status;    // [0] first bad query, [1] first bad range
   PinnedArray<unsigned long long> host_status;
-  using GraphKey = std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, std::uint32_t>;
+  using GraphKey =
+      std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -429,14 +432,20 @@ class CudaBackend final : public Backend {
     std::size_t gi = 0;
     while (gi + 1 < groups.size() && std::uint32_t(groups[gi]) < nq) ++gi;  // smallest group >= nq (or 16)
     s.query_group = groups[gi];
+    plan.sample_step = sample_step_for(nq, k, tiles);
     // Warps per block: as many as the group's registers allow (16 for small groups, 8 for
     // large), fewer for small stores so every SM gets work, and fewer still when the warps'
     // private lists (query group x k each) would not fit in shared memory.
+    auto wanted_warps = [&] {
+      int warps = s.query_group <= 4 ? 16 : 8;
+      while (warps > 4 && tiles < std::uint32_t(warps) * sms * 2) warps /= 2;
+      return warps;
+    };
     auto choose_warps = [&] {
-      s.warps_per_block = s.query_group <= 4 ? 16 : 8;
-      while (s.warps_per_block > 4 && tiles < std::uint32_t(s.warps_per_block) * sms * 2) s.warps_per_block /= 2;
+      s.warps_per_block = wanted_warps();
       while (s.warps_per_block > 1 && scan_shared_bytes(s, k) > budget) s.warps_per_block /= 2;
     };
+    const int best_group = s.query_group, best_warps = wanted_warps();
     choose_warps();
     while (scan_shared_bytes(s, k) > budget || (s.warps_per_block < 4 && gi > 0)) {
       if (gi > 0) {
@@ -447,6 +456,11 @@ class CudaBackend final : public Backend {
                                      " bytes of shared memory per block, more than the device's ", budget));
       }
     }
+    if (global_lists_pay(s, best_group, best_warps, plan.sample_step, k, budget)) {
+      s.query_group = best_group;
+      s.global_lists = true;
+      s.warps_per_block = wanted_warps();
+    }
     const int per_sm = cached_blocks_per_sm(s, k);
     const int resident = std::max(1, per_sm) * props_.multiProcessorCount;
     std::uint32_t chunk = nq;
@@ -455,28 +469,53 @@ class CudaBackend final : public Backend {
       // At least a tile per warp, and all resident blocks when the store is large enough.
       const std::uint32_t want = (tiles + s.warps_per_block - 1) / s.warps_per_block;
       s.blocks_per_group = int(std::clamp<std::uint32_t>(want, 1, std::max<std::uint32_t>(1, resident / groups_n)));
-      const std::size_t bytes = std::size_t(chunk) * s.blocks_per_group * k * sizeof(Candidate);
+      const std::size_t bytes = (std::size_t(chunk) * s.blocks_per_group * k + scan_warp_list_entries(s, chunk, k)) *
+                                sizeof(Candidate);
       const bool grid_fits = groups_n <= 65535;  // grid.y holds the query groups
       if ((bytes <= kWorkspaceBudget && grid_fits) || chunk <= std::uint32_t(s.query_group)) break;
       chunk = std::max<std::uint32_t>(s.query_group, chunk / 2 / s.query_group * s.query_group);
     }
     plan.chunk_queries = chunk;
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
-    const std::size_t sample_points = std::size_t(tiles / kSampleStep) * kTile;
-    // Measured on an H100 (docs/performance.md): a single query of dim 128+ starts cold about as
-    // fast as it runs a sample pass, and small stores finish before a sample would pay; batches
-    // of 4 or more queries on large stores gain up to 1.4x from it. At dim <= 8 (one or two
-    // float4 chunks) a point costs a few flops, so a cold start's list insertions (every warp
-    // admits most of its first tiles) outweigh the scan even for one query (ncu, 1,000,000 x 2,
-    // K = 16, Q = 1: 70 us at 10% of DRAM bandwidth): there the sample pass runs from Q = 1.
-    const bool large = tiles >= 64 * sms && sample_points >= std::size_t(16) * k;
-    const bool cheap_points = chunks_ <= 2;
-    if (large && (nq >= 4 || cheap_points)) plan.sample_step = kSampleStep;
     return plan;
   }
 
+  /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
+  /// - Large stores: a single query of dim 128+ starts cold about as fast as it runs a sample
+  ///   pass; batches of 4 or more gain up to 1.4x from it. At dim <= 8 (one or two float4
+  ///   chunks) a point costs a few flops, so a cold start's list insertions (every warp admits
+  ///   most of its first tiles) outweigh the scan even for one query (ncu, 1,000,000 x 2,
+  ///   K = 16, Q = 1: 70 us at 10% of DRAM bandwidth): there the sample pass runs from Q = 1.
+  /// - Smaller stores: every warp sees only a few tiles, so a cold start admits nearly every
+  ///   point into some warp's list, for every query. A denser sample (every 8th tile) pays from
+  ///   groups of 12 queries, and from 8 at k >= 128 (MNIST-like 70,000 x 784: Q = 12..64
+  ///   1.3-1.6x faster; Q = 4 and K = 64 Q = 8 lost 10-45%, so they start cold).
+  std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
+    const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+    auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
+    if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 4 || chunks_ <= 2 ? kSampleStep : 0;
+    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128);
+    return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
+  }
+
+  /// Keep the warps' lists in global memory when in shared memory they would cost warps or a
+  /// smaller query group, and a sample pass makes them sparse (about sample_step * k entries
+  /// per query over the whole store), within a memory budget.
+  bool global_lists_pay(const ScanShape& s, int best_group, int best_warps, std::uint32_t sample_step, std::uint32_t k,
+                        std::size_t budget) const {
+    if (sample_step == 0 || best_group < 8) return false;
+    if (s.query_group == best_group && s.warps_per_block >= best_warps) return false;
+    ScanShape g = s;
+    g.query_group = best_group;
+    g.global_lists = true;
+    g.warps_per_block = best_warps;
+    if (scan_shared_bytes(g, k) > budget) return false;
+    const std::size_t resident = std::size_t(std::max(1, cached_blocks_per_sm(g, k))) * props_.multiProcessorCount;
+    return resident * g.warps_per_block * g.query_group * k * sizeof(Candidate) <= kWarpListBudget;
+  }
+
   int cached_blocks_per_sm(const ScanShape& s, std::uint32_t k) const {
-    const auto key = std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, k);
+    const auto key = std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, s.global_lists, k);
     auto it = occupancy_.find(key);
     if (it == occupancy_.end()) it = occupancy_.emplace(key, configure_scan(s, k)).first;
     return it->second;
@@ -531,6 +570,7 @@ class CudaBackend final : public Backend {
         changed = true;
       }
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
+      changed |= c.fit(c.warp_lists, scan_warp_list_entries(plan.shape, qc, k), "scan warp lists");
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
@@ -605,6 +645,7 @@ class CudaBackend final : public Backend {
     scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     scan.candidates = c.candidates.get();
     scan.lengths = c.lengths.get();
+    scan.warp_lists = plan.shape.global_lists ? c.warp_lists.get() : nullptr;
     return scan;
   }
 
@@ -735,6 +776,7 @@ class CudaBackend final : public Backend {
                                      plan.shape.blocks_per_group,
                                      plan.shape.filtered,
                                      plan.shape.inner_product,
+                                     plan.shape.global_lists,
                                      plan.sample_step};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
@@ -821,7 +863,7 @@ class CudaBackend final : public Backend {
   mutable DeviceStore store_;
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
-  mutable std::map<std::tuple<int, int, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
+  mutable std::map<std::tuple<int, int, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
   struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;

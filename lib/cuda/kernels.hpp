@@ -50,6 +50,7 @@ struct ScanParams {
   Candidate* candidates = nullptr;         // per query: blocks x k entries
   std::uint32_t* lengths = nullptr;        // per query: blocks list lengths
   std::uint32_t tile_step = 1;             // scan every tile_step-th tile (a sample when > 1)
+  Candidate* warp_lists = nullptr;         // ScanShape::global_lists: grid blocks x warps x group x k
 };
 
 struct ScanShape {
@@ -59,7 +60,11 @@ struct ScanShape {
   int warps_per_block = 8;
   int blocks_per_group = 1;   // grid.x; grid.y = ceil(num_queries / query_group)
   std::uint32_t chunks = 0;   // float4 chunks per vector
+  bool global_lists = false;  // the warps' private lists in global memory (ScanParams::warp_lists)
 };
+
+/// Entries of ScanParams::warp_lists one launch of this shape needs for num_queries queries.
+std::size_t scan_warp_list_entries(const ScanShape& shape, std::uint32_t num_queries, std::uint32_t k);
 
 /// Shared memory one scan block needs.
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k);

@@ -1,8 +1,9 @@
 // GPU suite (skips without a CUDA device): the CUDA backend against the CPU backend on the
 // same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
-// before every search (StoreConfig::debug); aggregation parity; snapshots of in-flight
-// searches across publishes on the device; graph replays after publishes.
+// before every search (StoreConfig::debug); the scan's warp lists in global memory; aggregation
+// parity; snapshots of in-flight searches across publishes on the device; graph replays after
+// publishes.
 #include <chrono>
 #include <map>
 
@@ -210,6 +211,42 @@ TEST_CASE("GPU equals CPU with visibility ranges on large low-dimension stores (
       const Neighbors all_cpu = t.cpu.search(queries, s.k), all_gpu = t.gpu.search(queries, s.k);
       CHECK(compare(all_gpu, all_cpu, t.model, s.metric, queries) == 0);
     }
+  }
+}
+
+TEST_CASE("GPU equals CPU where the scan's warp lists live in global memory (batches of 8-33 queries)") {
+  // Each shape runs a sample pass and its query group's lists (group x k per warp) would cost the
+  // scan warps or a smaller group in shared memory, so the plan keeps them in global memory:
+  // large stores from Q = 4 (every 32nd tile sampled), smaller stores from Q = 12, or 8 at
+  // k >= 128 (every 8th tile). Each metric's kernel, erased slots and visibility ranges.
+  auto g = rng(5170);
+  struct Shape {
+    std::size_t dim, n, k, q;
+    Metric metric;
+  };
+  for (const Shape& s : {Shape{128, 300'000, 128, 16, Metric::L2}, Shape{300, 300'000, 64, 12, Metric::InnerProduct},
+                         Shape{16, 300'000, 200, 9, Metric::Cosine}, Shape{784, 70'000, 128, 33, Metric::L2},
+                         Shape{2, 100'000, 100, 16, Metric::Haversine}, Shape{64, 120'000, 64, 12, Metric::L2}}) {
+    CAPTURE(s.dim);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    CAPTURE(s.q);
+    Twin t(s.dim, s.metric, TargetSpec::none());
+    fill(t, s.metric, s.n, g, 0.05);
+    const auto queries = points_for(s.metric, g, s.q, s.dim);
+    CHECK(compare(t.gpu.search(queries, s.k), t.cpu.search(queries, s.k), t.model, s.metric, queries) == 0);
+    PointId lo = ~PointId(0), hi = 0;
+    for (const auto& [pid, v] : t.model.vectors) {
+      lo = std::min(lo, pid);
+      hi = std::max(hi, pid);
+    }
+    std::vector<IdRange> ranges(s.q);
+    for (std::size_t q = 0; q < s.q; ++q) {
+      const PointId width = q % 3 == 0 ? (hi - lo + 1) / 2 : q % 3 == 1 ? 500 : 0;
+      const PointId begin = lo + g() % (hi - lo + 1 - width);
+      ranges[q] = {begin, begin + width};
+    }
+    CHECK(compare(t.gpu.search(queries, s.k, ranges), t.cpu.search(queries, s.k, ranges), t.model, s.metric, queries) == 0);
   }
 }
 

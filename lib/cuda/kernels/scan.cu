@@ -33,7 +33,9 @@ struct SharedLayout {
 
 __host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
 
-__host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k) {
+/// With global_lists the warps' lists live in ScanParams::warp_lists instead.
+__host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k,
+                                                      bool global_lists) {
   SharedLayout l{};
   std::size_t off = 0;
   l.queries = off;
@@ -43,7 +45,7 @@ __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::ui
   l.warp_base = off;
   std::size_t w = 0;  // offsets inside one warp's area
   l.lists = w;
-  w += align16(std::size_t(qg) * k * sizeof(Candidate));
+  if (!global_lists) w += align16(std::size_t(qg) * k * sizeof(Candidate));
   l.counts = w;
   w += align16(std::size_t(qg) * sizeof(std::uint32_t));
   l.thresholds = w;
@@ -141,10 +143,10 @@ __device__ void warp_merge(Candidate* list, std::uint32_t& n, std::uint32_t k, C
 
 template <int QG>
 constexpr int max_threads() {
-  return QG <= 2 ? 1024 : 512;
+  return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-template <int QG, bool kInnerProduct, bool kFiltered>
+template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
@@ -152,11 +154,15 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t chunks = store.chunks, k = p.k;
   const std::uint32_t q0 = blockIdx.y * QG;
   const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
-  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k);
+  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists);
+  // This block's lists in global memory: warp w's lists for query j at (w * QG + j) * k.
+  Candidate* const block_lists =
+      kGlobalLists ? p.warp_lists + std::size_t(blockIdx.y * gridDim.x + blockIdx.x) * warps * QG * k : nullptr;
   float4* queries = reinterpret_cast<float4*>(shared + layout.queries);
   IdRangeDevice* ranges = reinterpret_cast<IdRangeDevice*>(shared + layout.ranges);
   unsigned char* mine = shared + layout.warp_base + warp * layout.warp_bytes;
-  Candidate* lists = reinterpret_cast<Candidate*>(mine + layout.lists);  // this warp's, QG x k
+  Candidate* lists = kGlobalLists ? block_lists + std::size_t(warp) * QG * k
+                                  : reinterpret_cast<Candidate*>(mine + layout.lists);  // this warp's, QG x k
   std::uint32_t* counts = reinterpret_cast<std::uint32_t*>(mine + layout.counts);
   std::uint32_t* thresholds = reinterpret_cast<std::uint32_t*>(mine + layout.thresholds);  // ordered bits
   float* ranks = reinterpret_cast<float*>(mine + layout.ranks);
@@ -284,6 +290,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   }
   __syncthreads();
   auto list_of = [&](std::uint32_t w, std::uint32_t j) {
+    if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
     return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
            std::size_t(j) * k;
   };
@@ -314,20 +321,30 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 
 using ScanKernel = void (*)(ScanParams);
 
-template <int QG>
+template <int QG, bool kGlobalLists>
 ScanKernel pick(bool inner_product, bool filtered) {
-  if (inner_product) return filtered ? scan_kernel<QG, true, true> : scan_kernel<QG, true, false>;
-  return filtered ? scan_kernel<QG, false, true> : scan_kernel<QG, false, false>;
+  if (inner_product) return filtered ? scan_kernel<QG, true, true, kGlobalLists> : scan_kernel<QG, true, false, kGlobalLists>;
+  return filtered ? scan_kernel<QG, false, true, kGlobalLists> : scan_kernel<QG, false, false, kGlobalLists>;
+}
+
+/// Global lists only for the groups whose shared lists crowd out warps (8 queries and up).
+template <int QG>
+ScanKernel pick(const ScanShape& s) {
+  if constexpr (QG >= 8) {
+    if (s.global_lists) return pick<QG, true>(s.inner_product, s.filtered);
+  }
+  if (s.global_lists) throw CudaError("scan kernel: global lists need a query group of 8 or more");
+  return pick<QG, false>(s.inner_product, s.filtered);
 }
 
 ScanKernel kernel_for(const ScanShape& s) {
   switch (s.query_group) {
-    case 1: return pick<1>(s.inner_product, s.filtered);
-    case 2: return pick<2>(s.inner_product, s.filtered);
-    case 4: return pick<4>(s.inner_product, s.filtered);
-    case 8: return pick<8>(s.inner_product, s.filtered);
-    case 12: return pick<12>(s.inner_product, s.filtered);
-    case 16: return pick<16>(s.inner_product, s.filtered);
+    case 1: return pick<1>(s);
+    case 2: return pick<2>(s);
+    case 4: return pick<4>(s);
+    case 8: return pick<8>(s);
+    case 12: return pick<12>(s);
+    case 16: return pick<16>(s);
   }
   throw CudaError("scan kernel: unsupported query group " + std::to_string(s.query_group));
 }
@@ -335,7 +352,14 @@ ScanKernel kernel_for(const ScanShape& s) {
 }  // namespace
 
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
-  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k).total + 32 * sizeof(std::uint32_t);
+  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k, shape.global_lists).total +
+         32 * sizeof(std::uint32_t);
+}
+
+std::size_t scan_warp_list_entries(const ScanShape& shape, std::uint32_t num_queries, std::uint32_t k) {
+  if (!shape.global_lists) return 0;
+  const std::size_t groups = (num_queries + shape.query_group - 1) / shape.query_group;
+  return groups * shape.blocks_per_group * shape.warps_per_block * shape.query_group * k;
 }
 
 int configure_scan(const ScanShape& shape, std::uint32_t k) {
