@@ -46,13 +46,18 @@ struct Plan {
   std::uint32_t k = 0;
   std::uint32_t chunk_queries = 0;  // queries per launch chunk
   std::uint32_t stride = 0;         // candidates per query = blocks_per_group * k
-  std::uint32_t sample_step = 0;    // > 0: first scan every sample_step-th tile for a bound
+  std::uint32_t sample_step = 0;    // > 0: a sample pass over every sample_step-th tile first
+  std::uint32_t sample_tiles = 0;   // tiles that sample holds at the store's capacity
+  std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
+  std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
-/// A sample pass scans 1/kSampleStep of the store first; the k-th rank it finds bounds the
+/// A sample pass ranks 1/kSampleStep of the store first; the k-th rank it finds bounds the
 /// full search, so the main pass admits about kSampleStep * k points instead of the
 /// k (1 + ln(n / k)) per block a cold start costs. Worth it once the sample holds enough points.
 constexpr std::uint32_t kSampleStep = 32;
+/// At most this many sampled tiles per query (the sample's rank workspace: 512 KB per query).
+constexpr std::uint32_t kMaxSampleTiles = 4096;
 constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
@@ -91,7 +96,7 @@ ChunkLayout chunk_layout(std::uint32_t qc, std::uint32_t chunks, std::uint32_t k
 struct QueryContext {
   DeviceArray<unsigned char> input, output;  // one chunk block each (see ChunkLayout)
   DeviceArray<Candidate> candidates, warp_lists;
-  DeviceArray<std::uint32_t> lengths, slot;
+  DeviceArray<std::uint32_t> lengths, slot, sample_keys;
   DeviceArray<double> class_scratch;
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
   ChunkLayout layout;
@@ -101,7 +106,8 @@ struct QueryContext {
   DeviceArray<unsigned long long> status;    // [0] first bad query, [1] first bad range
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
-      std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, std::uint32_t>;
+      std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, std::uint32_t,
+                 std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -433,6 +439,15 @@ class CudaBackend final : public Backend {
     while (gi + 1 < groups.size() && std::uint32_t(groups[gi]) < nq) ++gi;  // smallest group >= nq (or 16)
     s.query_group = groups[gi];
     plan.sample_step = sample_step_for(nq, k, tiles);
+    if (plan.sample_step) {
+      plan.sample_step = std::max(plan.sample_step, (tiles + kMaxSampleTiles - 1) / kMaxSampleTiles);
+      plan.sample_tiles = (tiles + plan.sample_step - 1) / plan.sample_step;
+      // Enough ranks for a tight bound: about 16 k of them (as many points as the sample rule asks).
+      plan.sample_per_tile = 1;
+      while (plan.sample_per_tile < kTile && std::size_t(plan.sample_tiles) * plan.sample_per_tile < std::size_t(16) * k) {
+        plan.sample_per_tile *= 2;
+      }
+    }
     // Warps per block: as many as the group's registers allow (16 for small groups, 8 for
     // large), fewer for small stores so every SM gets work, and fewer still when the warps'
     // private lists (query group x k each) would not fit in shared memory.
@@ -470,7 +485,8 @@ class CudaBackend final : public Backend {
       const std::uint32_t want = (tiles + s.warps_per_block - 1) / s.warps_per_block;
       s.blocks_per_group = int(std::clamp<std::uint32_t>(want, 1, std::max<std::uint32_t>(1, resident / groups_n)));
       const std::size_t bytes = (std::size_t(chunk) * s.blocks_per_group * k + scan_warp_list_entries(s, chunk, k)) *
-                                sizeof(Candidate);
+                                    sizeof(Candidate) +
+                                std::size_t(chunk) * plan.sample_keys() * sizeof(std::uint32_t);
       const bool grid_fits = groups_n <= 65535;  // grid.y holds the query groups
       if ((bytes <= kWorkspaceBudget && grid_fits) || chunk <= std::uint32_t(s.query_group)) break;
       chunk = std::max<std::uint32_t>(s.query_group, chunk / 2 / s.query_group * s.query_group);
@@ -571,6 +587,7 @@ class CudaBackend final : public Backend {
       }
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
       changed |= c.fit(c.warp_lists, scan_warp_list_entries(plan.shape, qc, k), "scan warp lists");
+      changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
@@ -681,18 +698,23 @@ class CudaBackend final : public Backend {
     return select;
   }
 
-  /// The sample pass: scan every plan.sample_step-th tile and write each query's k-th rank
+  /// The sample pass: rank every plan.sample_step-th tile and write each query's k-th rank
   /// into the thresholds the main pass starts from.
   void sample_bound(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
                     cudaStream_t stream) const {
-    ScanParams scan = scan_params(c, plan, filtered, view, n);
-    scan.tile_step = plan.sample_step;
-    launch_scan(scan, plan.shape, stream);
-    debug_sync("scan_kernel (sample)");
-    SelectParams select = select_params(c, plan, n);
-    select.out_bound = c.in<std::uint32_t>(c.layout.thresholds);
-    launch_select(select, stream);
-    debug_sync("select_kernel (sample)");
+    SampleParams sample;
+    sample.store = view;
+    sample.queries = c.in<float>(c.layout.queries);
+    sample.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+    sample.num_queries = n;
+    sample.k = plan.k;
+    sample.step = plan.sample_step;
+    sample.sample_tiles = plan.sample_tiles;
+    sample.per_tile = plan.sample_per_tile;
+    sample.keys = c.sample_keys.get();
+    sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
+    launch_sample(sample, plan.shape.inner_product, filtered, stream);
+    debug_sync("sample kernels");
   }
 
   /// One chunk [q0, q0 + n) of a device-resident search: validation and conversion on the
@@ -777,7 +799,8 @@ class CudaBackend final : public Backend {
                                      plan.shape.filtered,
                                      plan.shape.inner_product,
                                      plan.shape.global_lists,
-                                     plan.sample_step};
+                                     plan.sample_step,
+                                     std::uint32_t(plan.sample_keys())};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();

@@ -38,6 +38,22 @@ void launch_scatter(const ScatterParams& params, cudaStream_t stream);
 /// Query-group sizes the scan kernel is compiled for (accumulators per lane).
 inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 
+/// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
+/// query the k-th smallest as the scan's starting threshold.
+struct SampleParams {
+  const StoreView* store = nullptr;
+  const float* queries = nullptr;          // as ScanParams
+  const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
+  std::uint32_t num_queries = 0;
+  std::uint32_t k = 0;
+  std::uint32_t step = 0;                  // sample every step-th tile
+  std::uint32_t sample_tiles = 0;          // tiles sampled (for the capacity the launch was sized for)
+  std::uint32_t per_tile = 0;              // smallest ranks kept per tile and query: 1, 2, 4, .. 32
+  std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
+  std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
+};
+void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);
+
 /// Candidate lists: for query q and scan block b, a sorted list of lengths[q * blocks + b]
 /// entries at candidates[q * blocks * k + b * k].
 struct ScanParams {
@@ -49,7 +65,6 @@ struct ScanParams {
   std::uint32_t* threshold = nullptr;      // per query: ordered-bits upper bound of the k-th rank
   Candidate* candidates = nullptr;         // per query: blocks x k entries
   std::uint32_t* lengths = nullptr;        // per query: blocks list lengths
-  std::uint32_t tile_step = 1;             // scan every tile_step-th tile (a sample when > 1)
   Candidate* warp_lists = nullptr;         // ScanShape::global_lists: grid blocks x warps x group x k
 };
 
@@ -83,9 +98,6 @@ struct SelectParams {
   float* out_distance = nullptr;  // num_queries x k, reported distances
   std::uint64_t* out_id = nullptr;
   std::uint32_t* out_slot = nullptr;
-  /// Bound mode (a sample pass): instead of the results, write the k-th rank found (ordered
-  /// bits, +inf when fewer than k exist) here: a valid upper bound for the full search.
-  std::uint32_t* out_bound = nullptr;
 };
 /// Largest k the selection supports, and the most candidates it sorts in shared memory.
 inline constexpr std::uint32_t kMaxSelectK = 4096;

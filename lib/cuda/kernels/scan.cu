@@ -181,16 +181,13 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   }
   __syncthreads();
 
-  // With tile_step > 1 the kernel scans a strided sample: "tile" v below is real tile v * step.
-  const std::uint32_t step = p.tile_step;
-  const std::uint32_t tiles = ((store.slot_count + kTile - 1) / kTile + step - 1) / step;
+  const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
   const std::uint32_t per_block = (tiles + gridDim.x - 1) / gridDim.x;
   const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
 
-  for (std::uint32_t virtual_tile = tile_begin + warp; virtual_tile < tile_end; virtual_tile += warps) {
-    const std::uint32_t tile = virtual_tile * step;
+  for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
     const std::uint32_t slot = tile * kTile + lane;
     const bool valid = store.valid[slot] != 0;
     // The grid-wide bound (what every full list found): read now, applied after the arithmetic.

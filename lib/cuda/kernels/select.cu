@@ -247,12 +247,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
     }
     __syncthreads();
     const Candidate kth = k <= n ? smem_kth(loaded, n, k) : padding;
-    if (p.out_bound) {
-      // Bound mode: the k-th of any subset of the candidates is at least the k-th of them all,
-      // so this is a valid bound whether or not the prefixes were long enough.
-      if (threadIdx.x == 0) p.out_bound[q] = kth.id != kNoId ? ordered_bits(kth.rank) : 0xff800000u;
-      return;
-    }
     // Exact when no list was cut before the k-th: a cut list's last loaded entry (in shared
     // memory) is not closer than it.
     bool exact = true;
@@ -288,10 +282,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
   const std::uint32_t n = won;  // at most k winners, in no particular order
   const std::size_t row = std::size_t(q) * k;
   auto emit = [&](std::uint32_t j, const Candidate& c) {
-    if (p.out_bound) {  // sample pass: only the k-th rank is wanted
-      if (j == k - 1) p.out_bound[q] = ordered_bits(c.rank);
-      return;
-    }
     const bool real = c.id != kNoId;
     p.out_distance[row + j] = real ? reported(p.metric, c.rank) : CUDART_INF_F;
     p.out_id[row + j] = c.id;
@@ -312,10 +302,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
     __syncthreads();
     bitonic_sort(winners, padded);
     for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) emit(j, winners[j]);
-  }
-  if (p.out_bound) {
-    if (n < k && threadIdx.x == 0) p.out_bound[q] = 0xff800000u;  // fewer than k: no bound
-    return;
   }
   for (std::uint32_t j = n + threadIdx.x; j < k; j += blockDim.x) emit(j, padding);
 }

@@ -1,0 +1,169 @@
+// The sample pass: an upper bound of each query's k-th rank from a strided sample of the store,
+// so the main scan starts with a tight threshold instead of a cold start.
+//
+// sample_ranks_kernel scores every sampled point against the queries (a warp per tile and
+// group of kSampleGroup queries, every warp busy at once) and writes the per_tile smallest
+// ranks of each tile as ordered bits (+inf for erased slots and ids outside a query's range).
+// sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
+// select. The k sampled points at or below it (distinct: each key is a different point) have
+// ranks computed exactly as the scan computes them (same operations, same order), so at least k
+// points of the store are within it: a valid bound. Keeping only a tile's few smallest ranks
+// bounds about as tightly (the k-th of many tile minima sits near the k-th of all their points)
+// at a fraction of the selection's work: one query's select over every sampled rank took 29 us
+// (ncu, 1,000,000 x 2: three passes of 11-bit digits over 41,000 keys in global memory). The earlier sample
+// pass ran the scan itself over the sample; there every warp saw fewer than k points, so it was
+// mostly cold-start list insertions (ncu, GoogleNews-like Q = 16: 0.25-0.29 ms for 1/32 of the
+// store, 15% of the search; MNIST-like: 96 us for 1/8).
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr std::uint32_t kNoBound = 0xff800000u;  // ordered_bits(+inf)
+constexpr int kSampleGroup = 4;                  // queries per warp
+constexpr int kSampleWarps = 4;                  // tiles per block
+constexpr int kKthThreads = 1024;
+constexpr std::uint32_t kKthStaged = 8192;      // keys the k-th selection stages in shared memory
+
+/// The warp's 32 values in ascending order over the lanes (a shuffle bitonic network).
+__device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_t lane) {
+#pragma unroll
+  for (std::uint32_t size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+    for (std::uint32_t stride = size / 2; stride > 0; stride >>= 1) {
+      const std::uint32_t other = __shfl_xor_sync(kFullMask, x, stride);
+      const bool ascending = (lane & size) == 0, lower = (lane & stride) == 0;
+      x = lower == ascending ? min(x, other) : max(x, other);
+    }
+  }
+  return x;
+}
+
+template <bool kInnerProduct, bool kFiltered>
+__global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleParams p) {
+  const StoreView store = *p.store;
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
+  const std::uint32_t q0 = blockIdx.y * kSampleGroup;
+  const std::uint32_t nq = min(std::uint32_t(kSampleGroup), p.num_queries - q0);
+  const std::uint32_t chunks = store.chunks;
+  if (sample_tile >= p.sample_tiles) return;
+  const std::uint32_t tile = sample_tile * p.step;
+  const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
+  const std::size_t key_index = std::size_t(sample_tile) * p.per_tile + lane;
+  const std::size_t keys_per_query = std::size_t(p.sample_tiles) * p.per_tile;
+  if (tile >= tiles) {  // the store is smaller than the capacity this launch was sized for
+    for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+    return;
+  }
+  const std::uint32_t slot = tile * kTile + lane;
+  const bool valid = store.valid[slot] != 0;
+  const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
+  const float4* queries = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  float acc[kSampleGroup] = {};
+#pragma unroll 4
+  for (std::uint32_t c = 0; c < chunks; ++c) {
+    const float4 v = __ldg(point + std::size_t(c) * kTile);
+#pragma unroll
+    for (int j = 0; j < kSampleGroup; ++j) {
+      // Rows past the batch read query 0 again (defined memory); their keys are not written.
+      const float4 q = __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c);
+      if constexpr (kInnerProduct) {  // the scan's exact operations (scan.cu)
+        acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
+        acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
+        acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
+        acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+      } else {
+        const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
+        const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
+        acc[j] = __fmaf_rn(dx, dx, acc[j]);
+        acc[j] = __fmaf_rn(dy, dy, acc[j]);
+        acc[j] = __fmaf_rn(dz, dz, acc[j]);
+        acc[j] = __fmaf_rn(dw, dw, acc[j]);
+      }
+    }
+  }
+  const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
+#pragma unroll
+  for (int j = 0; j < kSampleGroup; ++j) {
+    if (j < int(nq)) {
+      bool counts = valid;
+      if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
+      std::uint32_t key = counts ? ordered_bits(kInnerProduct ? -acc[j] : acc[j]) : kNoBound;
+      if (p.per_tile < kTile) key = warp_sort(key, lane);
+      if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
+    }
+  }
+}
+
+/// One block per query: the k-th smallest of its keys, 8 bits per pass from the top, over keys
+/// staged in shared memory once when they fit (a one-query search waits on this kernel: each
+/// pass over global memory cost a round trip); the threshold becomes that key (+inf, no bound,
+/// when fewer than k keys are finite).
+__global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
+  __shared__ std::uint32_t staged[kKthStaged];
+  __shared__ std::uint32_t histogram[256];
+  __shared__ std::uint32_t prefix_s, want_s;
+  const std::uint32_t q = blockIdx.x;
+  const std::size_t n = std::size_t(p.sample_tiles) * p.per_tile;
+  const std::uint32_t* keys = p.keys + q * n;
+  if (n < p.k) return;  // fewer sampled points than k: no bound
+  const bool in_shared = n <= kKthStaged;
+  if (in_shared) {
+    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) staged[i] = __ldcg(keys + i);
+  }
+  if (threadIdx.x == 0) {
+    prefix_s = 0;
+    want_s = p.k;  // 1-based rank of the wanted key among those matching the prefix
+  }
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;  // digit = key bits [shift, shift + 8); those above are fixed
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+    __syncthreads();
+    const std::uint32_t prefix = prefix_s;
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const std::uint32_t key = in_shared ? staged[i] : __ldcg(keys + i);
+      if (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // one warp finds the digit holding the wanted rank
+      const std::uint32_t lane = threadIdx.x;
+      std::uint32_t local = 0;
+      for (int b = 0; b < 8; ++b) local += histogram[lane * 8 + b];
+      std::uint32_t inclusive = local;
+      for (int d = 1; d < 32; d <<= 1) {
+        const std::uint32_t up = __shfl_up_sync(kFullMask, inclusive, d);
+        if (lane >= std::uint32_t(d)) inclusive += up;
+      }
+      const std::uint32_t want = want_s, before = inclusive - local;
+      __syncwarp();
+      if (before < want && want <= inclusive) {  // exactly one lane: n >= k keys match at pass 0
+        std::uint32_t below = before, digit = lane * 8;
+        while (below + histogram[digit] < want) below += histogram[digit++];
+        want_s = want - below;
+        prefix_s = prefix | (digit << shift);
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) p.threshold[q] = prefix_s;
+}
+
+}  // namespace
+
+void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
+  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps,
+                  (params.num_queries + kSampleGroup - 1) / kSampleGroup);
+  if (inner_product) {
+    (filtered ? sample_ranks_kernel<true, true> : sample_ranks_kernel<true, false>)<<<grid, kSampleWarps * 32, 0, stream>>>(params);
+  } else {
+    (filtered ? sample_ranks_kernel<false, true> : sample_ranks_kernel<false, false>)<<<grid, kSampleWarps * 32, 0, stream>>>(params);
+  }
+  check_launch("sample_ranks_kernel");
+  sample_kth_kernel<<<params.num_queries, kKthThreads, 0, stream>>>(params);
+  check_launch("sample_kth_kernel");
+}
+
+}  // namespace streamknn::detail::gpu
