@@ -498,19 +498,21 @@ class CudaBackend final : public Backend {
 
   /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
   /// - Large stores: a single query of dim 128+ starts cold about as fast as it runs a sample
-  ///   pass; batches of 4 or more gain up to 1.4x from it. At dim <= 8 (one or two float4
-  ///   chunks) a point costs a few flops, so a cold start's list insertions (every warp admits
-  ///   most of its first tiles) outweigh the scan even for one query (ncu, 1,000,000 x 2,
-  ///   K = 16, Q = 1: 70 us at 10% of DRAM bandwidth): there the sample pass runs from Q = 1.
+  ///   pass (ImageNet- and GoogleNews-like, K 16-128: 0.95-1.05x); from two queries it pays
+  ///   (ImageNet-like Q = 2: 1.2x). At dim <= 8 (one or two float4 chunks) a point costs a few
+  ///   flops, so a cold start's list insertions (every warp admits most of its first tiles)
+  ///   outweigh the scan even for one query (ncu, 1,000,000 x 2, K = 16, Q = 1: 70 us at 10%
+  ///   of DRAM bandwidth): there the sample pass runs from Q = 1.
   /// - Smaller stores: every warp sees only a few tiles, so a cold start admits nearly every
   ///   point into some warp's list, for every query. A denser sample (every 8th tile) pays from
-  ///   groups of 12 queries, and from 8 at k >= 128 (MNIST-like 70,000 x 784: Q = 12..64
-  ///   1.3-1.6x faster; Q = 4 and K = 64 Q = 8 lost 10-45%, so they start cold).
+  ///   groups of 12 queries, from 8 at k >= 128 and from 4 at dim <= 8 (MNIST-like 70,000 x 784:
+  ///   Q = 12..64 1.3-1.6x faster, Q <= 8 at K = 64 slower; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x).
+  ///   Measured in run-2026-11-23-globallists/ab-* and run-2026-11-23-samplepass/rule-*.
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
-    if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 4 || chunks_ <= 2 ? kSampleStep : 0;
-    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128);
+    if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 2 || chunks_ <= 2 ? kSampleStep : 0;
+    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128) || (nq >= 4 && chunks_ <= 2);
     return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
   }
 
