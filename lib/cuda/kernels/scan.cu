@@ -146,8 +146,37 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
+/// Adds chunk c of the lane's point (v) to every query's rank: subtract, then FMA, element by
+/// element, so a (query, point) rank has the same bits whatever the batch or the loop shape.
+template <int QG, bool kInnerProduct>
+__device__ __forceinline__ void accumulate(float (&acc)[QG], const float4& v, const float4* queries, std::uint32_t chunks,
+                                           std::uint32_t c) {
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const float4 q = queries[j * chunks + c];
+    if constexpr (kInnerProduct) {
+      acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
+      acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
+      acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
+      acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+    } else {
+      const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
+      const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
+      acc[j] = __fmaf_rn(dx, dx, acc[j]);
+      acc[j] = __fmaf_rn(dy, dy, acc[j]);
+      acc[j] = __fmaf_rn(dz, dz, acc[j]);
+      acc[j] = __fmaf_rn(dw, dw, acc[j]);
+    }
+  }
+}
+
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
+  // Software-pipelined chunk loop for groups of 4 and 8 (same H100, one call, alternated: Q = 4
+  // 1.06-1.46x, Q = 8 1.02-1.10x; pipelined, groups of 1-2 lost up to 14% at 112 registers and
+  // 16 lost 5-14% at Q = 64 and 256; run-2026-11-23-pipeline/). Asking ptxas for one block per
+  // SM (no spills, more registers) made groups of 8-16 5-18% slower.
+  constexpr bool kPipelined = QG == 4 || QG == 8;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
   const std::uint32_t warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -196,27 +225,32 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
     const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
-    // Small query groups are memory-bound: keep more loads in flight per warp. Groups of 8 and
-    // 12 spill registers at an unroll of 4 (ptxas) and ran 10-30% faster at 2 (H100, the paper's
-    // shapes, K 64/128; docs/performance.md); a group of 16 ran faster at 4 on dims 128 and 300.
-#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : (QG == 8 || QG == 12) ? 2 : 4)
-    for (std::uint32_t c = 0; c < chunks; ++c) {
-      const float4 v = __ldg(point + std::size_t(c) * kTile);
+    // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
+    // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
+    if constexpr (!kPipelined) {
+#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
+      for (std::uint32_t c = 0; c < chunks; ++c) {
+        accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile), queries, chunks, c);
+      }
+    } else {
+      // Software-pipelined: the next U chunks are in flight while these U are scored, so a warp
+      // never waits for a whole round trip between groups of loads (U = 2 for groups of 8,
+      // which spilled registers at 4).
+      constexpr int U = QG == 8 ? 2 : 4;
+      float4 next[U];
 #pragma unroll
-      for (int j = 0; j < QG; ++j) {
-        const float4 q = queries[j * chunks + c];
-        if constexpr (kInnerProduct) {
-          acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
-          acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
-          acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
-          acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
-        } else {
-          const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
-          const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
-          acc[j] = __fmaf_rn(dx, dx, acc[j]);
-          acc[j] = __fmaf_rn(dy, dy, acc[j]);
-          acc[j] = __fmaf_rn(dz, dz, acc[j]);
-          acc[j] = __fmaf_rn(dw, dw, acc[j]);
+      for (int u = 0; u < U; ++u) next[u] = std::uint32_t(u) < chunks ? __ldg(point + std::size_t(u) * kTile) : float4{};
+      for (std::uint32_t c0 = 0; c0 < chunks; c0 += U) {
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          v[u] = next[u];
+          const std::uint32_t ahead = c0 + U + u;
+          if (ahead < chunks) next[u] = __ldg(point + std::size_t(ahead) * kTile);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (c0 + u < chunks) accumulate<QG, kInnerProduct>(acc, v[u], queries, chunks, c0 + u);
         }
       }
     }
