@@ -5,8 +5,9 @@
 // queries of the block's query group, reading the point once in coalesced float4 chunks (see
 // device_types.hpp) and accumulating each query's rank in a register in a fixed order (so a
 // pair's rank does not depend on the batch). A lane whose rank is within the query's threshold
-// is a survivor. Every warp keeps its own sorted (rank, id) list per query in shared memory,
-// so nothing is shared while streaming: no locks, no barriers. Survivors enter by a bulk merge
+// is a survivor. Every warp keeps its own sorted (rank, id) list per query, in shared memory
+// or, for large query groups after a sample pass (kGlobalLists), in a global workspace, so
+// nothing is shared while streaming: no locks, no barriers. Survivors enter by a bulk merge
 // (several at once) or a single insertion. Warps tighten each other's thresholds through a
 // per-query bound in global memory (atomicMin of every full list's k-th, read back every tile),
 // which a sample pass may already have set. At the end one barrier, then the block merges its
@@ -146,8 +147,9 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-/// Adds chunk c of the lane's point (v) to every query's rank: subtract, then FMA, element by
-/// element, so a (query, point) rank has the same bits whatever the batch or the loop shape.
+/// Adds chunk c of the lane's point (v) to every query's rank, element by element (L2: subtract,
+/// then FMA; inner product: FMA), so a (query, point) rank has the same bits whatever the batch
+/// or the loop shape, and the same as the sample pass computes (sample.cu).
 template <int QG, bool kInnerProduct>
 __device__ __forceinline__ void accumulate(float (&acc)[QG], const float4& v, const float4* queries, std::uint32_t chunks,
                                            std::uint32_t c) {
