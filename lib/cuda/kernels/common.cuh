@@ -48,6 +48,31 @@ __device__ void block_bitonic_sort(T* s, std::uint32_t n, Less less) {
   }
 }
 
+/// Adds one float4 chunk v of a point to the ranks of G queries, element by element (L2:
+/// subtract, then FMA; inner product: FMA); query(j) returns query j's same chunk. The scan and
+/// the sample pass both rank through it, so a (query, point) rank has the same bits in both,
+/// whatever the batch or the loop shape: the sample's bound is valid for the scan.
+template <int G, bool kInnerProduct, class Query>
+__device__ __forceinline__ void accumulate(float (&acc)[G], const float4& v, Query query) {
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    const float4 q = query(j);
+    if constexpr (kInnerProduct) {
+      acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
+      acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
+      acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
+      acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+    } else {
+      const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
+      const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
+      acc[j] = __fmaf_rn(dx, dx, acc[j]);
+      acc[j] = __fmaf_rn(dy, dy, acc[j]);
+      acc[j] = __fmaf_rn(dz, dz, acc[j]);
+      acc[j] = __fmaf_rn(dw, dw, acc[j]);
+    }
+  }
+}
+
 inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }

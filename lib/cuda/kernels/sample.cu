@@ -68,24 +68,9 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
 #pragma unroll 16
   for (std::uint32_t c = 0; c < chunks; ++c) {
     const float4 v = __ldg(point + std::size_t(c) * kTile);
-#pragma unroll
-    for (int j = 0; j < kSampleGroup; ++j) {
-      // Rows past the batch read query 0 again (defined memory); their keys are not written.
-      const float4 q = __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c);
-      if constexpr (kInnerProduct) {  // the scan's exact operations (scan.cu)
-        acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
-        acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
-        acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
-        acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
-      } else {
-        const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
-        const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
-        acc[j] = __fmaf_rn(dx, dx, acc[j]);
-        acc[j] = __fmaf_rn(dy, dy, acc[j]);
-        acc[j] = __fmaf_rn(dz, dz, acc[j]);
-        acc[j] = __fmaf_rn(dw, dw, acc[j]);
-      }
-    }
+    // Rows past the batch read query 0 again (defined memory); their keys are not written.
+    accumulate<kSampleGroup, kInnerProduct>(
+        acc, v, [&](int j) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); });
   }
   const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
 #pragma unroll

@@ -147,31 +147,6 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-/// Adds chunk c of the lane's point (v) to every query's rank, element by element (L2: subtract,
-/// then FMA; inner product: FMA), so a (query, point) rank has the same bits whatever the batch
-/// or the loop shape, and the same as the sample pass computes (sample.cu).
-template <int QG, bool kInnerProduct>
-__device__ __forceinline__ void accumulate(float (&acc)[QG], const float4& v, const float4* queries, std::uint32_t chunks,
-                                           std::uint32_t c) {
-#pragma unroll
-  for (int j = 0; j < QG; ++j) {
-    const float4 q = queries[j * chunks + c];
-    if constexpr (kInnerProduct) {
-      acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
-      acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
-      acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
-      acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
-    } else {
-      const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
-      const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
-      acc[j] = __fmaf_rn(dx, dx, acc[j]);
-      acc[j] = __fmaf_rn(dy, dy, acc[j]);
-      acc[j] = __fmaf_rn(dz, dz, acc[j]);
-      acc[j] = __fmaf_rn(dw, dw, acc[j]);
-    }
-  }
-}
-
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // Software-pipelined chunk loop for groups of 4 and 8 (same H100, one call, alternated: Q = 4
@@ -232,7 +207,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     if constexpr (!kPipelined) {
 #pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
       for (std::uint32_t c = 0; c < chunks; ++c) {
-        accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile), queries, chunks, c);
+        accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
+                                      [&](int j) { return queries[j * chunks + c]; });
       }
     } else {
       // Software-pipelined: the next U chunks are in flight while these U are scored, so a warp
@@ -252,7 +228,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          if (c0 + u < chunks) accumulate<QG, kInnerProduct>(acc, v[u], queries, chunks, c0 + u);
+          const std::uint32_t c = c0 + u;
+          if (c < chunks) accumulate<QG, kInnerProduct>(acc, v[u], [&](int j) { return queries[j * chunks + c]; });
         }
       }
     }
