@@ -505,14 +505,16 @@ class CudaBackend final : public Backend {
   ///   of DRAM bandwidth): there the sample pass runs from Q = 1.
   /// - Smaller stores: every warp sees only a few tiles, so a cold start admits nearly every
   ///   point into some warp's list, for every query. A denser sample (every 8th tile) pays from
-  ///   groups of 12 queries, from 8 at k >= 128 and from 4 at dim <= 8 (MNIST-like 70,000 x 784:
-  ///   Q = 12..64 1.3-1.6x faster, Q <= 8 at K = 64 slower; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x).
-  ///   Measured in run-2026-11-23-globallists/ab-* and run-2026-11-23-samplepass/rule-*.
+  ///   groups of 12 queries, from 8 at k >= 128, and from 4 at dim <= 128, where a sampled tile
+  ///   is a short chain of loads for its warp (MNIST-like 70,000 x 784: Q = 12..64 1.3-1.6x
+  ///   faster, Q <= 8 at K 16-64 0.55-0.88x; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x; 100,000 x 128:
+  ///   Q = 4..9 1.0-1.5x, Q <= 2 0.76-1.0x). Measured in run-2026-11-23-globallists/ab-* and
+  ///   run-2026-11-23-samplepass/rule*/.
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
     if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 2 || chunks_ <= 2 ? kSampleStep : 0;
-    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128) || (nq >= 4 && chunks_ <= 2);
+    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128) || (nq >= 4 && chunks_ <= 32);
     return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
   }
 
