@@ -562,7 +562,7 @@ class CudaBackend final : public Backend {
       std::memcpy(row, r.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
       std::fill(row + stored_dim_, row + padded, 0.0f);
       if (!r.visible.empty()) reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] = {r.visible[q].begin, r.visible[q].end};
-      reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = 0xff800000u;  // +inf: no bound yet
+      reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = kNoBound;
     }
   }
 

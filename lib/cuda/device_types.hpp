@@ -14,6 +14,8 @@ namespace streamknn::detail::gpu {
 
 inline constexpr std::uint32_t kTile = 32;
 inline constexpr std::uint64_t kNoId = ~std::uint64_t(0);
+/// A query's threshold when nothing bounds it yet: +inf as ordered bits (kernels/common.cuh).
+inline constexpr std::uint32_t kNoBound = 0xff800000u;
 
 /// One reference buffer on the device. A copy lives in device memory so that captured
 /// graphs read the current slot count and pointers without being re-captured.

@@ -67,6 +67,16 @@ void fill(Twin& t, Metric metric, std::size_t n, std::mt19937_64& g, double eras
   t.publish();
 }
 
+/// The smallest and largest id in the store (the model is never empty where it is used).
+std::pair<PointId, PointId> id_bounds(const Model& model) {
+  PointId lo = ~PointId(0), hi = 0;
+  for (const auto& [pid, v] : model.vectors) {
+    lo = std::min(lo, pid);
+    hi = std::max(hi, pid);
+  }
+  return {lo, hi};
+}
+
 double tolerance(double d) { return 2e-4 * std::max(1.0, std::fabs(d)) + 1e-5; }
 
 /// Tie-aware comparison of the two backends' neighbours. Returns the number of bad queries.
@@ -183,11 +193,7 @@ TEST_CASE("GPU equals CPU with visibility ranges on large low-dimension stores (
     CAPTURE(s.k);
     Twin t(s.dim, s.metric, TargetSpec::none());
     fill(t, s.metric, s.n, g, 0.05);
-    PointId lo = ~PointId(0), hi = 0;
-    for (const auto& [pid, v] : t.model.vectors) {
-      lo = std::min(lo, pid);
-      hi = std::max(hi, pid);
-    }
+    const auto [lo, hi] = id_bounds(t.model);
     for (std::size_t nq : {1, 2, 3, 5}) {
       CAPTURE(nq);
       const auto queries = points_for(s.metric, g, nq, s.dim);
@@ -235,11 +241,7 @@ TEST_CASE("GPU equals CPU where the scan's warp lists live in global memory (bat
     fill(t, s.metric, s.n, g, 0.05);
     const auto queries = points_for(s.metric, g, s.q, s.dim);
     CHECK(compare(t.gpu.search(queries, s.k), t.cpu.search(queries, s.k), t.model, s.metric, queries) == 0);
-    PointId lo = ~PointId(0), hi = 0;
-    for (const auto& [pid, v] : t.model.vectors) {
-      lo = std::min(lo, pid);
-      hi = std::max(hi, pid);
-    }
+    const auto [lo, hi] = id_bounds(t.model);
     std::vector<IdRange> ranges(s.q);
     for (std::size_t q = 0; q < s.q; ++q) {
       const PointId width = q % 3 == 0 ? (hi - lo + 1) / 2 : q % 3 == 1 ? 500 : 0;

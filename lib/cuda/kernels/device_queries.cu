@@ -49,7 +49,7 @@ __global__ void prepare_device_queries_kernel(DeviceQueryParams p) {
     written = p.dim;
   }
   for (std::uint32_t d = written; d < p.chunks * 4; ++d) out[d] = 0.0f;  // padding, or a bad row's zeros
-  p.thresholds[i] = 0xff800000u;  // +inf: no bound yet
+  p.thresholds[i] = kNoBound;
   if (p.visible) {
     IdRangeDevice r = p.visible[q];
     if (r.begin > r.end) {

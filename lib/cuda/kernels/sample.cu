@@ -21,7 +21,6 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr std::uint32_t kNoBound = 0xff800000u;  // ordered_bits(+inf)
 constexpr int kSampleGroup = 4;                  // queries per warp
 constexpr int kSampleWarps = 4;                  // tiles per block
 constexpr int kKthThreads = 1024;

@@ -23,7 +23,6 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr std::uint32_t kNoBound = 0xff800000u;  // ordered_bits(+inf)
 constexpr std::uint32_t kBulkMinSurvivors = 4;   // fewer survivors are inserted one by one
 
 /// Shared memory: the query group and its id ranges (read-only), then per warp: its lists,
