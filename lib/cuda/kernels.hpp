@@ -76,6 +76,7 @@ struct ScanShape {
   int blocks_per_group = 1;   // grid.x; grid.y = ceil(num_queries / query_group)
   std::uint32_t chunks = 0;   // float4 chunks per vector
   bool global_lists = false;  // the warps' private lists in global memory (ScanParams::warp_lists)
+  int one_chunk_width = 0;    // vectors of one chunk: 2 (at most two elements) or 4; else 0
 };
 
 /// Entries of ScanParams::warp_lists one launch of this shape needs for num_queries queries.

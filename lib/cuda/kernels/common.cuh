@@ -52,25 +52,43 @@ __device__ void block_bitonic_sort(T* s, std::uint32_t n, Less less) {
 /// subtract, then FMA; inner product: FMA); query(j) returns query j's same chunk. The scan and
 /// the sample pass both rank through it, so a (query, point) rank has the same bits in both,
 /// whatever the batch or the loop shape: the sample's bound is valid for the scan.
-template <int G, bool kInnerProduct, class Query>
+/// kWidth = 2 scores only .x and .y, for a store whose vectors have at most two elements (the
+/// rest of the chunk is zeros in point and query alike): the terms it leaves out add +0 to the
+/// accumulator, which changes no L2 rank and at most the sign of a zero dot product, which
+/// rank_of() makes +0 anyway. So the rank's bits are those of the full chunk.
+template <int G, bool kInnerProduct, int kWidth = 4, class Query>
 __device__ __forceinline__ void accumulate(float (&acc)[G], const float4& v, Query query) {
+  static_assert(kWidth == 2 || kWidth == 4);
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     const float4 q = query(j);
     if constexpr (kInnerProduct) {
       acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
       acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
-      acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
-      acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+      if constexpr (kWidth == 4) {
+        acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
+        acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
+      }
     } else {
       const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
-      const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
       acc[j] = __fmaf_rn(dx, dx, acc[j]);
       acc[j] = __fmaf_rn(dy, dy, acc[j]);
-      acc[j] = __fmaf_rn(dz, dz, acc[j]);
-      acc[j] = __fmaf_rn(dw, dw, acc[j]);
+      if constexpr (kWidth == 4) {
+        const float dz = __fsub_rn(q.z, v.z), dw = __fsub_rn(q.w, v.w);
+        acc[j] = __fmaf_rn(dz, dz, acc[j]);
+        acc[j] = __fmaf_rn(dw, dw, acc[j]);
+      }
     }
   }
+}
+
+/// A point's rank from its accumulator. Inner product ranks by the negated dot product, plus
+/// +0 so that an exact zero is always +0: the (rank, id) order compares -0 and +0 as equal but
+/// their ordered_bits differ, and the sample pass and the selection order keys by those bits.
+/// (The scan admits a point when rank <= threshold as floats, the same test on these ranks.)
+template <bool kInnerProduct>
+__device__ __forceinline__ float rank_of(float acc) {
+  return kInnerProduct ? __fadd_rn(-acc, 0.0f) : acc;
 }
 
 inline void check_launch(const char* kernel) {

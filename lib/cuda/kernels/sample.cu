@@ -14,6 +14,8 @@
 // pass ran the scan itself over the sample; there every warp saw fewer than k points, so it was
 // mostly cold-start list insertions (ncu, GoogleNews-like Q = 16: 0.25-0.29 ms for 1/32 of the
 // store, 15% of the search; MNIST-like: 96 us for 1/8).
+#include <math_constants.h>
+
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 
@@ -75,10 +77,15 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
 #pragma unroll
   for (int j = 0; j < kSampleGroup; ++j) {
     if (j < int(nq)) {
-      bool counts = valid;
+      const float rank = rank_of<kInnerProduct>(acc[j]);
+      bool counts = valid && rank <= CUDART_INF_F;  // a NaN rank (overflowed dot product) never counts, as in the scan
       if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
-      std::uint32_t key = counts ? ordered_bits(kInnerProduct ? -acc[j] : acc[j]) : kNoBound;
-      if (p.per_tile < kTile) key = warp_sort(key, lane);
+      std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
+      if (p.per_tile == 1) {
+        key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
+      } else if (p.per_tile < kTile) {
+        key = warp_sort(key, lane);
+      }
       if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
     }
   }

@@ -146,7 +146,7 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists>
+template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // Software-pipelined chunk loop for groups of 4 and 8 (same H100, one call, alternated: Q = 4
   // 1.06-1.46x, Q = 8 1.02-1.10x; pipelined, groups of 1-2 lost up to 14% at 112 registers and
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   Candidate* lists = kGlobalLists ? block_lists + std::size_t(warp) * QG * k
                                   : reinterpret_cast<Candidate*>(mine + layout.lists);  // this warp's, QG x k
   std::uint32_t* counts = reinterpret_cast<std::uint32_t*>(mine + layout.counts);
-  std::uint32_t* thresholds = reinterpret_cast<std::uint32_t*>(mine + layout.thresholds);  // ordered bits
+  float* thresholds = reinterpret_cast<float*>(mine + layout.thresholds);  // this warp's, per query
   float* ranks = reinterpret_cast<float*>(mine + layout.ranks);
   Candidate* scratch = reinterpret_cast<Candidate*>(mine + layout.scratch);
 
@@ -181,8 +181,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     ranges[threadIdx.x] = threadIdx.x < nq ? p.ranges[q0 + threadIdx.x] : IdRangeDevice{0, 0};
   }
   if (lane < QG) {
-    counts[lane] = 0;  // start from the bound a sample pass may have found
-    thresholds[lane] = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+    counts[lane] = 0;  // start from the bound a sample pass may have found; NaN admits nothing
+    thresholds[lane] = lane < nq ? from_ordered_bits(__ldcg(&p.threshold[q0 + lane])) : CUDART_NAN_F;
   }
   __syncthreads();
 
@@ -191,6 +191,12 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
+  // kOneChunk (ScanShape::one_chunk_width): vectors of one float4 chunk. A tile is then one
+  // load, so the next tile's is issued before this one is scored (else every tile waits a full
+  // round trip), and stores of at most two elements score only those (the same rank bits, see
+  // accumulate). Kernels of their own: the prefetch's registers cost the other shapes blocks.
+  float4 ahead{};
+  if (kOneChunk && tile_begin + warp < tile_end) ahead = __ldg(vectors + std::size_t(tile_begin + warp) * kTile + lane);
 
   for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
     const std::uint32_t slot = tile * kTile + lane;
@@ -201,9 +207,13 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
     const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
-    // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
-    // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
-    if constexpr (!kPipelined) {
+    if constexpr (kOneChunk != 0) {
+      const float4 v = ahead;
+      if (tile + warps < tile_end) ahead = __ldg(point + std::size_t(warps) * kTile);
+      accumulate<QG, kInnerProduct, kOneChunk>(acc, v, [&](int j) { return queries[j]; });
+    } else if constexpr (!kPipelined) {
+      // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
+      // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
 #pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
       for (std::uint32_t c = 0; c < chunks; ++c) {
         accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
@@ -232,33 +242,50 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         }
       }
     }
-    if (lane < nq) thresholds[lane] = min(thresholds[lane], grid_bound);
+    if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
     __syncwarp();
     std::uint64_t id = kNoId;
     if (kFiltered && valid) id = store.ids[slot];
     // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
     // the (rare) insertion below is not, so it exists once in the code and in the registers.
-    unsigned with_survivors = 0;
+    // A float compare per query and one warp-wide OR for the whole group (ncu, 1,000,000 x 2,
+    // Q = 1,024: a vote and an ordered-bits compare per query were half of the scan's
+    // instructions); on these ranks (never -0, see rank_of) it is the ordered-bits test.
+    float limit[QG];
+    if constexpr (QG % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < QG / 4; ++i) {
+        const float4 t = reinterpret_cast<const float4*>(thresholds)[i];
+        limit[4 * i] = t.x;
+        limit[4 * i + 1] = t.y;
+        limit[4 * i + 2] = t.z;
+        limit[4 * i + 3] = t.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < QG; ++j) limit[j] = thresholds[j];
+    }
+    unsigned admitted = 0;
 #pragma unroll
     for (int j = 0; j < QG; ++j) {
-      if (j < int(nq)) {
-        const float rank = kInnerProduct ? -acc[j] : acc[j];
-        bool admit = valid && ordered_bits(rank) <= thresholds[j];
-        if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
-        if (__any_sync(kFullMask, admit)) {
-          ranks[j * 32 + lane] = rank;
-          with_survivors |= 1u << j;
-        }
-      }
+      bool admit = rank_of<kInnerProduct>(acc[j]) <= limit[j];
+      if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+      admitted |= unsigned(admit) << j;
+    }
+    unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted : 0u);
+    if (with_survivors == 0) continue;
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      if ((with_survivors >> j) & 1u) ranks[j * 32 + lane] = rank_of<kInnerProduct>(acc[j]);
     }
     __syncwarp();
-    if (with_survivors && !kFiltered && valid) id = store.ids[slot];
+    if (!kFiltered && valid) id = store.ids[slot];
 #pragma unroll 1
     while (with_survivors) {
       const int j = __ffs(with_survivors) - 1;
       with_survivors &= with_survivors - 1;
       const float rank = ranks[j * 32 + lane];
-      bool admit = valid && ordered_bits(rank) <= thresholds[j];
+      bool admit = valid && rank <= thresholds[j];
       if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
       unsigned survivors = __ballot_sync(kFullMask, admit);
       Candidate* list = lists + std::size_t(j) * k;
@@ -279,9 +306,9 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       if (lane == 0) {
         counts[j] = n;
         if (n == k) {
-          const std::uint32_t bound = ordered_bits(list[k - 1].rank);
-          thresholds[j] = min(thresholds[j], bound);
-          atomicMin(&p.threshold[q0 + j], bound);
+          const float kth = list[k - 1].rank;
+          thresholds[j] = fminf(thresholds[j], kth);
+          atomicMin(&p.threshold[q0 + j], ordered_bits(kth));
         }
       }
       __syncwarp();
@@ -330,20 +357,32 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 
 using ScanKernel = void (*)(ScanParams);
 
-template <int QG, bool kGlobalLists>
+template <int QG, bool kGlobalLists, int kOneChunk>
 ScanKernel pick(bool inner_product, bool filtered) {
-  if (inner_product) return filtered ? scan_kernel<QG, true, true, kGlobalLists> : scan_kernel<QG, true, false, kGlobalLists>;
-  return filtered ? scan_kernel<QG, false, true, kGlobalLists> : scan_kernel<QG, false, false, kGlobalLists>;
+  if (inner_product) {
+    return filtered ? scan_kernel<QG, true, true, kGlobalLists, kOneChunk> : scan_kernel<QG, true, false, kGlobalLists, kOneChunk>;
+  }
+  return filtered ? scan_kernel<QG, false, true, kGlobalLists, kOneChunk> : scan_kernel<QG, false, false, kGlobalLists, kOneChunk>;
+}
+
+template <int QG, bool kGlobalLists>
+ScanKernel pick(const ScanShape& s) {
+  switch (s.one_chunk_width) {
+    case 0: return pick<QG, kGlobalLists, 0>(s.inner_product, s.filtered);
+    case 2: return pick<QG, kGlobalLists, 2>(s.inner_product, s.filtered);
+    case 4: return pick<QG, kGlobalLists, 4>(s.inner_product, s.filtered);
+  }
+  throw CudaError("scan kernel: unsupported one-chunk width " + std::to_string(s.one_chunk_width));
 }
 
 /// Global lists only for the groups whose shared lists crowd out warps (8 queries and up).
 template <int QG>
 ScanKernel pick(const ScanShape& s) {
   if constexpr (QG >= 8) {
-    if (s.global_lists) return pick<QG, true>(s.inner_product, s.filtered);
+    if (s.global_lists) return pick<QG, true>(s);
   }
   if (s.global_lists) throw CudaError("scan kernel: global lists need a query group of 8 or more");
-  return pick<QG, false>(s.inner_product, s.filtered);
+  return pick<QG, false>(s);
 }
 
 ScanKernel kernel_for(const ScanShape& s) {
