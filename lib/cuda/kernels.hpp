@@ -49,6 +49,7 @@ struct SampleParams {
   std::uint32_t step = 0;                  // sample every step-th tile
   std::uint32_t sample_tiles = 0;          // tiles sampled (for the capacity the launch was sized for)
   std::uint32_t per_tile = 0;              // smallest ranks kept per tile and query: 1, 2, 4, .. 32
+  std::uint32_t groups_per_warp = 1;       // groups of 4 queries each warp ranks its tile against
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
 };

@@ -2,7 +2,7 @@
 // so the main scan starts with a tight threshold instead of a cold start.
 //
 // sample_ranks_kernel scores every sampled point against the queries (a warp per tile and
-// group of kSampleGroup queries, every warp busy at once) and writes the per_tile smallest
+// groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the per_tile smallest
 // ranks of each tile as ordered bits (+inf for erased slots and ids outside a query's range).
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
@@ -47,46 +47,50 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
   const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
-  const std::uint32_t q0 = blockIdx.y * kSampleGroup;
-  const std::uint32_t nq = min(std::uint32_t(kSampleGroup), p.num_queries - q0);
   const std::uint32_t chunks = store.chunks;
   if (sample_tile >= p.sample_tiles) return;
   const std::uint32_t tile = sample_tile * p.step;
   const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
   const std::size_t key_index = std::size_t(sample_tile) * p.per_tile + lane;
   const std::size_t keys_per_query = std::size_t(p.sample_tiles) * p.per_tile;
-  if (tile >= tiles) {  // the store is smaller than the capacity this launch was sized for
-    for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
-    return;
-  }
   const std::uint32_t slot = tile * kTile + lane;
-  const bool valid = store.valid[slot] != 0;
-  const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
-  const float4* queries = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
-  float acc[kSampleGroup] = {};
-  // A warp scores its tile alone and the kernel lasts as long as one tile's chain of loads:
-  // keep 16 in flight (4 left a 784-dim sample at ~40 us, 49 round trips).
-#pragma unroll 16
-  for (std::uint32_t c = 0; c < chunks; ++c) {
-    const float4 v = __ldg(point + std::size_t(c) * kTile);
-    // Rows past the batch read query 0 again (defined memory); their keys are not written.
-    accumulate<kSampleGroup, kInnerProduct>(
-        acc, v, [&](int j) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); });
-  }
+  const bool in_store = tile < tiles;  // else the store is smaller than the launch was sized for
+  const bool valid = in_store && store.valid[slot] != 0;
   const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
+  const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
+  for (std::uint32_t g = 0; g < p.groups_per_warp; ++g) {
+    const std::uint32_t q0 = (blockIdx.y * p.groups_per_warp + g) * kSampleGroup;
+    if (q0 >= p.num_queries) break;
+    const std::uint32_t nq = min(std::uint32_t(kSampleGroup), p.num_queries - q0);
+    if (!in_store) {
+      for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+      continue;
+    }
+    const float4* queries = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+    float acc[kSampleGroup] = {};
+    // A warp scores its tile alone and the kernel lasts as long as one tile's chain of loads:
+    // keep 16 in flight (4 left a 784-dim sample at ~40 us, 49 round trips).
+#pragma unroll 16
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      const float4 v = __ldg(point + std::size_t(c) * kTile);
+      // Rows past the batch read query 0 again (defined memory); their keys are not written.
+      accumulate<kSampleGroup, kInnerProduct>(
+          acc, v, [&](int j) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); });
+    }
 #pragma unroll
-  for (int j = 0; j < kSampleGroup; ++j) {
-    if (j < int(nq)) {
-      const float rank = rank_of<kInnerProduct>(acc[j]);
-      bool counts = valid && rank <= CUDART_INF_F;  // a NaN rank (overflowed dot product) never counts, as in the scan
-      if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
-      std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
-      if (p.per_tile == 1) {
-        key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
-      } else if (p.per_tile < kTile) {
-        key = warp_sort(key, lane);
+    for (int j = 0; j < kSampleGroup; ++j) {
+      if (j < int(nq)) {
+        const float rank = rank_of<kInnerProduct>(acc[j]);
+        bool counts = valid && rank <= CUDART_INF_F;  // a NaN rank (overflowed dot product) never counts, as in the scan
+        if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
+        std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
+        if (p.per_tile == 1) {
+          key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
+        } else if (p.per_tile < kTile) {
+          key = warp_sort(key, lane);
+        }
+        if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
       }
-      if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
     }
   }
 }
@@ -147,8 +151,8 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
 }  // namespace
 
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
-  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps,
-                  (params.num_queries + kSampleGroup - 1) / kSampleGroup);
+  const std::uint32_t per_warp = kSampleGroup * params.groups_per_warp;
+  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, (params.num_queries + per_warp - 1) / per_warp);
   if (inner_product) {
     (filtered ? sample_ranks_kernel<true, true> : sample_ranks_kernel<true, false>)<<<grid, kSampleWarps * 32, 0, stream>>>(params);
   } else {

@@ -192,25 +192,42 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
   // kOneChunk (ScanShape::one_chunk_width): vectors of one float4 chunk. A tile is then one
-  // load, so the next tile's is issued before this one is scored (else every tile waits a full
-  // round trip), and stores of at most two elements score only those (the same rank bits, see
-  // accumulate). Kernels of their own: the prefetch's registers cost the other shapes blocks.
-  float4 ahead{};
-  if (kOneChunk && tile_begin + warp < tile_end) ahead = __ldg(vectors + std::size_t(tile_begin + warp) * kTile + lane);
+  // load, so the next tile's loads (vector, valid flags, grid-wide bound) are issued before this
+  // one is scored (else every tile waits a full round trip: ncu, 1,000,000 x 2, Q = 1,024), and
+  // stores of at most two elements score only those (the same rank bits, see accumulate).
+  // Kernels of their own: the prefetch's registers cost the other shapes blocks.
+  float4 vector_ahead{};
+  std::uint8_t valid_ahead = 0;
+  std::uint32_t bound_ahead = kNoBound;
+  auto load_ahead = [&](std::uint32_t tile) {
+    vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
+    valid_ahead = store.valid[tile * kTile + lane];
+    if (lane < nq) bound_ahead = __ldcg(&p.threshold[q0 + lane]);
+  };
+  if (kOneChunk && tile_begin + warp < tile_end) load_ahead(tile_begin + warp);
 
   for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
     const std::uint32_t slot = tile * kTile + lane;
-    const bool valid = store.valid[slot] != 0;
-    // The grid-wide bound (what every full list found): read now, applied after the arithmetic.
-    const std::uint32_t grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+    // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
+    // tile early by one-chunk kernels: a bound read earlier is still a bound).
+    bool valid;
+    std::uint32_t grid_bound;
+    float4 vector{};  // one-chunk kernels: this tile's
+    if constexpr (kOneChunk != 0) {
+      valid = valid_ahead != 0;
+      grid_bound = bound_ahead;
+      vector = vector_ahead;
+      if (tile + warps < tile_end) load_ahead(tile + warps);
+    } else {
+      valid = store.valid[slot] != 0;
+      grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+    }
     float acc[QG];
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
     const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
     if constexpr (kOneChunk != 0) {
-      const float4 v = ahead;
-      if (tile + warps < tile_end) ahead = __ldg(point + std::size_t(warps) * kTile);
-      accumulate<QG, kInnerProduct, kOneChunk>(acc, v, [&](int j) { return queries[j]; });
+      accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
     } else if constexpr (!kPipelined) {
       // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
       // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
