@@ -78,6 +78,7 @@ struct ScanShape {
   std::uint32_t chunks = 0;   // float4 chunks per vector
   bool global_lists = false;  // the warps' private lists in global memory (ScanParams::warp_lists)
   int one_chunk_width = 0;    // vectors of one chunk: 2 (at most two elements) or 4; else 0
+  bool tiled = false;         // one-chunk, 4+ queries, not filtered: each lane scores several tiles
 };
 
 /// Entries of ScanParams::warp_lists one launch of this shape needs for num_queries queries.

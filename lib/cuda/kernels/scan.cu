@@ -146,13 +146,17 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk>
+template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // Software-pipelined chunk loop for groups of 4 and 8 (same H100, one call, alternated: Q = 4
   // 1.06-1.46x, Q = 8 1.02-1.10x; pipelined, groups of 1-2 lost up to 14% at 112 registers and
   // 16 lost 5-14% at Q = 64 and 256; run-2026-11-23-pipeline/). Asking ptxas for one block per
   // SM (no spills, more registers) made groups of 8-16 5-18% slower.
   constexpr bool kPipelined = QG == 4 || QG == 8;
+  // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
+  // elements, where 4 spilled registers).
+  static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
+  constexpr int kTilesPerLane = kOneChunk == 2 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
   const std::uint32_t warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -191,112 +195,10 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
-  // kOneChunk (ScanShape::one_chunk_width): vectors of one float4 chunk. A tile is then one
-  // load, so the next tile's loads (vector, valid flags, grid-wide bound) are issued before this
-  // one is scored (else every tile waits a full round trip: ncu, 1,000,000 x 2, Q = 1,024), and
-  // stores of at most two elements score only those (the same rank bits, see accumulate).
-  // Kernels of their own: the prefetch's registers cost the other shapes blocks.
-  float4 vector_ahead{};
-  std::uint8_t valid_ahead = 0;
-  std::uint32_t bound_ahead = kNoBound;
-  auto load_ahead = [&](std::uint32_t tile) {
-    vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
-    valid_ahead = store.valid[tile * kTile + lane];
-    if (lane < nq) bound_ahead = __ldcg(&p.threshold[q0 + lane]);
-  };
-  if (kOneChunk && tile_begin + warp < tile_end) load_ahead(tile_begin + warp);
-
-  for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
-    const std::uint32_t slot = tile * kTile + lane;
-    // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
-    // tile early by one-chunk kernels: a bound read earlier is still a bound).
-    bool valid;
-    std::uint32_t grid_bound;
-    float4 vector{};  // one-chunk kernels: this tile's
-    if constexpr (kOneChunk != 0) {
-      valid = valid_ahead != 0;
-      grid_bound = bound_ahead;
-      vector = vector_ahead;
-      if (tile + warps < tile_end) load_ahead(tile + warps);
-    } else {
-      valid = store.valid[slot] != 0;
-      grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
-    }
-    float acc[QG];
-#pragma unroll
-    for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
-    const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
-    if constexpr (kOneChunk != 0) {
-      accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
-    } else if constexpr (!kPipelined) {
-      // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
-      // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
-#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
-      for (std::uint32_t c = 0; c < chunks; ++c) {
-        accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
-                                      [&](int j) { return queries[j * chunks + c]; });
-      }
-    } else {
-      // Software-pipelined: the next U chunks are in flight while these U are scored, so a warp
-      // never waits for a whole round trip between groups of loads (U = 2 for groups of 8,
-      // which spilled registers at 4).
-      constexpr int U = QG == 8 ? 2 : 4;
-      float4 next[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) next[u] = std::uint32_t(u) < chunks ? __ldg(point + std::size_t(u) * kTile) : float4{};
-      for (std::uint32_t c0 = 0; c0 < chunks; c0 += U) {
-        float4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          v[u] = next[u];
-          const std::uint32_t ahead = c0 + U + u;
-          if (ahead < chunks) next[u] = __ldg(point + std::size_t(ahead) * kTile);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const std::uint32_t c = c0 + u;
-          if (c < chunks) accumulate<QG, kInnerProduct>(acc, v[u], [&](int j) { return queries[j * chunks + c]; });
-        }
-      }
-    }
-    if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
-    __syncwarp();
-    std::uint64_t id = kNoId;
-    if (kFiltered && valid) id = store.ids[slot];
-    // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
-    // the (rare) insertion below is not, so it exists once in the code and in the registers.
-    // A float compare per query and one warp-wide OR for the whole group (ncu, 1,000,000 x 2,
-    // Q = 1,024: a vote and an ordered-bits compare per query were half of the scan's
-    // instructions); on these ranks (never -0, see rank_of) it is the ordered-bits test.
-    float limit[QG];
-    if constexpr (QG % 4 == 0) {
-#pragma unroll
-      for (int i = 0; i < QG / 4; ++i) {
-        const float4 t = reinterpret_cast<const float4*>(thresholds)[i];
-        limit[4 * i] = t.x;
-        limit[4 * i + 1] = t.y;
-        limit[4 * i + 2] = t.z;
-        limit[4 * i + 3] = t.w;
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < QG; ++j) limit[j] = thresholds[j];
-    }
-    unsigned admitted = 0;
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      bool admit = rank_of<kInnerProduct>(acc[j]) <= limit[j];
-      if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
-      admitted |= unsigned(admit) << j;
-    }
-    unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted : 0u);
-    if (with_survivors == 0) continue;
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      if ((with_survivors >> j) & 1u) ranks[j * 32 + lane] = rank_of<kInnerProduct>(acc[j]);
-    }
-    __syncwarp();
-    if (!kFiltered && valid) id = store.ids[slot];
+  // Inserts one tile's survivors into the warp's lists: the queries in with_survivors have their
+  // ranks of this tile staged in `ranks`. Rare once the thresholds are tight, so it exists once
+  // in the code and in the registers.
+  auto insert_tile = [&](std::uint32_t slot, bool valid, std::uint64_t id, unsigned with_survivors) {
 #pragma unroll 1
     while (with_survivors) {
       const int j = __ffs(with_survivors) - 1;
@@ -329,6 +231,196 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         }
       }
       __syncwarp();
+    }
+  };
+  // This warp's thresholds, read once per tile (four at a time where the group allows).
+  auto load_limits = [&](float (&limit)[QG]) {
+    if constexpr (QG % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < QG / 4; ++i) {
+        const float4 t = reinterpret_cast<const float4*>(thresholds)[i];
+        limit[4 * i] = t.x;
+        limit[4 * i + 1] = t.y;
+        limit[4 * i + 2] = t.z;
+        limit[4 * i + 3] = t.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < QG; ++j) limit[j] = thresholds[j];
+    }
+  };
+  if constexpr (kTiled) {
+    // Lane i scores point i of kTilesPerLane tiles at once (tile, tile + warps, ..): each
+    // query's chunk is read from shared memory once for all of them and the threshold test
+    // runs on their smallest rank, so a (point, query) pair costs its arithmetic and a min
+    // (ncu, 1,000,000 x 2, Q = 1,024: 15 instructions per pair with one tile per lane). Erased
+    // slots score NaN, which the min skips. A tile group with any survivor is then scored tile
+    // by tile from memory again (in L1) by the insertion path.
+    auto load_point = [&](std::uint32_t tile) {  // two elements: an 8-byte load
+      const float4* at = vectors + std::size_t(tile) * kTile + lane;
+      if constexpr (kOneChunk == 2) {
+        const float2 v = __ldg(reinterpret_cast<const float2*>(at));
+        return make_float4(v.x, v.y, 0.0f, 0.0f);
+      } else {
+        return __ldg(at);
+      }
+    };
+    float4 vector_ahead[kTilesPerLane];
+    bool valid_ahead[kTilesPerLane];
+    std::uint32_t bound_ahead = kNoBound;
+    auto load_group = [&](std::uint32_t first) {
+#pragma unroll
+      for (int t = 0; t < kTilesPerLane; ++t) {
+        const std::uint32_t tile = first + t * warps;
+        valid_ahead[t] = tile < tile_end && store.valid[tile * kTile + lane] != 0;
+        if (tile < tile_end) vector_ahead[t] = load_point(tile);
+      }
+      if (lane < nq) bound_ahead = __ldcg(&p.threshold[q0 + lane]);
+    };
+    if (tile_begin + warp < tile_end) load_group(tile_begin + warp);
+    const float kNaN = CUDART_NAN_F;
+    for (std::uint32_t first = tile_begin + warp; first < tile_end; first += kTilesPerLane * warps) {
+      float4 v[kTilesPerLane];
+#pragma unroll
+      for (int t = 0; t < kTilesPerLane; ++t) v[t] = valid_ahead[t] ? vector_ahead[t] : make_float4(kNaN, kNaN, kNaN, kNaN);
+      const std::uint32_t grid_bound = bound_ahead;
+      if (first + kTilesPerLane * warps < tile_end) load_group(first + kTilesPerLane * warps);
+      if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
+      __syncwarp();
+      float limit[QG];
+      load_limits(limit);
+      unsigned admitted = 0;
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        float closest = kNaN;
+#pragma unroll
+        for (int t = 0; t < kTilesPerLane; ++t) {
+          float acc[1] = {0.0f};
+          accumulate<1, kInnerProduct, kOneChunk>(acc, v[t], [&](int) { return queries[j]; });
+          closest = fminf(closest, rank_of<kInnerProduct>(acc[0]));
+        }
+        admitted |= unsigned(closest <= limit[j]) << j;
+      }
+      const unsigned with_any = __reduce_or_sync(kFullMask, admitted);
+      if (with_any == 0) continue;
+#pragma unroll 1
+      for (std::uint32_t tile = first; tile < min(tile_end, first + kTilesPerLane * warps); tile += warps) {
+        const std::uint32_t slot = tile * kTile + lane;
+        const bool valid = store.valid[slot] != 0;
+        const float4 point = load_point(tile);
+        unsigned admitted_here = 0;
+#pragma unroll
+        for (int j = 0; j < QG; ++j) {
+          if ((with_any >> j) & 1u) {
+            float acc[1] = {0.0f};
+            accumulate<1, kInnerProduct, kOneChunk>(acc, point, [&](int) { return queries[j]; });
+            const float rank = rank_of<kInnerProduct>(acc[0]);
+            ranks[j * 32 + lane] = rank;
+            admitted_here |= unsigned(rank <= thresholds[j]) << j;
+          }
+        }
+        const unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted_here : 0u);
+        __syncwarp();
+        if (with_survivors == 0) continue;
+        insert_tile(slot, valid, valid ? store.ids[slot] : kNoId, with_survivors);
+      }
+    }
+  } else {
+    // kOneChunk (ScanShape::one_chunk_width): vectors of one float4 chunk. A tile is then one
+    // load, so the next tile's loads (vector, valid flags, grid-wide bound) are issued before this
+    // one is scored (else every tile waits a full round trip: ncu, 1,000,000 x 2, Q = 1,024), and
+    // stores of at most two elements score only those (the same rank bits, see accumulate).
+    // Kernels of their own: the prefetch's registers cost the other shapes blocks.
+    float4 vector_ahead{};
+    std::uint8_t valid_ahead = 0;
+    std::uint32_t bound_ahead = kNoBound;
+    auto load_ahead = [&](std::uint32_t tile) {
+      vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
+      valid_ahead = store.valid[tile * kTile + lane];
+      if (lane < nq) bound_ahead = __ldcg(&p.threshold[q0 + lane]);
+    };
+    if (kOneChunk && tile_begin + warp < tile_end) load_ahead(tile_begin + warp);
+
+    for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
+      const std::uint32_t slot = tile * kTile + lane;
+      // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
+      // tile early by one-chunk kernels: a bound read earlier is still a bound).
+      bool valid;
+      std::uint32_t grid_bound;
+      float4 vector{};  // one-chunk kernels: this tile's
+      if constexpr (kOneChunk != 0) {
+        valid = valid_ahead != 0;
+        grid_bound = bound_ahead;
+        vector = vector_ahead;
+        if (tile + warps < tile_end) load_ahead(tile + warps);
+      } else {
+        valid = store.valid[slot] != 0;
+        grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+      }
+      float acc[QG];
+#pragma unroll
+      for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
+      const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
+      if constexpr (kOneChunk != 0) {
+        accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
+      } else if constexpr (!kPipelined) {
+        // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
+        // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
+#pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
+        for (std::uint32_t c = 0; c < chunks; ++c) {
+          accumulate<QG, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
+                                        [&](int j) { return queries[j * chunks + c]; });
+        }
+      } else {
+        // Software-pipelined: the next U chunks are in flight while these U are scored, so a warp
+        // never waits for a whole round trip between groups of loads (U = 2 for groups of 8,
+        // which spilled registers at 4).
+        constexpr int U = QG == 8 ? 2 : 4;
+        float4 next[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) next[u] = std::uint32_t(u) < chunks ? __ldg(point + std::size_t(u) * kTile) : float4{};
+        for (std::uint32_t c0 = 0; c0 < chunks; c0 += U) {
+          float4 v[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            v[u] = next[u];
+            const std::uint32_t ahead = c0 + U + u;
+            if (ahead < chunks) next[u] = __ldg(point + std::size_t(ahead) * kTile);
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const std::uint32_t c = c0 + u;
+            if (c < chunks) accumulate<QG, kInnerProduct>(acc, v[u], [&](int j) { return queries[j * chunks + c]; });
+          }
+        }
+      }
+      if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
+      __syncwarp();
+      std::uint64_t id = kNoId;
+      if (kFiltered && valid) id = store.ids[slot];
+      // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
+      // the (rare) insertion below is not, so it exists once in the code and in the registers.
+      // A float compare per query and one warp-wide OR for the whole group (ncu, 1,000,000 x 2,
+      // Q = 1,024: a vote and an ordered-bits compare per query were half of the scan's
+      // instructions); on these ranks (never -0, see rank_of) it is the ordered-bits test.
+      float limit[QG];
+      load_limits(limit);
+      unsigned admitted = 0;
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        bool admit = rank_of<kInnerProduct>(acc[j]) <= limit[j];
+        if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+        admitted |= unsigned(admit) << j;
+      }
+      unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted : 0u);
+      if (with_survivors == 0) continue;
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        if ((with_survivors >> j) & 1u) ranks[j * 32 + lane] = rank_of<kInnerProduct>(acc[j]);
+      }
+      __syncwarp();
+      if (!kFiltered && valid) id = store.ids[slot];
+      insert_tile(slot, valid, id, with_survivors);
     }
   }
   __syncthreads();
@@ -375,19 +467,28 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 using ScanKernel = void (*)(ScanParams);
 
 template <int QG, bool kGlobalLists, int kOneChunk>
-ScanKernel pick(bool inner_product, bool filtered) {
-  if (inner_product) {
-    return filtered ? scan_kernel<QG, true, true, kGlobalLists, kOneChunk> : scan_kernel<QG, true, false, kGlobalLists, kOneChunk>;
+ScanKernel pick(bool inner_product, bool filtered, bool tiled) {
+  if constexpr (kOneChunk != 0 && QG >= 4) {
+    if (tiled && !filtered) {
+      return inner_product ? scan_kernel<QG, true, false, kGlobalLists, kOneChunk, true>
+                           : scan_kernel<QG, false, false, kGlobalLists, kOneChunk, true>;
+    }
   }
-  return filtered ? scan_kernel<QG, false, true, kGlobalLists, kOneChunk> : scan_kernel<QG, false, false, kGlobalLists, kOneChunk>;
+  if (tiled) throw CudaError("scan kernel: several tiles per lane need one-chunk vectors, 4+ queries and no ranges");
+  if (inner_product) {
+    return filtered ? scan_kernel<QG, true, true, kGlobalLists, kOneChunk, false>
+                    : scan_kernel<QG, true, false, kGlobalLists, kOneChunk, false>;
+  }
+  return filtered ? scan_kernel<QG, false, true, kGlobalLists, kOneChunk, false>
+                  : scan_kernel<QG, false, false, kGlobalLists, kOneChunk, false>;
 }
 
 template <int QG, bool kGlobalLists>
 ScanKernel pick(const ScanShape& s) {
   switch (s.one_chunk_width) {
-    case 0: return pick<QG, kGlobalLists, 0>(s.inner_product, s.filtered);
-    case 2: return pick<QG, kGlobalLists, 2>(s.inner_product, s.filtered);
-    case 4: return pick<QG, kGlobalLists, 4>(s.inner_product, s.filtered);
+    case 0: return pick<QG, kGlobalLists, 0>(s.inner_product, s.filtered, s.tiled);
+    case 2: return pick<QG, kGlobalLists, 2>(s.inner_product, s.filtered, s.tiled);
+    case 4: return pick<QG, kGlobalLists, 4>(s.inner_product, s.filtered, s.tiled);
   }
   throw CudaError("scan kernel: unsupported one-chunk width " + std::to_string(s.one_chunk_width));
 }
