@@ -13,7 +13,8 @@
 // which a sample pass may already have set. At the end one barrier, then the block merges its
 // warps' lists in parallel (each entry's final position is its index plus its count in the
 // other lists) and writes one sorted list per query, truncated at the bound, for the select
-// kernel.
+// kernel. Stores of one float4 chunk per vector have kernels of their own (a tile prefetch, and
+// where survivors are sparse several tiles per lane tested on their smallest rank).
 #include <math_constants.h>
 
 #include "cuda/kernels.hpp"
