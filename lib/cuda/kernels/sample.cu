@@ -2,8 +2,9 @@
 // so the main scan starts with a tight threshold instead of a cold start.
 //
 // sample_ranks_kernel scores every sampled point against the queries (a warp per tile and
-// groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the per_tile smallest
-// ranks of each tile as ordered bits (+inf for erased slots and ids outside a query's range).
+// groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
+// per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
+// query's range).
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
 // ranks computed exactly as the scan computes them (same operations, same order), so at least k
@@ -63,7 +64,9 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     if (q0 >= p.num_queries) break;
     const std::uint32_t nq = min(std::uint32_t(kSampleGroup), p.num_queries - q0);
     if (!in_store) {
-      for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+      for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) {
+        p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+      }
       continue;
     }
     const float4* queries = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
@@ -81,7 +84,8 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     for (int j = 0; j < kSampleGroup; ++j) {
       if (j < int(nq)) {
         const float rank = rank_of<kInnerProduct>(acc[j]);
-        bool counts = valid && rank <= CUDART_INF_F;  // a NaN rank (overflowed dot product) never counts, as in the scan
+        // A NaN rank (an overflowed dot product) never counts, as in the scan.
+        bool counts = valid && rank <= CUDART_INF_F;
         if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
         std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
         if (p.per_tile == 1) {

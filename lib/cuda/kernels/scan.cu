@@ -283,7 +283,9 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     for (std::uint32_t first = tile_begin + warp; first < tile_end; first += kTilesPerLane * warps) {
       float4 v[kTilesPerLane];
 #pragma unroll
-      for (int t = 0; t < kTilesPerLane; ++t) v[t] = valid_ahead[t] ? vector_ahead[t] : make_float4(kNaN, kNaN, kNaN, kNaN);
+      for (int t = 0; t < kTilesPerLane; ++t) {
+        v[t] = valid_ahead[t] ? vector_ahead[t] : make_float4(kNaN, kNaN, kNaN, kNaN);
+      }
       const std::uint32_t grid_bound = bound_ahead;
       if (first + kTilesPerLane * warps < tile_end) load_group(first + kTilesPerLane * warps);
       if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
