@@ -26,6 +26,25 @@ __device__ __forceinline__ bool closer(float ra, std::uint64_t ia, float rb, std
   return ra < rb || (ra == rb && ia < ib);
 }
 
+/// One step of an MSB-first radix select: one warp (every lane calls it) finds the digit of a
+/// 256-bucket histogram that holds the want-th key (1-based, want <= the histogram's total).
+/// True in the one lane that holds it, which gets the digit and the keys in smaller digits.
+__device__ __forceinline__ bool find_digit(const std::uint32_t* histogram, std::uint32_t want, std::uint32_t lane,
+                                           std::uint32_t& digit, std::uint32_t& below) {
+  std::uint32_t local = 0;
+  for (int b = 0; b < 8; ++b) local += histogram[lane * 8 + b];
+  std::uint32_t inclusive = local;
+  for (int d = 1; d < 32; d <<= 1) {
+    const std::uint32_t up = __shfl_up_sync(kFullMask, inclusive, d);
+    if (lane >= std::uint32_t(d)) inclusive += up;
+  }
+  below = inclusive - local;
+  if (!(below < want && want <= inclusive)) return false;
+  digit = lane * 8;
+  while (below + histogram[digit] < want) below += histogram[digit++];
+  return true;
+}
+
 /// Sorts s[0, n) in shared memory (n a power of two) with the whole block, ascending by `less`;
 /// every thread of the block must call it.
 template <class T, class Less>

@@ -130,19 +130,10 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     }
     __syncthreads();
     if (threadIdx.x < 32) {  // one warp finds the digit holding the wanted rank
-      const std::uint32_t lane = threadIdx.x;
-      std::uint32_t local = 0;
-      for (int b = 0; b < 8; ++b) local += histogram[lane * 8 + b];
-      std::uint32_t inclusive = local;
-      for (int d = 1; d < 32; d <<= 1) {
-        const std::uint32_t up = __shfl_up_sync(kFullMask, inclusive, d);
-        if (lane >= std::uint32_t(d)) inclusive += up;
-      }
-      const std::uint32_t want = want_s, before = inclusive - local;
+      const std::uint32_t want = want_s;
       __syncwarp();
-      if (before < want && want <= inclusive) {  // exactly one lane: n >= k keys match at pass 0
-        std::uint32_t below = before, digit = lane * 8;
-        while (below + histogram[digit] < want) below += histogram[digit++];
+      std::uint32_t digit, below;
+      if (find_digit(histogram, want, threadIdx.x, digit, below)) {  // n >= k keys match at pass 0
         want_s = want - below;
         prefix_s = prefix | (digit << shift);
       }

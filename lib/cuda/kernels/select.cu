@@ -101,14 +101,14 @@ __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) 
       if (key_matches(hi, c.id, prefix_hi, prefix_lo, pass)) atomicAdd(&histogram[key_digit(hi, c.id, pass)], 1u);
     });
     __syncthreads();
-    if (threadIdx.x == 0) {
-      std::uint32_t below = 0, digit = 0;
-      for (; digit < 256; ++digit) {
-        if (below + histogram[digit] >= want_s) break;
-        below += histogram[digit];
+    if (threadIdx.x < 32) {
+      const std::uint32_t want = want_s;
+      __syncwarp();
+      std::uint32_t digit, below;
+      if (find_digit(histogram, want, threadIdx.x, digit, below)) {
+        want_s = want - below;
+        set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
       }
-      want_s -= below;
-      set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
     }
     __syncthreads();
   }
@@ -164,20 +164,10 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
     }
     __syncthreads();
     if (threadIdx.x < 32) {  // one warp finds the bucket holding the wanted rank
-      const std::uint32_t lane = threadIdx.x;
-      std::uint32_t local = 0;
-      for (int b = 0; b < 8; ++b) local += histogram[lane * 8 + b];
-      std::uint32_t inclusive = local;
-      for (int d = 1; d < 32; d <<= 1) {
-        const std::uint32_t up = __shfl_up_sync(kFullMask, inclusive, d);
-        if (lane >= std::uint32_t(d)) inclusive += up;
-      }
       const std::uint32_t want = want_s;
-      const std::uint32_t before = inclusive - local;
       __syncwarp();
-      if (before < want && want <= inclusive) {  // exactly one lane holds it
-        std::uint32_t below = before, digit = lane * 8;
-        while (below + histogram[digit] < want) below += histogram[digit++];
+      std::uint32_t digit, below;
+      if (find_digit(histogram, want, threadIdx.x, digit, below)) {
         want_s = want - below;
         left_s = histogram[digit];
         set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
