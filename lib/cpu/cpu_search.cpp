@@ -150,18 +150,17 @@ inline void pair_ranks(const float* const* queries, const float* row0, std::size
   }
 }
 
-/// Ranks of one query against 8 points held dimension by dimension (column d at
-/// columns[d], kDim <= 4): lane l holds point l. Squared L2 is d0*d0, then fma(di, di, r) for
-/// each further dimension in order; inner product q0*p0, then fma(qi, pi, r), negated.
+/// Ranks of one query against 8 points held dimension by dimension (kDim <= 4): lane l holds
+/// point l. Squared L2 is d0*d0, then fma(di, di, r) for each further dimension in order;
+/// inner product q0*p0, then fma(qi, pi, r), negated.
 template <bool kInnerProduct, int kDim>
-inline Vec low_dim_ranks(const Vec* query, const float* const* columns, std::size_t i) noexcept {
+inline Vec low_dim_ranks(const Vec* query, const Vec* point) noexcept {
   Vec r;
   for (int d = 0; d < kDim; ++d) {
-    const Vec p = vload(columns[d] + i);
     if constexpr (kInnerProduct) {
-      r = d == 0 ? vmul(query[d], p) : vmadd(query[d], p, r);
+      r = d == 0 ? vmul(query[d], point[d]) : vmadd(query[d], point[d], r);
     } else {
-      const Vec diff = vsub(query[d], p);
+      const Vec diff = vsub(query[d], point[d]);
       r = d == 0 ? vmul(diff, diff) : vmadd(diff, diff, r);
     }
   }
@@ -286,6 +285,11 @@ inline void screen_dots(const float* const* q2, const float* panel, std::size_t 
   }
 }
 
+/// closer() as a function object, so the heap algorithms inline it.
+struct Closer {
+  bool operator()(const Candidate& a, const Candidate& b) const noexcept { return closer(a, b); }
+};
+
 /// Bounded max-heap of the k best candidates seen so far (worst on top).
 class TopK {
  public:
@@ -301,11 +305,9 @@ class TopK {
     const Candidate c{rank, slot, id};
     if (heap_.size() < k_) {
       heap_.push_back(c);
-      std::push_heap(heap_.begin(), heap_.end(), closer);
+      std::push_heap(heap_.begin(), heap_.end(), Closer{});
     } else {
-      std::pop_heap(heap_.begin(), heap_.end(), closer);
-      heap_.back() = c;
-      std::push_heap(heap_.begin(), heap_.end(), closer);
+      replace_top(c);
     }
   }
   /// Ranks above this cannot enter (+inf until the heap is full; equal ranks may, by id).
@@ -315,6 +317,19 @@ class TopK {
   std::vector<Candidate>& items() noexcept { return heap_; }
 
  private:
+  /// Replaces the worst candidate by c (closer than it) in one sift-down.
+  void replace_top(const Candidate& c) noexcept {
+    const std::size_t n = heap_.size();
+    std::size_t at = 0;
+    for (std::size_t child = 1; child < n; child = 2 * at + 1) {
+      if (child + 1 < n && closer(heap_[child], heap_[child + 1])) ++child;  // the worse child
+      if (!closer(c, heap_[child])) break;
+      heap_[at] = heap_[child];
+      at = child;
+    }
+    heap_[at] = c;
+  }
+
   std::size_t k_ = 0;
   std::vector<Candidate> heap_;
 };
@@ -340,7 +355,7 @@ class Scanner {
         limits_(q1 - q0 + 16, std::numeric_limits<float>::infinity()) {}
 
   void scan(std::size_t begin, std::size_t end) {
-    if (stride_ <= 4) return scan_low_dim(begin, end);
+    if (store_.by_column()) return scan_low_dim(begin, end);
     if (!kInnerProduct && q1_ - q0_ >= kScreenMinQueries && stride_ >= kScreenMinStride && stride_ <= 65536) {
       return scan_screened(begin, end);
     }
@@ -493,9 +508,8 @@ class Scanner {
     }
   }
 
-  /// Up to 4 stored dimensions, rows unpadded: each tile of slots is copied column by column
-  /// (dimension by dimension) so that 8 points take one vector per dimension, then every query
-  /// of the block passes over the copy.
+  /// Up to 4 stored dimensions, held column by column: 8 points are one vector per dimension.
+  /// Queries pass in groups over tiles of slots that stay in L1 while each group passes.
   void scan_low_dim(std::size_t begin, std::size_t end) {
     switch (stride_) {
       case 1: return low_dim_tiles<1>(begin, end);
@@ -507,28 +521,50 @@ class Scanner {
 
   template <int kDim>
   void low_dim_tiles(std::size_t begin, std::size_t end) {
-    constexpr std::size_t kTile = 1024;
-    alignas(32) float columns[kDim][kTile];
-    const float* column_ptrs[kDim];
-    for (int d = 0; d < kDim; ++d) column_ptrs[d] = columns[d];
-    for (std::size_t t0 = begin; t0 < end; t0 += kTile) {
-      const std::size_t n = std::min(kTile, end - t0), padded = (n + 7) / 8 * 8;
-      const float* rows = store_.row(t0);
-      for (std::size_t i = 0; i < n; ++i) {
-        for (int d = 0; d < kDim; ++d) columns[d][i] = rows[i * kDim + std::size_t(d)];
+    // Queries per pass: as many as the 16 vector registers hold beside the point vectors.
+    constexpr std::size_t kGroup = kDim == 1 ? 8 : kDim == 2 ? 4 : 2;
+    constexpr std::size_t kTileSlots = 16384 / (kDim * sizeof(float)) / 8 * 8;  // 16 KiB of columns
+    const float* columns[kDim];
+    for (int d = 0; d < kDim; ++d) columns[d] = store_.column(std::size_t(d));
+    for (std::size_t t0 = begin; t0 < end; t0 += kTileSlots) {
+      const std::size_t t1 = std::min(end, t0 + kTileSlots);
+      std::size_t q = q0_;
+      for (; q + kGroup <= q1_; q += kGroup) low_dim_pass<kDim, kGroup>(columns, q, t0, t1);
+      if constexpr (kGroup > 4) {
+        if (q + 4 <= q1_) low_dim_pass<kDim, 4>(columns, q, t0, t1), q += 4;
       }
-      for (std::size_t i = n; i < padded; ++i) {
-        for (int d = 0; d < kDim; ++d) columns[d][i] = 0;
+      if constexpr (kGroup > 2) {
+        if (q + 2 <= q1_) low_dim_pass<kDim, 2>(columns, q, t0, t1), q += 2;
       }
-      for (std::size_t q = q0_; q < q1_; ++q) {
-        Vec query[kDim];
-        for (int d = 0; d < kDim; ++d) query[d] = vbroadcast(in_.queries[q * kDim + std::size_t(d)]);
-        for (std::size_t i = 0; i < padded; i += 8) {
-          const Vec r = low_dim_ranks<kInnerProduct, kDim>(query, column_ptrs, i);
-          unsigned hits = not_greater(r, vbroadcast(limits_[q - q0_]));
-          if (i + 8 > n) hits &= (1u << (n - i)) - 1;  // padding lanes
-          if (hits) offer_lanes<8>(r, hits, q, t0 + i, 1);  // lane l: slot t0 + i + l
-        }
+      if (q < q1_) low_dim_pass<kDim, 1>(columns, q, t0, t1);
+    }
+  }
+
+  /// Queries [q, q + kQueries) against slots [t0, t1); t0 is a multiple of 8, so every load
+  /// stays inside the columns, and lanes at or past t1 are masked off.
+  template <int kDim, std::size_t kQueries>
+  void low_dim_pass(const float* const* columns, std::size_t q, std::size_t t0, std::size_t t1) {
+    Vec query[kQueries][kDim], limit[kQueries];
+    for (std::size_t j = 0; j < kQueries; ++j) {
+      for (int d = 0; d < kDim; ++d) query[j][d] = vbroadcast(in_.queries[(q + j) * kDim + std::size_t(d)]);
+      limit[j] = vbroadcast(limits_[q + j - q0_]);
+    }
+    for (std::size_t s = t0; s < t1; s += 8) {
+      Vec point[kDim];
+      for (int d = 0; d < kDim; ++d) point[d] = vload(columns[d] + s);
+      Vec rank[kQueries];
+      unsigned any = 0;
+      for (std::size_t j = 0; j < kQueries; ++j) {
+        rank[j] = low_dim_ranks<kInnerProduct, kDim>(query[j], point);
+        any |= not_greater(rank[j], limit[j]);
+      }
+      if (!any) continue;  // the common case once the heaps are full
+      const unsigned valid = t1 - s >= 8 ? 0xffu : (1u << (t1 - s)) - 1;
+      for (std::size_t j = 0; j < kQueries; ++j) {
+        const unsigned hits = not_greater(rank[j], limit[j]) & valid;
+        if (!hits) continue;
+        offer_lanes<8>(rank[j], hits, q + j, s, 1);  // lane l: slot s + l
+        limit[j] = vbroadcast(limits_[q + j - q0_]);
       }
     }
   }
@@ -542,7 +578,7 @@ class Scanner {
 
 void write_sorted(std::vector<Candidate>& items, std::size_t k, Candidate* out) {
   const std::size_t n = std::min(items.size(), k);
-  std::partial_sort(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(n), items.end(), closer);
+  std::partial_sort(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(n), items.end(), Closer{});
   std::copy_n(items.begin(), n, out);
   std::fill(out + n, out + k, Candidate{});
 }
@@ -574,7 +610,8 @@ void exact_search(const CpuSearchInput& in, ThreadPool& pool, std::vector<Candid
   constexpr std::size_t kMinChunk = 4096;
   const std::size_t chunks =
       query_blocks >= 2 * threads ? 1 : std::clamp<std::size_t>(slots / kMinChunk, 1, threads);
-  const std::size_t chunk_len = (slots + chunks - 1) / chunks;
+  // (A multiple of 8, so the low-dimension path's vector loads start aligned inside the columns.)
+  const std::size_t chunk_len = ((slots + chunks - 1) / chunks + 7) / 8 * 8;
   std::vector<std::vector<TopK>> partial(chunks > 1 ? chunks : 0, std::vector<TopK>(nq));
 
   pool.parallel_for(chunks * query_blocks, [&](std::size_t task) {

@@ -1,5 +1,6 @@
 // Exact k-nearest-neighbour search over one HostStore: register-blocked direct-form kernels
-// (4 queries x 2 rows per call above 4 stored dimensions, 8 points per vector below), a
+// (4 queries x 2 rows per call above 4 stored dimensions; below, 8 points per vector from the
+// store's columns against groups of 2-8 queries), a
 // vector threshold test, and a bounded max-heap per query ordered by (rank, id) for the few
 // pairs that pass it. Every pair's rank is computed by one fixed sequence of operations,
 // whatever the batch, slot or thread split (cpu_search.cpp states it). Uses every thread of

@@ -12,13 +12,19 @@ HostStore::HostStore(std::size_t stored_dim, TargetSpec target)
 
 void HostStore::reserve(std::size_t slots) {
   if (slots <= capacity()) return;
-  const std::size_t grown = std::max(slots, capacity() + capacity() / 2);
+  const std::size_t grown = (std::max(slots, capacity() + capacity() / 2) + 7) / 8 * 8;
   // Grow every array before committing any, so a bad_alloc leaves the store as it was.
   AlignedVector<float> vectors(grown * stride_, 0.0f);
+  if (by_column()) {
+    for (std::size_t d = 0; d < stored_dim_; ++d) {
+      std::copy_n(vectors_.data() + d * capacity(), capacity(), vectors.data() + d * grown);
+    }
+  } else {
+    std::copy(vectors_.begin(), vectors_.end(), vectors.begin());
+  }
   std::vector<PointId> ids(grown, kInvalidId);
   std::vector<std::int32_t> labels(target_.kind == TargetSpec::Kind::Classes ? grown : 0, 0);
   std::vector<float> values(grown * value_count_, 0.0f);
-  std::copy(vectors_.begin(), vectors_.end(), vectors.begin());
   std::copy(ids_.begin(), ids_.end(), ids.begin());
   std::copy(labels_.begin(), labels_.end(), labels.begin());
   std::copy(values_.begin(), values_.end(), values.begin());
@@ -31,7 +37,12 @@ void HostStore::reserve(std::size_t slots) {
 void HostStore::apply(const ResolvedBatch& batch) {
   for (std::size_t i = 0; i < batch.vector_slots.size(); ++i) {
     const float* src = batch.vectors.data() + i * stored_dim_;
-    std::copy(src, src + stored_dim_, vectors_.data() + std::size_t(batch.vector_slots[i]) * stride_);
+    const std::size_t slot = batch.vector_slots[i];
+    if (by_column()) {
+      for (std::size_t d = 0; d < stored_dim_; ++d) vectors_[d * capacity() + slot] = src[d];
+    } else {
+      std::copy(src, src + stored_dim_, vectors_.data() + slot * stride_);
+    }
   }
   for (std::size_t i = 0; i < batch.target_slots.size(); ++i) {
     const std::size_t slot = batch.target_slots[i];

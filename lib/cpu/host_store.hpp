@@ -1,6 +1,8 @@
-// One host copy of the reference buffers: vectors in stored form (rows padded to a multiple
-// of 8 floats above 4 dimensions, so every row starts 32-byte aligned and every pair of rows is
-// reduced in the same order), ids (kInvalidId = free slot), and targets.
+// One host copy of the reference buffers: vectors in stored form, ids (kInvalidId = free slot),
+// and targets. Above 4 stored dimensions the vectors are rows padded to a multiple of 8 floats
+// (every row starts 32-byte aligned and every pair of rows is reduced in the same order); up to
+// 4 they are columns, one per dimension over every slot, so that 8 points are one vector load
+// per dimension with no per-search transpose.
 #pragma once
 
 #include <cstddef>
@@ -32,17 +34,21 @@ struct AlignedAllocator {
 template <class T>
 using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
-/// Row stride of the stored form: exact up to 4 dimensions (the low-dimension path reads
-/// rows directly), else rounded up to 8 floats (one AVX register).
+/// Stores of at most this many stored dimensions are held column by column.
+constexpr std::size_t kMaxColumnDim = 4;
+
+/// Row stride of the stored form: exact up to kMaxColumnDim dimensions (queries are rows of
+/// that length), else rounded up to 8 floats (one AVX register).
 inline std::size_t row_stride(std::size_t stored_dim) noexcept {
-  return stored_dim <= 4 ? stored_dim : (stored_dim + 7) / 8 * 8;
+  return stored_dim <= kMaxColumnDim ? stored_dim : (stored_dim + 7) / 8 * 8;
 }
 
 class HostStore {
  public:
   HostStore(std::size_t stored_dim, TargetSpec target);
 
-  /// Grows to hold `slots` slots, keeping the contents. Throws std::bad_alloc.
+  /// Grows to hold `slots` slots (capacity stays a multiple of 8), keeping the contents.
+  /// Throws std::bad_alloc.
   void reserve(std::size_t slots);
   /// Writes a batch; capacity must already hold batch.slot_count slots.
   void apply(const ResolvedBatch& batch);
@@ -51,7 +57,13 @@ class HostStore {
   std::size_t capacity() const noexcept { return ids_.size(); }
   std::size_t stride() const noexcept { return stride_; }
   std::size_t stored_dim() const noexcept { return stored_dim_; }
+  /// True when the vectors are held column by column (stored dimension <= kMaxColumnDim).
+  bool by_column() const noexcept { return stored_dim_ <= kMaxColumnDim; }
+  /// Slot's row (row layout only).
   const float* row(std::size_t slot) const noexcept { return vectors_.data() + slot * stride_; }
+  /// Element d of every slot (column layout only): capacity() floats, 32-byte aligned, so a
+  /// vector load at any multiple of 8 below slot_count() stays inside.
+  const float* column(std::size_t d) const noexcept { return vectors_.data() + d * capacity(); }
   PointId id(std::size_t slot) const noexcept { return ids_[slot]; }
   const PointId* ids() const noexcept { return ids_.data(); }
   std::int32_t label(std::size_t slot) const noexcept { return labels_[slot]; }

@@ -1,7 +1,10 @@
 #include "cpu/thread_pool.hpp"
 
-#include <atomic>
 #include <exception>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace streamknn::detail {
 
@@ -9,11 +12,34 @@ struct ThreadPool::Job {
   const std::function<void(std::size_t)>* task = nullptr;
   std::size_t count = 0;
   std::atomic<std::size_t> next{0};
-  std::mutex mutex;                 // guards done and error
+  std::atomic<std::size_t> done{0};
+  std::mutex mutex;                 // guards error, and orders the last task's notify
   std::condition_variable finished;
-  std::size_t done = 0;
   std::exception_ptr error;
 };
+
+namespace {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+/// Polls until ready() or kSpin has passed; returns ready().
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  const auto until = std::chrono::steady_clock::now() + ThreadPool::kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return ready();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(std::size_t workers) {
   workers_.reserve(workers);
@@ -37,22 +63,31 @@ void ThreadPool::run(Job& job) {
     } catch (...) {
       error = std::current_exception();
     }
-    std::lock_guard lock(job.mutex);
-    if (error && !job.error) job.error = error;
-    if (++job.done == job.count) job.finished.notify_all();
+    if (error) {
+      std::lock_guard lock(job.mutex);
+      if (!job.error) job.error = error;
+    }
+    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.count) {
+      std::lock_guard lock(job.mutex);  // a waiter is either before its check or asleep
+      job.finished.notify_all();
+    }
   }
 }
 
 void ThreadPool::worker_loop() {
   for (;;) {
     std::shared_ptr<Job> job;
+    spin_until([this] { return queued_.load(std::memory_order_acquire) != 0; });
     {
       std::unique_lock lock(mutex_);
+      ++sleepers_;
       wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      --sleepers_;
       if (jobs_.empty()) return;  // stopping
       job = jobs_.front();
       if (job->next.load() >= job->count) {  // every task handed out: retire it
         jobs_.pop_front();
+        queued_.store(jobs_.size(), std::memory_order_release);
         continue;
       }
     }
@@ -66,15 +101,22 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
   job->task = &task;
   job->count = n;
   if (n > 1 && !workers_.empty()) {
+    bool asleep = false;
     {
       std::lock_guard lock(mutex_);
       jobs_.push_back(job);
+      queued_.store(jobs_.size(), std::memory_order_release);
+      asleep = sleepers_ > 0;  // the polling ones see queued_
     }
-    wake_.notify_all();
+    if (asleep) wake_.notify_all();
   }
   run(*job);
-  std::unique_lock lock(job->mutex);
-  job->finished.wait(lock, [&] { return job->done == job->count; });
+  auto all_done = [&] { return job->done.load(std::memory_order_acquire) == job->count; };
+  if (!spin_until(all_done)) {
+    std::unique_lock lock(job->mutex);
+    job->finished.wait(lock, all_done);
+  }
+  std::lock_guard lock(job->mutex);
   if (job->error) std::rethrow_exception(job->error);
 }
 

@@ -1,5 +1,7 @@
 // Exact search against a naive double-precision reference: many shapes, every metric, erased
 // slots, exact ties, k larger than the store, per-query visibility ranges, poisoned outputs.
+#include <bit>
+
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -103,6 +105,45 @@ TEST_CASE("large store: 1,000,000 points in 2-D and 200,000 in 16-D") {
     ReferenceSet store(config_for(dim));
     const Model model = fill(store, Metric::L2, points, g, 0.02);
     check_search(store, model, Metric::L2, uniform(g, 3 * dim), 16);
+  }
+}
+
+TEST_CASE("a query's answer is the same bit for bit whatever batch it is searched in") {
+  // The kernels score queries in groups (of 8, 4, 2 or 1 on low-dimension stores, up to 16 on
+  // the GPU) and split the store between threads or blocks; none of that may change a bit.
+  struct Case {
+    std::size_t dim;
+    Metric metric;
+    std::size_t points;
+  };
+  const Case cases[] = {{1, Metric::L2, 9001},        {2, Metric::L2, 20000},    {2, Metric::Haversine, 5003},
+                        {3, Metric::Cosine, 4999},    {4, Metric::L2, 7001},     {4, Metric::InnerProduct, 3001},
+                        {5, Metric::L2, 3000},        {130, Metric::L2, 2000}};
+  std::size_t salt = 700;
+  for (const Case& c : cases) {
+    CAPTURE(c.dim);
+    CAPTURE(to_string(c.metric));
+    auto g = rng(salt++);
+    ReferenceSet store(config_for(c.dim, c.metric));
+    const Model model = fill(store, c.metric, c.points, g);
+    const std::size_t nq = 37, k = 16;
+    const auto queries = points_for(c.metric, g, nq, c.dim);
+    check_search(store, model, c.metric, queries, k);
+    const Neighbors whole = store.search(queries, k);
+    for (std::size_t part : {std::size_t(1), std::size_t(5), std::size_t(12)}) {
+      CAPTURE(part);
+      std::size_t differ = 0;
+      for (std::size_t q0 = 0; q0 < nq; q0 += part) {
+        const std::size_t n = std::min(part, nq - q0);
+        const Neighbors got = store.search(std::span(queries).subspan(q0 * c.dim, n * c.dim), k);
+        for (std::size_t j = 0; j < n * k; ++j) {
+          const std::size_t at = q0 * k + j;
+          differ += got.ids[j] != whole.ids[at] || std::bit_cast<std::uint32_t>(got.distances[j]) !=
+                                                        std::bit_cast<std::uint32_t>(whole.distances[at]);
+        }
+      }
+      CHECK(differ == 0);
+    }
   }
 }
 
