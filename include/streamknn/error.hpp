@@ -22,8 +22,8 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
-/// A bounded resource is exhausted in a way the caller asked to be told about
-/// (for example a non-blocking push into a full queue through an API that throws).
+/// A bounded resource is exhausted in a way the caller asked to be told about. No C++ call
+/// throws it (try_push returns false); the Python batch methods do, with on_full="raise".
 class QueueFull : public Error {
  public:
   using Error::Error;

@@ -35,7 +35,8 @@ class Engine;
 class ReferenceSet {
  public:
   /// Validates the configuration and creates the backend (BackendKind::Auto picks CUDA where
-  /// a device is usable). Throws InvalidArgument or BackendUnavailable.
+  /// a device is usable). Throws InvalidArgument, BackendUnavailable, OutOfMemory (the queue
+  /// or the initial capacity cannot be allocated) or CudaError.
   explicit ReferenceSet(const StoreConfig& config);
   ~ReferenceSet();
   ReferenceSet(ReferenceSet&&) noexcept;
@@ -102,7 +103,8 @@ class ReferenceSet {
   std::size_t pending() const noexcept;       ///< updates queued and not yet published
   const StoreConfig& config() const noexcept;
   BackendKind backend() const noexcept;       ///< Cpu or Cuda, never Auto
-  std::string backend_name() const;           ///< e.g. "cpu (2 threads)", "cuda:0 NVIDIA H100"
+  std::string backend_name() const;           ///< e.g. "cpu (2 threads, x86-64-v3)",
+                                              ///< "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
 
   /// Internal engine, used by KnnClassifier / KnnRegressor.
   const detail::Engine& engine() const noexcept { return *engine_; }
