@@ -12,6 +12,8 @@
 //   pushes the moves, publish()es and searches; nanoflann's static KD-tree must be rebuilt
 //   (buildIndex) before it can answer. Reported both as update + query and as query only.
 //
+// OpenMP: the bench runs itself with OMP_WAIT_POLICY=passive unless the caller set a policy, so
+// a peer's idle OpenMP threads do not spin on the cores the next timed call needs.
 // Timing: std::chrono::steady_clock around each call (each round), after one warm-up call per
 // query set; at least min-reps calls and budget-ms per query set. For every (peer, Q): the
 // median of each (data set, query set), then the median of those medians (min and max of them
@@ -261,6 +263,15 @@ struct Cloud {
 
 int main(int argc, char** argv) try {
   using namespace streamknn;
+  // The peers' OpenMP threads (FAISS, OpenBLAS, the nanoflann loop) spin for a while after each
+  // parallel region by default, and the measurements are interleaved, so that spinning takes a
+  // core from whichever library is timed next (on the 2-core development machine it halved
+  // streamknn's batches of 1,024). Unless the caller chose a policy, run again with
+  // OMP_WAIT_POLICY=passive: libgomp reads it when it loads, before main.
+  if (!std::getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");  // exec failed: go on with the default (the header says so)
+  }
   Args args{{"--n", "100000"},        {"--d", "128"},          {"--k", "16"},
             {"--q", "1,2,4,8,16,32,64,128,256,512,1024"},     {"--datasets", "2"},
             {"--sets", "3"},          {"--min-reps", "5"},     {"--budget-ms", "300"},
@@ -303,7 +314,8 @@ int main(int argc, char** argv) try {
   header.push_back("load_average_at_start," + load_average());
   header.push_back("faiss," + std::to_string(FAISS_VERSION_MAJOR) + "." + std::to_string(FAISS_VERSION_MINOR) + "." +
                    std::to_string(FAISS_VERSION_PATCH) + " (Debian libfaiss-dev; IndexFlatL2),compile options: " + faiss::get_compile_options() +
-                   ",omp threads " + std::to_string(omp_get_max_threads()) +
+                   ",omp threads " + std::to_string(omp_get_max_threads()) + ",OMP_WAIT_POLICY " +
+                   (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset (spins)") +
                    ",blas threshold Q>=" + std::to_string(faiss::distance_compute_blas_threshold) +
                    ",blas " + loaded_blas());
 #ifdef STREAMKNN_BENCH_NANOFLANN
