@@ -35,11 +35,12 @@ void HostStore::reserve(std::size_t slots) {
 }
 
 void HostStore::apply(const ResolvedBatch& batch) {
+  const std::size_t column_len = capacity();
   for (std::size_t i = 0; i < batch.vector_slots.size(); ++i) {
     const float* src = batch.vectors.data() + i * stored_dim_;
     const std::size_t slot = batch.vector_slots[i];
     if (by_column()) {
-      for (std::size_t d = 0; d < stored_dim_; ++d) vectors_[d * capacity() + slot] = src[d];
+      for (std::size_t d = 0; d < stored_dim_; ++d) vectors_[d * column_len + slot] = src[d];
     } else {
       std::copy(src, src + stored_dim_, vectors_.data() + slot * stride_);
     }
