@@ -1,8 +1,10 @@
 // bench/latency: one query end to end (host vectors in, host answers out) on a 100,000 x 2
 // store, K = 16, over many queries: p50 / p99 / p99.9, beside the raw floor of the same card:
 // a pinned H2D of the query + one empty kernel + a D2H of the answer + a stream sync, issued
-// directly and as a CUDA graph.
+// directly and as a CUDA graph; and where the time goes: the host part of a search (submit) and
+// the wait for its answers (get), and the same search on a one-point store (the fixed costs).
 //   latency [--n 100000] [--queries 100000] [--k 16] [--metric l2|haversine] [--csv latency.csv]
+//           [--samples FILE]   (every timed query of each path, for its distribution)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +26,12 @@ void check(cudaError_t s, const char* what) {
 
 __global__ void empty_kernel(const float* in, float* out) {
   if (threadIdx.x == 0 && in[0] == 1234.5f) out[0] = in[0];
+}
+
+/// Reads the query from, and writes an answer of n words to, pinned host memory.
+__global__ void zero_copy_kernel(const float* in, float* out, unsigned n) {
+  const float v = in[0];
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) out[i] = v;
 }
 
 struct Percentiles {
@@ -78,10 +86,11 @@ int main(int argc, char** argv) {
     round_trip();
     cudaStreamSynchronize(stream);
   }
-  const auto raw = percentiles(time_us(queries, [&](int) {
+  const auto raw_us = time_us(queries, [&](int) {
     round_trip();
     check(cudaStreamSynchronize(stream), "sync");
-  }));
+  });
+  const auto raw = percentiles(raw_us);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
@@ -92,10 +101,22 @@ int main(int argc, char** argv) {
     cudaGraphLaunch(exec, stream);
     cudaStreamSynchronize(stream);
   }
-  const auto raw_graph = percentiles(time_us(queries, [&](int) {
+  const auto raw_graph_us = time_us(queries, [&](int) {
     check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
     check(cudaStreamSynchronize(stream), "sync");
-  }));
+  });
+  const auto raw_graph = percentiles(raw_graph_us);
+  // The same kernel reading its input from and writing its output to pinned host memory
+  // (zero-copy over PCIe): no copy-engine steps, one kernel launch and a sync.
+  for (int i = 0; i < 1000; ++i) {
+    zero_copy_kernel<<<1, 32, 0, stream>>>(h_in, h_out, unsigned(k * 3));
+    cudaStreamSynchronize(stream);
+  }
+  const auto zero_copy_us = time_us(queries, [&](int) {
+    zero_copy_kernel<<<1, 32, 0, stream>>>(h_in, h_out, unsigned(k * 3));
+    check(cudaStreamSynchronize(stream), "sync");
+  });
+  const auto zero_copy = percentiles(zero_copy_us);
 
   // The library: a store of n random points, one query at a time, host to host.
   StoreConfig config;
@@ -115,7 +136,31 @@ int main(int argc, char** argv) {
   std::vector<std::vector<float>> qs(4096);
   for (auto& q : qs) q = point();
   for (int i = 0; i < 1000; ++i) store.search(qs[i % qs.size()], k);
-  const auto ours = percentiles(time_us(queries, [&](int i) { store.search(qs[i % qs.size()], k); }));
+  const auto ours_us = time_us(queries, [&](int i) { store.search(qs[i % qs.size()], k); });
+  const auto ours = percentiles(ours_us);
+  // Where the time goes: the host's part of a search (submit returns once the work is queued)
+  // and the wait for its answers; and the library's floor, the same search on a one-point store
+  // (every fixed cost: host, copies, launches, the kernels' dependent steps).
+  std::vector<double> submit_us, get_us;
+  for (int i = 0; i < queries; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    auto ticket = store.submit(qs[i % qs.size()], k);
+    const auto b = std::chrono::steady_clock::now();
+    ticket.get();
+    const auto c = std::chrono::steady_clock::now();
+    submit_us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+    get_us.push_back(std::chrono::duration<double, std::micro>(c - b).count());
+  }
+  const auto submit_part = percentiles(submit_us), get_part = percentiles(get_us);
+  StoreConfig tiny_config = config;
+  tiny_config.capacity_hint = 1;
+  tiny_config.queue_capacity = 16;
+  ReferenceSet tiny(tiny_config);
+  tiny.insert(0, point());
+  tiny.publish();
+  for (int i = 0; i < 1000; ++i) tiny.search(qs[i % qs.size()], k);
+  const auto one_point_us = time_us(queries, [&](int i) { tiny.search(qs[i % qs.size()], k); });
+  const auto one_point = percentiles(one_point_us);
 
   std::printf("device %s: one query, %zu x 2 store (%s), k = %zu, %d timed queries after 1000 warm-up\n",
               store.backend_name().c_str(), n, to_string(metric).data(), k, queries);
@@ -125,13 +170,29 @@ int main(int argc, char** argv) {
   };
   row("raw floor: H2D + empty kernel + D2H", raw);
   row("raw floor as a CUDA graph", raw_graph);
+  row("zero-copy kernel (host memory in and out)", zero_copy);
   row("streamknn search (host to host)", ours);
+  row("  of which submit (host, until queued)", submit_part);
+  row("  of which get (wait + unpack)", get_part);
+  row("streamknn search, one-point store", one_point);
   if (std::FILE* csv = std::fopen(args["--csv"].c_str(), "w")) {
     std::fprintf(csv, "path,n,k,metric,p50_us,p99_us,p999_us,mean_us\n");
-    for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph}, {"streamknn", ours}}) {
+    for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph}, {"zero_copy", zero_copy}, {"streamknn", ours},
+                           {"submit", submit_part}, {"get", get_part}, {"one_point_store", one_point}}) {
       std::fprintf(csv, "%s,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f\n", name, n, k, to_string(metric).data(), p.p50, p.p99,
                    p.p999, p.mean);
     }
     std::fclose(csv);
+  }
+  // --samples FILE: every timed query (us) of each path, in order, for distributions.
+  if (args.count("--samples")) {
+    if (std::FILE* out = std::fopen(args["--samples"].c_str(), "w")) {
+      std::fprintf(out, "raw,raw_graph,zero_copy,streamknn,submit,get,one_point_store\n");
+      for (int i = 0; i < queries; ++i) {
+        std::fprintf(out, "%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", raw_us[i], raw_graph_us[i], zero_copy_us[i], ours_us[i],
+                     submit_us[i], get_us[i], one_point_us[i]);
+      }
+      std::fclose(out);
+    }
   }
 }

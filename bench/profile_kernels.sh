@@ -3,8 +3,8 @@
 # matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16) and Q = 1 / 16 on the MNIST-like
 # and ImageNet-like stores (K = 64). On the GPU machine:
 #   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
-# Only the library's kernels are profiled (scan, select, aggregate), after the benchmark's
-# warm-up; clock control is left to the card (--clock-control none) so durations match the
+# Only the library's kernels are profiled (sample pass, scan, select, aggregate), after the
+# benchmark's warm-up; clock control is left to the card (--clock-control none) so durations match the
 # benchmarks'. The summary gives, per kernel: launches, mean duration, DRAM throughput, grid.
 set -uo pipefail
 BIN=${1:-.device-bin}
@@ -12,17 +12,25 @@ OUTDIR=${OUT:-ncu-out}
 mkdir -p "$OUTDIR"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active
-profile() {  # name, command...
+profile() {  # name, command...   (PROFILES="name ..." runs only those)
   local name=$1; shift
+  [[ -n ${PROFILES:-} && " $PROFILES " != *" $name "* ]] && return
   echo "=== $name: $*"
-  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"scan|select|aggregate" \
+  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"scan|select|aggregate|sample" \
     --launch-skip 30 --launch-count 24 -f -o "/tmp/ncu-$name" "$@" > "/tmp/ncu-$name.log" 2>&1 || { tail -5 "/tmp/ncu-$name.log"; return; }
   "$ncu_bin" --import "/tmp/ncu-$name.ncu-rep" --csv --page raw > "$OUTDIR/ncu-$name.csv" 2>/dev/null
   /usr/bin/env python3 - "$OUTDIR/ncu-$name.csv" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1])))
-head, data = rows[0], rows[2:]
+head, units, data = rows[0], rows[1], rows[2:]
 col = {h: i for i, h in enumerate(head)}
+if "gpu__time_duration.sum" not in col:
+    sys.exit("  no kernel was profiled (see the ncu log in /tmp)")
+# ncu scales each metric's unit to its magnitude (nsecond, usecond, msecond): convert to ns
+unit = units[col["gpu__time_duration.sum"]]
+ns_per = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}.get(unit)
+if ns_per is None:
+    sys.exit(f"unknown duration unit {unit!r}")
 agg = collections.defaultdict(list)
 for r in data:
     name = r[col["Kernel Name"]].split("(")[0].split("<")[0].replace("void ", "")
@@ -31,7 +39,7 @@ def num(r, key):
     try: return float(r[col[key]].replace(",", ""))
     except (KeyError, ValueError): return float("nan")
 for name, rs in agg.items():
-    t = sum(num(r, "gpu__time_duration.sum") for r in rs) / len(rs)
+    t = sum(num(r, "gpu__time_duration.sum") for r in rs) / len(rs) * ns_per
     d = sum(num(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed") for r in rs) / len(rs)
     w = sum(num(r, "sm__warps_active.avg.pct_of_peak_sustained_active") for r in rs) / len(rs)
     print(f"  {name:28s} {len(rs):3d} launches  mean {t / 1000:9.2f} us  DRAM {d:5.1f}%  warps active {w:5.1f}%  "
