@@ -2,7 +2,7 @@
 // same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
-// stores (several tiles per lane); aggregation parity; snapshots of in-flight searches across
+// stores (several tiles per lane); the small-batch filter path; aggregation parity; snapshots of in-flight searches across
 // publishes on the device; graph replays after publishes.
 #include <chrono>
 #include <map>
@@ -279,6 +279,63 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
     fill(t, s.metric, s.n, g, s.erased, s.duplicates);
     const auto queries = points_for(s.metric, g, s.q, s.dim);
     CHECK(compare(t.gpu.search(queries, s.k), t.cpu.search(queries, s.k), t.model, s.metric, queries) == 0);
+  }
+}
+
+TEST_CASE("GPU equals CPU on the small-batch filter path (one-chunk stores, 1-4 queries, k <= 256)") {
+  // Batches of up to four queries on stores of at most four stored elements take the filter
+  // path (a bound from sampled tile minima, one appending pass, a selection in its last block).
+  // Shapes: every metric kind, erased slots, duplicates, k above the sample (no bound), k above
+  // the store size, tiny and empty stores, and stores of one point repeated with ids in slot
+  // order: every rank ties, about 32 x step x k points pass the bound, and under
+  // StoreConfig::debug (as here) the candidate buffer holds only 2 x step x k, so the exact
+  // fallback over the whole store runs.
+  auto g = rng(5230);
+  struct Shape {
+    std::size_t dim, n, k, q;
+    Metric metric;
+    double erased;
+    bool duplicates, one_point;
+  };
+  for (const Shape& s : {Shape{2, 100'000, 16, 1, Metric::L2, 0.1, false, false},
+                         Shape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false, false},
+                         Shape{2, 3'000'000, 100, 2, Metric::Haversine, 0.1, false, false},
+                         Shape{1, 200'000, 256, 4, Metric::L2, 0.0, true, false},
+                         Shape{3, 500'000, 5, 3, Metric::InnerProduct, 0.1, false, false},
+                         Shape{3, 300'000, 64, 4, Metric::Cosine, 0.3, true, false},
+                         Shape{4, 50'000, 1, 1, Metric::L2, 0.5, false, false},
+                         Shape{2, 5'000, 200, 2, Metric::L2, 0.2, false, false},
+                         Shape{2, 100, 16, 4, Metric::L2, 0.0, false, false},
+                         Shape{2, 10, 16, 1, Metric::L2, 0.0, false, false},
+                         Shape{2, 0, 8, 2, Metric::L2, 0.0, false, false},
+                         Shape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
+                         Shape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}}) {
+    CAPTURE(s.dim);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    CAPTURE(s.q);
+    CAPTURE(to_string(s.metric));
+    CAPTURE(s.one_point);
+    Twin t(s.dim, s.metric, TargetSpec::none());
+    if (s.one_point) {
+      const auto point = points_for(s.metric, g, 1, s.dim);
+      for (std::size_t i = 0; i < s.n; ++i) {
+        t.push(Update::insert(PointId(1000 + i), point));
+        t.model.vectors[PointId(1000 + i)] = point;
+      }
+      t.publish();
+    } else {
+      fill(t, s.metric, s.n, g, s.erased, s.duplicates);
+    }
+    const auto queries = points_for(s.metric, g, s.q, s.dim);
+    const Neighbors gpu = t.gpu.search(queries, s.k), cpu = t.cpu.search(queries, s.k);
+    CHECK(compare(gpu, cpu, t.model, s.metric, queries) == 0);
+    // One repeated point: every rank ties, so the answer is the k smallest ids on both.
+    if (s.one_point) CHECK(gpu.ids == cpu.ids);
+    for (std::size_t q = 1; q <= s.q; ++q) {  // each query alone, replayed from its graph
+      const std::vector<float> one(queries.begin() + (q - 1) * s.dim, queries.begin() + q * s.dim);
+      CHECK(compare(t.gpu.search(one, s.k), t.cpu.search(one, s.k), t.model, s.metric, one) == 0);
+    }
   }
 }
 
