@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -51,18 +50,7 @@ struct Plan {
   std::uint32_t sample_tiles = 0;   // tiles that sample holds at the store's capacity
   std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
-  // The small-batch filter path (kernels/filter.cu) instead of sample, scan and select.
-  bool filter = false;
-  std::uint32_t filter_step = 0, filter_sample_tiles = 0, filter_blocks = 0, filter_capacity = 0;
 };
-
-/// Candidates the filter path keeps per query (16 bytes each): room for about 30 times the
-/// points its bound admits on random data at the largest step it is planned with.
-constexpr std::uint32_t kFilterCapacity = 65536;
-/// The filter path's sample step keeps step x k (the points its bound admits) at most this,
-/// and the minima its last block selects from at most kFilterMaxSampleTiles (staged in registers).
-constexpr std::uint32_t kFilterMaxAdmitted = 2048;
-constexpr std::uint32_t kFilterMaxSampleTiles = 2048;
 
 /// A sample pass ranks 1/kSampleStep of the store first; the k-th rank it finds bounds the
 /// full search, so the main pass admits about kSampleStep * k points instead of the
@@ -117,11 +105,9 @@ struct QueryContext {
   Event caller_ready;                        // recorded on the caller's stream
   DeviceArray<unsigned long long> status;    // [0] first bad query, [1] first bad range
   PinnedArray<unsigned long long> host_status;
-  DeviceArray<Candidate> filter_sample;      // the filter path's tile minima
-  DeviceArray<FilterState> filter_state;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t>;
+                 std::uint32_t, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -449,7 +435,6 @@ class CudaBackend final : public Backend {
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kTile);
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const std::size_t budget = std::min<std::size_t>(props_.sharedMemPerBlockOptin, props_.sharedMemPerMultiprocessor / 2 - 2048);
-    if (plan_filter(plan, nq, k, filtered, tiles)) return plan;
     const std::vector<int> groups(std::begin(kQueryGroups), std::end(kQueryGroups));
     std::size_t gi = 0;
     while (gi + 1 < groups.size() && std::uint32_t(groups[gi]) < nq) ++gi;  // smallest group >= nq (or 16)
@@ -511,33 +496,6 @@ class CudaBackend final : public Backend {
     plan.chunk_queries = chunk;
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
     return plan;
-  }
-
-  /// The small-batch filter path for stores of one float4 chunk: up to kFilterMaxQueries queries,
-  /// k up to kFilterMaxK, no id ranges, stores of up to kFilterMaxSampleTiles x
-  /// kFilterMaxAdmitted / k tiles (8.4 M points at k = 16). Its sample's step balances the two
-  /// selections it runs: over tiles / step minima (the bound) and over about step x k
-  /// candidates (the answer).
-  bool plan_filter(Plan& plan, std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
-    if (chunks_ != 1 || filtered || nq > kFilterMaxQueries || k > kFilterMaxK) return false;
-    std::uint32_t step = std::max<std::uint32_t>(1, std::uint32_t(std::lround(std::sqrt(double(tiles) / k))));
-    step = std::min(step, std::max<std::uint32_t>(1, kFilterMaxAdmitted / k));
-    step = std::max(step, (tiles + kFilterMaxSampleTiles - 1) / kFilterMaxSampleTiles);
-    if (step > 1 && std::size_t(step) * k > kFilterMaxAdmitted) return false;  // a store too large for k
-    plan.filter = true;
-    plan.filter_step = step;
-    plan.filter_sample_tiles = (tiles + step - 1) / step;
-    const std::uint32_t warps = kFilterThreads / 32;
-    if (filter_blocks_per_sm_ == 0) filter_blocks_per_sm_ = std::max(1, filter_blocks_per_sm(plan.shape.inner_product, plan.shape.one_chunk_width));
-    const std::uint32_t resident = std::uint32_t(props_.multiProcessorCount * filter_blocks_per_sm_);
-    plan.filter_blocks = std::clamp<std::uint32_t>((tiles + warps - 1) / warps, 1, resident);
-    // Debug mode keeps only twice the expected candidates, so the suites also run the exact
-    // fallback for a full buffer (ties in slot order let in about 32 x step x k).
-    plan.filter_capacity = std::min<std::uint32_t>(config_.debug ? 2 * k * step : kFilterCapacity, tiles * kTile);
-    plan.chunk_queries = nq;
-    plan.stride = plan.filter_capacity;
-    plan.shape.blocks_per_group = 1;
-    return true;
   }
 
   /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
@@ -647,14 +605,6 @@ class CudaBackend final : public Backend {
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
       changed |= c.fit(c.warp_lists, scan_warp_list_entries(plan.shape, qc, k), "scan warp lists");
       changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
-      if (plan.filter) {
-        changed |= c.fit(c.filter_sample, std::size_t(qc) * plan.filter_sample_tiles, "filter sample minima");
-        if (c.fit(c.filter_state, 1, "filter counters")) {  // its kernels leave it zero after each search
-          check_cuda(cudaMemsetAsync(c.filter_state.get(), 0, c.filter_state.bytes(), query_stream_.get()),
-                     "cudaMemsetAsync(filter counters)");
-          changed = true;
-        }
-      }
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
@@ -683,7 +633,16 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
     if (config_.debug) poison(c, n, k, stream);
     const StoreView* view = store_.buffer(buffer).view.get();
-    search(c, plan, !r.visible.empty(), view, n, c.out<float>(l.distance), c.out<std::uint64_t>(l.id), stream);
+    if (plan.sample_step) sample_bound(c, plan, !r.visible.empty(), view, n, stream);
+    ScanParams scan = scan_params(c, plan, !r.visible.empty(), view, n);
+    launch_scan(scan, plan.shape, stream);
+    debug_sync("scan_kernel");
+    SelectParams select = select_params(c, plan, n);
+    select.out_distance = c.out<float>(l.distance);
+    select.out_id = c.out<std::uint64_t>(l.id);
+    select.out_slot = c.slot.get();
+    launch_select(select, stream);
+    debug_sync("select_kernel");
 
     std::size_t from = 0, to = 0;  // the part of the output block this mode returns
     if (mode == Mode::Neighbors) {
@@ -707,42 +666,6 @@ class CudaBackend final : public Backend {
     check_cuda(cudaMemcpyAsync(c.host_out.get() + block * l.out_bytes + from, c.output.get() + from, to - from,
                                cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(results)", concat(n, " queries, k=", k));
-  }
-
-  /// The k nearest of n queries (in the context's input block) as reported distances and ids,
-  /// and their slots in c.slot: the filter path, or the sample pass (if planned), scan and select.
-  void search(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
-              float* out_distance, std::uint64_t* out_id, cudaStream_t stream) const {
-    if (plan.filter) {
-      FilterParams f;
-      f.store = view;
-      f.queries = c.in<float>(c.layout.queries);
-      f.num_queries = n;
-      f.k = plan.k;
-      f.step = plan.filter_step;
-      f.sample_tiles = plan.filter_sample_tiles;
-      f.sample = c.filter_sample.get();
-      f.capacity = plan.filter_capacity;
-      f.candidates = c.candidates.get();
-      f.state = c.filter_state.get();
-      f.filter_blocks = plan.filter_blocks;
-      f.metric = static_cast<int>(config_.metric);
-      f.out_distance = out_distance;
-      f.out_id = out_id;
-      f.out_slot = c.slot.get();
-      launch_filter(f, plan.shape.inner_product, plan.shape.one_chunk_width, stream);
-      debug_sync("filter kernels");
-      return;
-    }
-    if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
-    launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
-    debug_sync("scan_kernel");
-    SelectParams select = select_params(c, plan, n);
-    select.out_distance = out_distance;
-    select.out_id = out_id;
-    select.out_slot = c.slot.get();
-    launch_select(select, stream);
-    debug_sync("select_kernel");
   }
 
   ScanParams scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view,
@@ -838,10 +761,18 @@ class CudaBackend final : public Backend {
     launch_prepare_device_queries(prep, stream);
     debug_sync("prepare_device_queries_kernel");
     if (config_.debug) check_cuda(cudaMemsetAsync(c.slot.get(), 0xA5, std::size_t(n) * k * 4, stream), "cudaMemsetAsync(poison slots)");
+    const bool filtered = r.visible != nullptr;
     const StoreView* view = store_.buffer(buffer).view.get();
+    if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
+    launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
+    debug_sync("scan_kernel");
     const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
-    search(c, plan, r.visible != nullptr, view, n, neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance),
-           neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id), stream);
+    SelectParams select = select_params(c, plan, n);
+    select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
+    select.out_id = neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id);
+    select.out_slot = c.slot.get();
+    launch_select(select, stream);
+    debug_sync("select_kernel");
     if (neighbors) return;
     AggregateParams agg = aggregate_params(c, view, n, k, mode_of(r.aggregate.output), r.aggregate);
     agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);
@@ -890,10 +821,7 @@ class CudaBackend final : public Backend {
                                      plan.shape.global_lists,
                                      plan.shape.tiled,
                                      plan.sample_step,
-                                     std::uint32_t(plan.sample_keys()),
-                                     plan.filter,
-                                     plan.filter_step,
-                                     plan.filter_blocks};
+                                     std::uint32_t(plan.sample_keys())};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();
@@ -980,7 +908,6 @@ class CudaBackend final : public Backend {
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
-  mutable int filter_blocks_per_sm_ = 0;  // guarded by mutex_; one metric and width per store
   struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;

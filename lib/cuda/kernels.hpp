@@ -109,45 +109,6 @@ inline constexpr std::uint32_t kSelectCapacity = 8192;
 void configure_select();
 void launch_select(const SelectParams& params, cudaStream_t stream);
 
-/// The small-batch filter path (kernels/filter.cu), for stores of one float4 chunk per vector and
-/// batches of at most kFilterMaxQueries queries, in one cooperative kernel: a sample of tile
-/// minima bounds each query's k-th (rank, id) key, one pass appends every point within the bound
-/// to the query's candidate buffer, and the block that finishes last selects the k nearest and
-/// writes them as the selection kernel does.
-inline constexpr std::uint32_t kFilterMaxQueries = 1;
-inline constexpr std::uint32_t kFilterMaxK = 256;
-
-/// Counters and bounds of one filter search in device memory: zero when allocated, and the
-/// kernel leaves them zero again for the next search (or the next replay of a captured graph).
-struct FilterState {
-  std::uint32_t sample_done = 0, filter_done = 0;  // blocks finished (last-block detection)
-  std::uint32_t bounds_ready = 0;                   // set once the bounds below are published
-  std::uint32_t count[kFilterMaxQueries] = {};      // candidates appended per query
-  Candidate bound[kFilterMaxQueries] = {};          // per query: no point after this key is needed
-};
-
-struct FilterParams {
-  const StoreView* store = nullptr;
-  const float* queries = nullptr;        // num_queries x 1 float4
-  std::uint32_t num_queries = 0, k = 0;  // num_queries <= kFilterMaxQueries, k <= kFilterMaxK
-  std::uint32_t step = 1;                // the sample's tiles: 0, step, 2 step, ..
-  std::uint32_t sample_tiles = 0;        // sampled tiles at the store's capacity
-  Candidate* sample = nullptr;           // workspace: num_queries x sample_tiles tile minima
-  std::uint32_t capacity = 0;            // candidates kept per query
-  Candidate* candidates = nullptr;       // workspace: num_queries x capacity
-  FilterState* state = nullptr;
-  std::uint32_t filter_blocks = 0;       // grid of the filter pass
-  int metric = 0;                        // streamknn::Metric as int
-  float* out_distance = nullptr;         // as SelectParams
-  std::uint64_t* out_id = nullptr;
-  std::uint32_t* out_slot = nullptr;
-};
-/// Threads per block of the filter kernel.
-inline constexpr int kFilterThreads = 512;
-/// Resident blocks per SM of the filter pass (its grid is at most one wave of them).
-int filter_blocks_per_sm(bool inner_product, int one_chunk_width);
-void launch_filter(const FilterParams& params, bool inner_product, int one_chunk_width, cudaStream_t stream);
-
 // ---- aggregation ----------------------------------------------------------------------------------
 struct AggregateParams {
   const StoreView* store = nullptr;

@@ -2,7 +2,7 @@
 // same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
-// stores (several tiles per lane); the small-batch filter path; aggregation parity; snapshots of in-flight searches across
+// stores (several tiles per lane); small batches with ties in slot order; aggregation parity; snapshots of in-flight searches across
 // publishes on the device; graph replays after publishes.
 #include <chrono>
 #include <map>
@@ -282,14 +282,11 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
   }
 }
 
-TEST_CASE("GPU equals CPU on the small-batch filter path (one-chunk stores, 1-4 queries, k <= 256)") {
-  // Batches of up to four queries on stores of at most four stored elements take the filter
-  // path (a bound from sampled tile minima, one appending pass, a selection in its last block).
-  // Shapes: every metric kind, erased slots, duplicates, k above the sample (no bound), k above
-  // the store size, tiny and empty stores, and stores of one point repeated with ids in slot
-  // order: every rank ties, about 32 x step x k points pass the bound, and under
-  // StoreConfig::debug (as here) the candidate buffer holds only 2 x step x k, so the exact
-  // fallback over the whole store runs.
+TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, ties in slot order)") {
+  // Stores of at most four stored elements, batches of one to four queries (graph replays):
+  // every metric kind, erased slots, duplicates, k near or above the store size, tiny and empty
+  // stores, and stores of one point repeated with ids in slot order, where every rank ties and
+  // the answer must be the k smallest ids (each warp's first tiles tie its whole list).
   auto g = rng(5230);
   struct Shape {
     std::size_t dim, n, k, q;

@@ -6,7 +6,8 @@
 #include <math_constants.h>
 
 #include "cuda/kernels.hpp"
-#include "cuda/kernels/select_common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "streamknn/metric.hpp"
 
 namespace streamknn::detail::gpu {
 
@@ -28,8 +29,26 @@ __host__ __device__ inline std::uint32_t select_capacity(std::uint32_t blocks, s
   return all < kSelectCapacity ? std::uint32_t(all) : kSelectCapacity;
 }
 
+__device__ __forceinline__ bool less_candidate(const Candidate& a, const Candidate& b) {
+  return closer(a.rank, a.id, b.rank, b.id);
+}
+
 __device__ void bitonic_sort(Candidate* s, std::uint32_t n) {
   block_bitonic_sort(s, n, [](const Candidate& a, const Candidate& b) { return less_candidate(a, b); });
+}
+
+/// Digit `pass` (0 = most significant) of the 96-bit key (ordered rank : 32, id : 64).
+__device__ __forceinline__ std::uint32_t key_digit(std::uint32_t hi, std::uint64_t lo, int pass) {
+  return pass < 4 ? (hi >> (24 - 8 * pass)) & 0xffu : std::uint32_t(lo >> (56 - 8 * (pass - 4))) & 0xffu;
+}
+
+/// True when the key agrees with the prefix on every digit before `pass`.
+__device__ __forceinline__ bool key_matches(std::uint32_t hi, std::uint64_t lo, std::uint32_t prefix_hi,
+                                            std::uint64_t prefix_lo, int pass) {
+  if (pass == 0) return true;
+  if (pass <= 4) return (hi >> (32 - 8 * pass)) == (prefix_hi >> (32 - 8 * pass));
+  if (hi != prefix_hi) return false;
+  return (lo >> (64 - 8 * (pass - 4))) == (prefix_lo >> (64 - 8 * (pass - 4)));
 }
 
 /// The scan's candidate lists of one query: `blocks` lists of up to k entries each.
@@ -48,6 +67,16 @@ struct Lists {
     }
   }
 };
+
+/// Fixes digit `pass` of the 96-bit key prefix (see key_digit).
+__device__ __forceinline__ void set_digit(std::uint32_t& prefix_hi, std::uint64_t& prefix_lo, std::uint32_t digit,
+                                          int pass) {
+  if (pass < 4) {
+    prefix_hi |= digit << (24 - 8 * pass);
+  } else {
+    prefix_lo |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
+  }
+}
 
 /// Gathers the k smallest of all listed candidates (more than k of them) into s, unsorted:
 /// an exact MSB-first radix select over the key finds the k-th key, then a pass keeps every
@@ -91,6 +120,19 @@ __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) 
     if (hi < kth_hi || (hi == kth_hi && c.id <= kth_lo)) s[atomicAdd(&gathered, 1u)] = c;
   });
   __syncthreads();
+}
+
+__device__ __forceinline__ float reported(int metric, float rank) {
+  switch (static_cast<Metric>(metric)) {
+    case Metric::L2: return sqrtf(rank);
+    case Metric::InnerProduct: return rank;
+    case Metric::Cosine: return 0.5f * rank;
+    case Metric::Haversine: {
+      const double half_chord = 0.5 * sqrt(double(rank));
+      return float(2.0 * kEarthRadiusMetres * asin(half_chord < 1.0 ? half_chord : 1.0));
+    }
+  }
+  return rank;
 }
 
 /// The key of the k-th smallest of s[0, n) (1 <= k <= n): an MSB-first radix select over the
@@ -145,6 +187,9 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
   return found_s;
 }
 
+/// Entries of the final ordering done by counting (each winner's position is the number of
+/// winners closer than it, one warp per winner, no block barriers); more are bitonic-sorted.
+constexpr std::uint32_t kRankSortMax = 256;
 
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -242,7 +287,14 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
     p.out_slot[row + j] = real ? c.slot : ~0u;
   };
   if (n <= kRankSortMax) {
-    emit_by_counting(winners, n, emit);  // keys (rank, id) are unique: a permutation of [0, n)
+    // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
+    for (std::uint32_t i = warp; i < n; i += warps) {
+      const Candidate mine = winners[i];
+      std::uint32_t before = 0;
+      for (std::uint32_t j = lane; j < n; j += 32) before += less_candidate(winners[j], mine);
+      before = __reduce_add_sync(kFullMask, before);
+      if (lane == 0) emit(before, mine);
+    }
   } else {
     const std::uint32_t padded = next_pow2(n);
     for (std::uint32_t i = n + threadIdx.x; i < padded; i += blockDim.x) winners[i] = padding;
