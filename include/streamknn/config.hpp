@@ -40,6 +40,10 @@ struct StoreConfig {
   std::size_t queue_capacity = 1 << 16;       ///< operations that may wait for publish()
   BackendKind backend = BackendKind::Auto;
   int cuda_device = 0;                        ///< device ordinal for the CUDA backend
+  /// Threads a CPU-backend search may use, the calling thread included (at most 1024); 0 = one
+  /// per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers, so a
+  /// process holding many stores caps them here. The answers do not depend on it.
+  std::size_t cpu_threads = 0;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers
   /// with garbage before every search, so a result the kernels fail to write cannot pass
   /// unnoticed, and synchronises after every kernel so an error names the kernel that failed.

@@ -103,7 +103,7 @@ class ReferenceSet {
   std::size_t pending() const noexcept;       ///< updates queued and not yet published
   const StoreConfig& config() const noexcept;
   BackendKind backend() const noexcept;       ///< Cpu or Cuda, never Auto
-  std::string backend_name() const;           ///< e.g. "cpu (2 threads, x86-64-v3)",
+  std::string backend_name() const;           ///< e.g. "cpu (2 threads, x86-64-v3)" ("1 thread"),
                                               ///< "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
 
   /// Internal engine, used by KnnClassifier / KnnRegressor.

@@ -23,18 +23,26 @@ namespace streamknn::detail {
 
 namespace {
 
+/// Threads a search may use, the caller's included: StoreConfig::cpu_threads, or one per
+/// hardware thread.
+std::size_t threads_for(const StoreConfig& config) {
+  if (config.cpu_threads > 0) return config.cpu_threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const StoreConfig& config)
       : config_(config),
         stored_dim_(stored_dim(config.metric, config.dim)),
         buffers_{Buffer(stored_dim_, config.target), Buffer(stored_dim_, config.target)},
-        pool_(std::max(1u, std::thread::hardware_concurrency()) - 1) {}
+        pool_(threads_for(config) - 1) {}
 
   BackendKind kind() const noexcept override { return BackendKind::Cpu; }
 
   std::string name() const override {
-    return concat("cpu (", pool_.concurrency(), " threads, ", cpu_search_isa(), ")");
+    const std::size_t threads = pool_.concurrency();
+    return concat("cpu (", threads, threads == 1 ? " thread, " : " threads, ", cpu_search_isa(), ")");
   }
 
   void reserve(std::size_t slots, std::size_t batch_ops) override {

@@ -300,13 +300,14 @@ void bind_reference_set(py::module_& m) {
 A mutable reference set: push batches of updates, publish() them as a new snapshot, search it.
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
-             capacity_hint=1024, queue_capacity=65536, cuda_device=0)
+             capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0)
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
 n_classes: points carry a class label 0..n_classes-1; n_outputs: points carry that many
 floats (regression, multi-output, Q-values); neither: points carry nothing.
 backend: 'auto' (CUDA where a device is usable, else CPU), 'cpu' or 'cuda'.
+cpu_threads: threads a CPU-backend search may use (0: one per hardware thread).
 
 Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
 queued by insert / move / erase / set_target and become visible together at publish(); unknown
@@ -315,7 +316,7 @@ any thread; searches and publishes release the GIL.
 )doc")
       .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
-                       std::size_t queue_capacity, int cuda_device) {
+                       std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads) {
              StoreConfig config;
              config.dim = dim;
              config.metric = parse_metric(metric);
@@ -326,12 +327,13 @@ any thread; searches and publishes release the GIL.
              config.capacity_hint = capacity_hint;
              config.queue_capacity = queue_capacity;
              config.cuda_device = cuda_device;
+             config.cpu_threads = cpu_threads;
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
            py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
-           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0)
+           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0)
       .def(
           "insert",
           [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {

@@ -147,6 +147,38 @@ TEST_CASE("a query's answer is the same bit for bit whatever batch it is searche
   }
 }
 
+TEST_CASE("the answers do not depend on StoreConfig::cpu_threads") {
+  // The CPU backend splits a search between cpu_threads threads (the caller's included); every
+  // split must give the same bits. (The CUDA backend ignores the setting.)
+  const std::size_t dim = 3, k = 10;
+  auto queries_rng = rng(760);
+  const auto queries = points_for(Metric::L2, queries_rng, 40, dim);
+  std::vector<Neighbors> answers;
+  for (std::size_t threads : {std::size_t(1), std::size_t(3), std::size_t(0)}) {
+    CAPTURE(threads);
+    StoreConfig config = config_for(dim);
+    config.cpu_threads = threads;
+    ReferenceSet store(config);
+    auto g = rng(761);  // the same points in every store
+    const Model model = fill(store, Metric::L2, 30000, g);
+    if (store.backend() == BackendKind::Cpu && threads == 1) {
+      CHECK(store.backend_name().find("(1 thread, ") != std::string::npos);
+    }
+    check_search(store, model, Metric::L2, queries, k);
+    answers.push_back(store.search(queries, k));
+    answers.push_back(store.search(std::span(queries).subspan(0, dim), k));  // one query: split by slots
+  }
+  for (std::size_t i = 2; i < answers.size(); ++i) {
+    CHECK(answers[i].ids == answers[i % 2].ids);
+    std::size_t differ = 0;
+    for (std::size_t j = 0; j < answers[i].distances.size(); ++j) {
+      differ += std::bit_cast<std::uint32_t>(answers[i].distances[j]) !=
+                std::bit_cast<std::uint32_t>(answers[i % 2].distances[j]);
+    }
+    CHECK(differ == 0);
+  }
+}
+
 TEST_CASE("exact ties are ordered by id") {
   auto g = rng(300);
   for (std::size_t dim : {1, 2, 8, 33}) {

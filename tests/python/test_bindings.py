@@ -207,6 +207,21 @@ def test_properties_and_repr(backend):
     assert isinstance(streamknn.built_with_cuda, bool)
 
 
+def test_cpu_threads_caps_the_pool_and_keeps_the_answers():
+    rng = np.random.default_rng(11)
+    points, queries = rng.random((5000, 3), dtype=np.float32), rng.random((20, 3), dtype=np.float32)
+    answers = []
+    for threads in (1, 2, 0):
+        store = streamknn.ReferenceSet(3, backend="cpu", cpu_threads=threads)
+        store.insert(np.arange(5000), points)
+        store.publish()
+        if threads == 1:
+            assert "(1 thread, " in store.backend_name
+        answers.append(store.search(queries, 7)[:2])
+    for distances, ids in answers[1:]:
+        assert np.array_equal(ids, answers[0][1]) and np.array_equal(distances, answers[0][0])
+
+
 # ---- argument errors --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, message", [
@@ -238,6 +253,7 @@ def test_bad_arguments_raise_value_error_with_the_library_message(backend, call,
     (dict(dim=3, n_classes=0), "needs n >= 1"),
     (dict(dim=3, backend="tpu"), "unknown backend 'tpu'"),
     (dict(dim=3, queue_capacity=0), "queue_capacity must be at least 1"),
+    (dict(dim=3, cpu_threads=1025), "cpu_threads=1025 exceeds the limit of 1024"),
 ])
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ValueError, match=message):
