@@ -177,8 +177,9 @@ int main(int argc, char** argv) {
   row("streamknn search, one-point store", one_point);
   if (std::FILE* csv = std::fopen(args["--csv"].c_str(), "w")) {
     std::fprintf(csv, "path,n,k,metric,p50_us,p99_us,p999_us,mean_us\n");
-    for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph}, {"zero_copy", zero_copy}, {"streamknn", ours},
-                           {"submit", submit_part}, {"get", get_part}, {"one_point_store", one_point}}) {
+    for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph},
+                           {"zero_copy", zero_copy}, {"streamknn", ours}, {"submit", submit_part}, {"get", get_part},
+                           {"one_point_store", one_point}}) {
       std::fprintf(csv, "%s,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f\n", name, n, k, to_string(metric).data(), p.p50, p.p99,
                    p.p999, p.mean);
     }

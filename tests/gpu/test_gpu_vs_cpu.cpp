@@ -2,8 +2,8 @@
 // same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
-// stores (several tiles per lane); small batches with ties in slot order; aggregation parity; snapshots of in-flight searches across
-// publishes on the device; graph replays after publishes.
+// stores (several tiles per lane); small batches with ties in slot order; aggregation parity;
+// snapshots of in-flight searches across publishes on the device; graph replays after publishes.
 #include <chrono>
 #include <map>
 
