@@ -468,6 +468,7 @@ returns (q_before float32 (n, n_actions), ids uint64 (n, k), epoch). See streamk
                              "'cpu' or 'cuda' (never 'auto').")
       .def_property_readonly("backend_name", [](const Store& s) { return s.set().backend_name(); })
       .def_property_readonly("queue_capacity", [](const Store& s) { return s.set().config().queue_capacity; })
+      .def_property_readonly("cpu_threads", [](const Store& s) { return s.set().config().cpu_threads; })
       .def_property_readonly("size", [](const Store& s) { return s.set().size(); }, "Points in the published snapshot.")
       .def_property_readonly("epoch", [](const Store& s) { return s.set().epoch(); }, "Epoch of the published snapshot (0 = empty).")
       .def_property_readonly("pending", [](const Store& s) { return s.set().pending(); }, "Updates queued and not yet published.")

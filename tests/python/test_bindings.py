@@ -215,6 +215,7 @@ def test_cpu_threads_caps_the_pool_and_keeps_the_answers():
         store = streamknn.ReferenceSet(3, backend="cpu", cpu_threads=threads)
         store.insert(np.arange(5000), points)
         store.publish()
+        assert store.cpu_threads == threads
         if threads == 1:
             assert "(1 thread, " in store.backend_name
         answers.append(store.search(queries, 7)[:2])
