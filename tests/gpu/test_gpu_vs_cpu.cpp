@@ -67,6 +67,34 @@ void fill(Twin& t, Metric metric, std::size_t n, std::mt19937_64& g, double eras
   t.publish();
 }
 
+/// A store and batch shape of the one-chunk tests below.
+struct StoreShape {
+  std::size_t dim, n, k, q;
+  Metric metric;
+  double erased;
+  bool duplicates;
+  bool one_point = false;  // n copies of one point, ids in slot order (every rank ties)
+};
+
+std::string describe(const StoreShape& s) {
+  return concat_str("dim=", s.dim, " n=", s.n, " k=", s.k, " q=", s.q, " ", to_string(s.metric), " erased=", s.erased,
+                    s.duplicates ? " duplicates" : "", s.one_point ? " one point" : "");
+}
+
+/// Fills both backends' stores as the shape says.
+void fill(Twin& t, const StoreShape& s, std::mt19937_64& g) {
+  if (!s.one_point) {
+    fill(t, s.metric, s.n, g, s.erased, s.duplicates);
+    return;
+  }
+  const auto point = points_for(s.metric, g, 1, s.dim);
+  for (std::size_t i = 0; i < s.n; ++i) {
+    t.push(Update::insert(PointId(1000 + i), point));
+    t.model.vectors[PointId(1000 + i)] = point;
+  }
+  t.publish();
+}
+
 /// The smallest and largest id in the store (the model is never empty where it is used).
 std::pair<PointId, PointId> id_bounds(const Model& model) {
   PointId lo = ~PointId(0), hi = 0;
@@ -260,23 +288,14 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
   // (exact ties), every metric kind, groups of 4, 8, 12 and 16. (A mutant that skips each
   // group's last tile when re-scoring fails six of the seven; the dim-1 shape's ties hide it.)
   auto g = rng(5190);
-  struct Shape {
-    std::size_t dim, n, k, q;
-    Metric metric;
-    double erased;
-    bool duplicates;
-  };
-  for (const Shape& s : {Shape{2, 1'000'003, 16, 4, Metric::L2, 0.2, false}, Shape{2, 1'000'003, 3, 300, Metric::L2, 0.05, true},
-                         Shape{1, 600'000, 2, 16, Metric::L2, 0.1, true}, Shape{3, 1'000'000, 8, 8, Metric::InnerProduct, 0.1, false},
-                         Shape{4, 700'000, 5, 33, Metric::L2, 0.3, true}, Shape{2, 1'000'000, 4, 12, Metric::Haversine, 0.1, false},
-                         Shape{3, 1'000'000, 1, 17, Metric::Cosine, 0.0, false}, Shape{2, 100'000, 16, 64, Metric::L2, 0.5, true}}) {
-    CAPTURE(s.dim);
-    CAPTURE(s.n);
-    CAPTURE(s.k);
-    CAPTURE(s.q);
-    CAPTURE(to_string(s.metric));
+  for (const StoreShape& s :
+       {StoreShape{2, 1'000'003, 16, 4, Metric::L2, 0.2, false}, StoreShape{2, 1'000'003, 3, 300, Metric::L2, 0.05, true},
+        StoreShape{1, 600'000, 2, 16, Metric::L2, 0.1, true}, StoreShape{3, 1'000'000, 8, 8, Metric::InnerProduct, 0.1, false},
+        StoreShape{4, 700'000, 5, 33, Metric::L2, 0.3, true}, StoreShape{2, 1'000'000, 4, 12, Metric::Haversine, 0.1, false},
+        StoreShape{3, 1'000'000, 1, 17, Metric::Cosine, 0.0, false}, StoreShape{2, 100'000, 16, 64, Metric::L2, 0.5, true}}) {
+    CAPTURE(describe(s));
     Twin t(s.dim, s.metric, TargetSpec::none());
-    fill(t, s.metric, s.n, g, s.erased, s.duplicates);
+    fill(t, s, g);
     const auto queries = points_for(s.metric, g, s.q, s.dim);
     CHECK(compare(t.gpu.search(queries, s.k), t.cpu.search(queries, s.k), t.model, s.metric, queries) == 0);
   }
@@ -288,42 +307,22 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
   // stores, and stores of one point repeated with ids in slot order, where every rank ties and
   // the answer must be the k smallest ids (each warp's first tiles tie its whole list).
   auto g = rng(5230);
-  struct Shape {
-    std::size_t dim, n, k, q;
-    Metric metric;
-    double erased;
-    bool duplicates, one_point;
-  };
-  for (const Shape& s : {Shape{2, 100'000, 16, 1, Metric::L2, 0.1, false, false},
-                         Shape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false, false},
-                         Shape{2, 3'000'000, 100, 2, Metric::Haversine, 0.1, false, false},
-                         Shape{1, 200'000, 256, 4, Metric::L2, 0.0, true, false},
-                         Shape{3, 500'000, 5, 3, Metric::InnerProduct, 0.1, false, false},
-                         Shape{3, 300'000, 64, 4, Metric::Cosine, 0.3, true, false},
-                         Shape{4, 50'000, 1, 1, Metric::L2, 0.5, false, false},
-                         Shape{2, 5'000, 200, 2, Metric::L2, 0.2, false, false},
-                         Shape{2, 100, 16, 4, Metric::L2, 0.0, false, false},
-                         Shape{2, 10, 16, 1, Metric::L2, 0.0, false, false},
-                         Shape{2, 0, 8, 2, Metric::L2, 0.0, false, false},
-                         Shape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
-                         Shape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}}) {
-    CAPTURE(s.dim);
-    CAPTURE(s.n);
-    CAPTURE(s.k);
-    CAPTURE(s.q);
-    CAPTURE(to_string(s.metric));
-    CAPTURE(s.one_point);
+  for (const StoreShape& s : {StoreShape{2, 100'000, 16, 1, Metric::L2, 0.1, false},
+                              StoreShape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false},
+                              StoreShape{2, 3'000'000, 100, 2, Metric::Haversine, 0.1, false},
+                              StoreShape{1, 200'000, 256, 4, Metric::L2, 0.0, true},
+                              StoreShape{3, 500'000, 5, 3, Metric::InnerProduct, 0.1, false},
+                              StoreShape{3, 300'000, 64, 4, Metric::Cosine, 0.3, true},
+                              StoreShape{4, 50'000, 1, 1, Metric::L2, 0.5, false},
+                              StoreShape{2, 5'000, 200, 2, Metric::L2, 0.2, false},
+                              StoreShape{2, 100, 16, 4, Metric::L2, 0.0, false},
+                              StoreShape{2, 10, 16, 1, Metric::L2, 0.0, false},
+                              StoreShape{2, 0, 8, 2, Metric::L2, 0.0, false},
+                              StoreShape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
+                              StoreShape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}}) {
+    CAPTURE(describe(s));
     Twin t(s.dim, s.metric, TargetSpec::none());
-    if (s.one_point) {
-      const auto point = points_for(s.metric, g, 1, s.dim);
-      for (std::size_t i = 0; i < s.n; ++i) {
-        t.push(Update::insert(PointId(1000 + i), point));
-        t.model.vectors[PointId(1000 + i)] = point;
-      }
-      t.publish();
-    } else {
-      fill(t, s.metric, s.n, g, s.erased, s.duplicates);
-    }
+    fill(t, s, g);
     const auto queries = points_for(s.metric, g, s.q, s.dim);
     const Neighbors gpu = t.gpu.search(queries, s.k), cpu = t.cpu.search(queries, s.k);
     CHECK(compare(gpu, cpu, t.model, s.metric, queries) == 0);

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
 #ifdef STREAMKNN_TEST_CUDA
   if (!listing && !streamknn::cuda_available()) {
     std::printf("SKIPPED: no usable CUDA device (or this build has no CUDA backend); "
-                "the CUDA suites run on a GPU machine, see tests/gpu/README.md\n");
+                "the CUDA suites run on a GPU machine, see docs/cuda.md (Checking it on a GPU)\n");
     return 77;
   }
 #endif
