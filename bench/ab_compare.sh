@@ -1,32 +1,39 @@
 #!/usr/bin/env bash
-# Same-call A/B of two builds on the GPU machine (a change is kept only if it wins here, where both
+# Same-call A/B of builds on the GPU machine (a change is kept only if it wins here, where the
 # builds share the card, the host instance and its clocks):
 #
-#   bench/ab_compare.sh BASE NEW [ROUNDS]     (folders with bench_search and bench_latency)
+#   bench/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]   (folders with bench_search and bench_latency)
 #
-# Alternates BASE and NEW ROUNDS times (default 2) over:
+# Alternates the builds ROUNDS times (default 2; a last argument that is a number) over:
 #   latency   bench_latency --queries 20000 (one query host to host, 100,000 x 2, K = 16; l2, then haversine)
 #   lowdim    bench_search gis100k,gis1m,gis10m K 16 Q 1,2,4,16 (--reps 30 --sets 2)
 #   paper     bench_search mnist,imagenet K 64 Q 1,4 (--reps 20 --sets 2)
-# and prints, per row, the median of each build's rounds and NEW / BASE. CSVs and logs go to
-# ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few files), with the
-# table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
+#   q1        bench_search mnist,imagenet,googlenews K 64,128 Q 1 (--reps 20 --sets 2)
+# and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
+# logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
+# files), with the table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
 set -uo pipefail
-BASE=${1:?usage: bench/ab_compare.sh BASE NEW [ROUNDS]}
-NEW=${2:?usage: bench/ab_compare.sh BASE NEW [ROUNDS]}
-ROUNDS=${3:-2}
+usage="usage: bench/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]"
+(($# >= 2)) || { echo "$usage" >&2; exit 2; }
+ROUNDS=2
+builds=("$@")
+if [[ ${builds[-1]} =~ ^[0-9]+$ ]]; then
+  ROUNDS=${builds[-1]}
+  unset 'builds[-1]'
+fi
+((${#builds[@]} >= 2)) || { echo "$usage" >&2; exit 2; }
 DIR=${OUT:+/tmp/ab}
 DIR=${DIR:-ab-out}
 mkdir -p "$DIR"
 STEPS=${AB_STEPS:-latency lowdim paper}
-for build in BASE NEW; do
-  bin=${!build}
-  echo "$build: $bin ($(cat "$bin/COMMIT" 2>/dev/null || echo unknown commit))"
+name_of() { case $1 in 0) echo base ;; 1) echo new ;; *) echo "new$1" ;; esac; }
+for i in "${!builds[@]}"; do
+  echo "$(name_of "$i"): ${builds[$i]} ($(cat "${builds[$i]}/COMMIT" 2>/dev/null || echo unknown commit))"
 done
 for ((r = 1; r <= ROUNDS; ++r)); do
-  for build in BASE NEW; do
-    bin=${!build}
-    tag=$(echo "$build" | tr A-Z a-z)-$r
+  for i in "${!builds[@]}"; do
+    bin=${builds[$i]}
+    tag=$(name_of "$i")-$r
     for step in $STEPS; do
       case $step in
         latency)
@@ -39,14 +46,18 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         paper)
           "$bin/bench_search" --shapes mnist,imagenet --k 64 --q 1,4 --reps 20 --sets 2 \
             --csv "$DIR/$tag-paper.csv" > "$DIR/$tag-paper.log" 2>&1 ;;
+        q1)
+          "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 1 --reps 20 --sets 2 \
+            --csv "$DIR/$tag-q1.csv" > "$DIR/$tag-q1.log" 2>&1 ;;
       esac
     done
-    echo "round $r $build done at ${SECONDS}s"
+    echo "round $r $(name_of "$i") done at ${SECONDS}s"
   done
 done
-python3 - "$DIR" > "$DIR/summary.txt" <<'PY'
+python3 - "$DIR" "${#builds[@]}" > "$DIR/summary.txt" <<'PY'
 import csv, glob, os, statistics, sys, collections
-d = sys.argv[1]
+d, count = sys.argv[1], int(sys.argv[2])
+names = ["base", "new"] + [f"new{i}" for i in range(2, count)]
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
 for path in sorted(glob.glob(os.path.join(d, "*.csv"))):
     build, _, kind = os.path.basename(path)[:-4].partition("-")
@@ -57,13 +68,18 @@ for path in sorted(glob.glob(os.path.join(d, "*.csv"))):
             rows[(kind, r["path"], "p99_us")][build].append(float(r["p99_us"]))
         else:
             rows[(kind, f'{r["shape"]} K={r["K"]} Q={r["Q"]}', "ms")][build].append(float(r["median_ms"]))
-print(f'{"step":20s} {"row":32s} {"unit":7s} {"base":>10s} {"new":>10s} {"new/base":>9s}')
+cands = names[1:]
+print(f'{"step":20s} {"row":32s} {"unit":7s} {"base":>10s} ' + " ".join(f"{n:>10s} {n + '/base':>9s}" for n in cands))
 for (kind, row, unit), by in rows.items():
-    b, n = by.get("base"), by.get("new")
-    if not b or not n:
+    b = by.get("base")
+    if not b:
         continue
-    mb, mn = statistics.median(b), statistics.median(n)
-    print(f"{kind:20s} {row:32s} {unit:7s} {mb:10.4f} {mn:10.4f} {mn / mb:9.3f}")
+    mb = statistics.median(b)
+    cells = []
+    for n in cands:
+        v = by.get(n)
+        cells.append(f"{statistics.median(v):10.4f} {statistics.median(v) / mb:9.3f}" if v else f"{'-':>10s} {'-':>9s}")
+    print(f"{kind:20s} {row:32s} {unit:7s} {mb:10.4f} " + " ".join(cells))
 PY
 cat "$DIR/summary.txt"
 if [[ -n ${OUT:-} ]]; then

@@ -49,6 +49,7 @@ struct Plan {
   std::uint32_t sample_step = 0;    // > 0: a sample pass over every sample_step-th tile first
   std::uint32_t sample_tiles = 0;   // tiles that sample holds at the store's capacity
   std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
+  bool first_bound = false;         // the scan bounds itself from its first tiles (ScanParams::first_keys)
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -96,7 +97,7 @@ ChunkLayout chunk_layout(std::uint32_t qc, std::uint32_t chunks, std::uint32_t k
 struct QueryContext {
   DeviceArray<unsigned char> input, output;  // one chunk block each (see ChunkLayout)
   DeviceArray<Candidate> candidates, warp_lists;
-  DeviceArray<std::uint32_t> lengths, slot, sample_keys;
+  DeviceArray<std::uint32_t> lengths, slot, sample_keys, first_keys, first_arrivals;
   DeviceArray<double> class_scratch;
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
   ChunkLayout layout;
@@ -107,7 +108,7 @@ struct QueryContext {
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t>;
+                 std::uint32_t, std::uint32_t, bool>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -495,6 +496,7 @@ class CudaBackend final : public Backend {
     }
     plan.chunk_queries = chunk;
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
+    plan.first_bound = first_bound_pays(plan, tiles);
     return plan;
   }
 
@@ -518,6 +520,20 @@ class CudaBackend final : public Backend {
     if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 2 || chunks_ <= 2 ? kSampleStep : 0;
     const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128) || (nq >= 4 && chunks_ <= 32);
     return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
+  }
+
+  /// The first-tile bound where no sample pass runs and every warp streams three tiles or more:
+  /// without it a cold warp admits most points of its first tiles (its list's k-th is the k-th of
+  /// a few hundred points); with it the whole grid's first tiles bound every warp after about
+  /// one tile. The k-th of the blocks' minima needs at least k blocks.
+  bool first_bound_pays(const Plan& plan, std::uint32_t tiles) const {
+    const ScanShape& s = plan.shape;
+    const std::uint32_t blocks = std::uint32_t(s.blocks_per_group);
+    if (plan.sample_step != 0 || s.query_group != 1 || s.filtered || s.tiled || plan.k > blocks ||
+        blocks > kFirstBoundMaxBlocks) {
+      return false;
+    }
+    return std::uint64_t(tiles) >= 3 * std::uint64_t(blocks) * std::uint32_t(s.warps_per_block);
   }
 
   /// Several tiles per lane (one-chunk stores, 4+ queries, no ranges): the survivor test runs on
@@ -605,6 +621,16 @@ class CudaBackend final : public Backend {
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
       changed |= c.fit(c.warp_lists, scan_warp_list_entries(plan.shape, qc, k), "scan warp lists");
       changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
+      if (plan.first_bound) {
+        changed |= c.fit(c.first_keys, std::size_t(qc) * plan.shape.blocks_per_group, "first-tile bound keys");
+        const std::size_t groups = (qc + plan.shape.query_group - 1) / plan.shape.query_group;
+        if (c.fit(c.first_arrivals, groups, "first-tile bound arrivals")) {
+          // Counted up by every scan block and reset by the last: zero before the first launch.
+          check_cuda(cudaMemsetAsync(c.first_arrivals.get(), 0, c.first_arrivals.bytes(), query_stream_.get()),
+                     "cudaMemsetAsync(first-tile bound arrivals)");
+          changed = true;
+        }
+      }
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
@@ -680,6 +706,8 @@ class CudaBackend final : public Backend {
     scan.candidates = c.candidates.get();
     scan.lengths = c.lengths.get();
     scan.warp_lists = plan.shape.global_lists ? c.warp_lists.get() : nullptr;
+    scan.first_keys = plan.first_bound ? c.first_keys.get() : nullptr;
+    scan.first_arrivals = plan.first_bound ? c.first_arrivals.get() : nullptr;
     return scan;
   }
 
@@ -821,7 +849,8 @@ class CudaBackend final : public Backend {
                                      plan.shape.global_lists,
                                      plan.shape.tiled,
                                      plan.sample_step,
-                                     std::uint32_t(plan.sample_keys())};
+                                     std::uint32_t(plan.sample_keys()),
+                                     plan.first_bound};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();

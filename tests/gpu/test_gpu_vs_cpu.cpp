@@ -2,7 +2,8 @@
 // same operations, over random shapes (D 1..1024, K 1..2048 and K > size, Q 1..4096, stores
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
-// stores (several tiles per lane); small batches with ties in slot order; aggregation parity;
+// stores (several tiles per lane); small batches with ties in slot order; one query bounded by
+// its first tiles; aggregation parity;
 // snapshots of in-flight searches across publishes on the device; graph replays after publishes.
 #include <chrono>
 #include <map>
@@ -331,6 +332,34 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
     for (std::size_t q = 1; q <= s.q; ++q) {  // each query alone, replayed from its graph
       const std::vector<float> one(queries.begin() + (q - 1) * s.dim, queries.begin() + q * s.dim);
       CHECK(compare(t.gpu.search(one, s.k), t.cpu.search(one, s.k), t.model, s.metric, one) == 0);
+    }
+  }
+}
+
+TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (large stores, no sample pass)") {
+  // One query over a store of three tiles or more per scan warp and dim > 8 runs no sample pass:
+  // the scan's blocks publish their first tiles' smallest ranks and the last block lowers the
+  // threshold to the k-th of them (up to k = the scan's block count; k = 300 is past it, the
+  // plain cold start). Each metric kind, erased slots, duplicates, a store of one repeated point
+  // (every rank ties: the answer is the k smallest ids), and different queries one after another
+  // (each launch counts its blocks afresh).
+  auto g = rng(5210);
+  for (const StoreShape& s : {StoreShape{16, 600'000, 1, 3, Metric::L2, 0.2, false},
+                              StoreShape{128, 500'000, 64, 3, Metric::L2, 0.05, false},
+                              StoreShape{12, 700'000, 100, 2, Metric::InnerProduct, 0.1, false},
+                              StoreShape{40, 450'000, 33, 2, Metric::Cosine, 0.0, true},
+                              StoreShape{9, 1'000'000, 256, 2, Metric::L2, 0.5, false},
+                              StoreShape{16, 450'000, 300, 1, Metric::L2, 0.1, false},
+                              StoreShape{16, 500'000, 16, 2, Metric::L2, 0.0, false, true}}) {
+    CAPTURE(describe(s));
+    Twin t(s.dim, s.metric, TargetSpec::none());
+    fill(t, s, g);
+    const auto queries = points_for(s.metric, g, s.q, s.dim);
+    for (std::size_t q = 0; q < s.q; ++q) {
+      const std::vector<float> one(queries.begin() + q * s.dim, queries.begin() + (q + 1) * s.dim);
+      const Neighbors gpu = t.gpu.search(one, s.k), cpu = t.cpu.search(one, s.k);
+      CHECK(compare(gpu, cpu, t.model, s.metric, one) == 0);
+      if (s.one_point) CHECK(gpu.ids == cpu.ids);
     }
   }
 }

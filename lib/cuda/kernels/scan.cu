@@ -14,7 +14,10 @@
 // warps' lists in parallel (each entry's final position is its index plus its count in the
 // other lists) and writes one sorted list per query, truncated at the bound, for the select
 // kernel. Stores of one float4 chunk per vector have kernels of their own (a tile prefetch, and
-// where survivors are sparse several tiles per lane tested on their smallest rank).
+// where survivors are sparse several tiles per lane tested on their smallest rank). One query
+// without a sample pass bounds itself: each block publishes the smallest rank of its warps' first
+// tiles, the last block to do so lowers the grid-wide bound to the k-th of them, and the warps
+// hold their first tile back until the end, so no warp merges a cold tile while the others do.
 #include <math_constants.h>
 
 #include "cuda/kernels.hpp"
@@ -142,6 +145,51 @@ __device__ void warp_merge(Candidate* list, std::uint32_t& n, std::uint32_t k, C
   n = min(k, n + m);
 }
 
+/// The k-th smallest of n keys (k <= n <= kFirstBoundMaxBlocks) in global memory, by one warp:
+/// the keys are staged in shared memory and a binary search over the key's bits counts those at
+/// or below the midpoint (32 steps; in registers they cost the scan's hot loop spills).
+__device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std::uint32_t n, std::uint32_t k,
+                                                  std::uint32_t* staged, std::uint32_t lane) {
+  for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + i);
+  __syncwarp();
+  std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    std::uint32_t count = 0;
+    for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
+    if (__reduce_add_sync(kFullMask, count) >= k) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  __syncwarp();
+  return lo;
+}
+
+/// The grid-wide part of the first-tile bound (ScanParams::first_keys), run by the last warp of
+/// each block to finish its first tile: publish the block's smallest rank per query; the block
+/// that publishes last selects, per query, the k-th of all blocks' keys (k distinct points, so
+/// at least k points of the store rank within it: a valid bound) and lowers the threshold to it.
+__device__ __forceinline__ void publish_first_bound(std::uint32_t* first_keys, std::uint32_t* arrivals,
+                                                   std::uint32_t* threshold, std::uint32_t* block_min,
+                                                   std::uint32_t* staged, std::uint32_t q0, std::uint32_t nq,
+                                                   std::uint32_t k, std::uint32_t lane) {
+  if (lane < nq) {  // an atomic read: the other warps' atomicMin came before their arrival
+    first_keys[std::size_t(q0 + lane) * gridDim.x + blockIdx.x] = atomicOr(&block_min[lane], 0u);
+  }
+  __threadfence();
+  unsigned last = 0;
+  if (lane == 0) last = atomicAdd(&arrivals[blockIdx.y], 1u) == gridDim.x - 1;
+  if (!__shfl_sync(kFullMask, last, 0)) return;
+  __threadfence();
+  if (lane == 0) arrivals[blockIdx.y] = 0;  // every block has arrived: ready for the next launch
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    const std::uint32_t kth = warp_kth(first_keys + std::size_t(q0 + j) * gridDim.x, gridDim.x, k, staged, lane);
+    if (lane == 0 && kth < kNoBound) atomicMin(&threshold[q0 + j], kth);
+  }
+}
+
 template <int QG>
 constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
@@ -189,6 +237,11 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     counts[lane] = 0;  // start from the bound a sample pass may have found; NaN admits nothing
     thresholds[lane] = lane < nq ? from_ordered_bits(__ldcg(&p.threshold[q0 + lane])) : CUDART_NAN_F;
   }
+  // First-tile bound: the smallest rank of the block's first tiles per query, and the warps done.
+  __shared__ std::uint32_t first_min[16], first_arrived;
+  __shared__ std::uint32_t first_staged[QG == 1 ? kFirstBoundMaxBlocks : 1];  // the last block's selection
+  if (threadIdx.x < 16) first_min[threadIdx.x] = kNoBound;
+  if (threadIdx.x == 0) first_arrived = 0;
   __syncthreads();
 
   const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
@@ -196,6 +249,27 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
   const float4* vectors = static_cast<const float4*>(store.vectors);
+  // Each warp arrives once, with its first tile's ranks (key_of(j): this lane's ordered rank for
+  // query j, kNoBound for none); the block's last warp goes on to the grid-wide part.
+  auto arrive_first = [&](auto key_of) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      if (j < int(nq)) {
+        const std::uint32_t smallest = __reduce_min_sync(kFullMask, key_of(j));
+        if (lane == 0) atomicMin(&first_min[j], smallest);
+      }
+    }
+    __threadfence_block();
+    unsigned last = 0;
+    if (lane == 0) last = atomicAdd(&first_arrived, 1u) == warps - 1;
+    if (__shfl_sync(kFullMask, last, 0)) {
+      publish_first_bound(p.first_keys, p.first_arrivals, p.threshold, first_min, first_staged, q0, nq, k, lane);
+    }
+  };
+  // Compiled for one query per group only (larger groups of large stores have a sample pass):
+  // with groups of 2 ptxas spilled registers in the hot loop.
+  const bool first_bound = QG == 1 && !kTiled && !kFiltered && p.first_keys != nullptr;
+  if (first_bound && tile_begin + warp >= tile_end) arrive_first([](int) { return kNoBound; });
   // Inserts one tile's survivors into the warp's lists: the queries in with_survivors have their
   // ranks of this tile staged in `ranks`. Rare once the thresholds are tight, so it exists once
   // in the code and in the registers.
@@ -336,6 +410,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     // Kernels of their own: the prefetch's registers cost the other shapes blocks.
     float4 vector_ahead{};
     std::uint8_t valid_ahead = 0;
+    float first_rank = CUDART_NAN_F;  // first-tile bound: this lane's rank in the warp's first tile
     std::uint32_t bound_ahead = kNoBound;
     auto load_ahead = [&](std::uint32_t tile) {
       vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
@@ -358,7 +433,9 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         if (tile + warps < tile_end) load_ahead(tile + warps);
       } else {
         valid = store.valid[slot] != 0;
-        grid_bound = lane < nq ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+        // With the first-tile bound it is read after the arithmetic instead (below), so the bound
+        // the grid publishes while the warps score their second tile applies to that tile.
+        grid_bound = lane < nq && !first_bound ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
       }
       float acc[QG];
 #pragma unroll
@@ -397,6 +474,21 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
           }
         }
       }
+      if (first_bound) {
+        if (tile == tile_begin + warp) {
+          // A NaN rank (an overflowed dot product) never counts, as in the scan and the sample pass.
+          arrive_first([&](int j) {
+            const float rank = rank_of<kInnerProduct>(acc[j]);
+            return valid && rank <= CUDART_INF_F ? ordered_bits(rank) : kNoBound;
+          });
+          // Every warp ends its first tile at about the same time: merging it now (into an empty
+          // list, so all of it) would leave the memory system idle grid-wide. It is held back
+          // and tested against the grid's bound after the last tile (below).
+          first_rank = rank_of<kInnerProduct>(acc[0]);
+          continue;
+        }
+        if (kOneChunk == 0 && lane < nq) grid_bound = __ldcg(&p.threshold[q0 + lane]);
+      }
       if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
       __syncwarp();
       std::uint64_t id = kNoId;
@@ -424,6 +516,17 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       __syncwarp();
       if (!kFiltered && valid) id = store.ids[slot];
       insert_tile(slot, valid, id, with_survivors);
+    }
+    if (first_bound && tile_begin + warp < tile_end) {  // the first tile, held back (one query)
+      if (lane == 0) thresholds[0] = fminf(thresholds[0], from_ordered_bits(__ldcg(&p.threshold[q0])));
+      __syncwarp();
+      if (__any_sync(kFullMask, first_rank <= thresholds[0])) {
+        const std::uint32_t slot = (tile_begin + warp) * kTile + lane;
+        const bool valid = store.valid[slot] != 0;
+        ranks[lane] = first_rank;
+        __syncwarp();
+        insert_tile(slot, valid, valid ? store.ids[slot] : kNoId, 1u);
+      }
     }
   }
   __syncthreads();
