@@ -238,10 +238,13 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     thresholds[lane] = lane < nq ? from_ordered_bits(__ldcg(&p.threshold[q0 + lane])) : CUDART_NAN_F;
   }
   // First-tile bound: the smallest rank of the block's first tiles per query, and the warps done.
-  __shared__ std::uint32_t first_min[16], first_arrived;
+  __shared__ std::uint32_t first_min[16], first_arrived, next_tile;
   __shared__ std::uint32_t first_staged[QG == 1 ? kFirstBoundMaxBlocks : 1];  // the last block's selection
   if (threadIdx.x < 16) first_min[threadIdx.x] = kNoBound;
-  if (threadIdx.x == 0) first_arrived = 0;
+  if (threadIdx.x == 0) {
+    first_arrived = 0;
+    next_tile = 0;
+  }
   __syncthreads();
 
   const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
@@ -419,7 +422,16 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     };
     if (kOneChunk && tile_begin + warp < tile_end) load_ahead(tile_begin + warp);
 
-    for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
+    // With the first-tile bound (multi-chunk) each warp takes its next tile from a block-wide
+    // counter after its first: warps that end early take the tiles of those still busy.
+    const bool take_tiles = first_bound && kOneChunk == 0;
+    auto next = [&](std::uint32_t tile) {
+      if (!take_tiles) return tile + warps;
+      std::uint32_t taken = 0;
+      if (lane == 0) taken = atomicAdd(&next_tile, 1u);
+      return tile_begin + warps + __shfl_sync(kFullMask, taken, 0);
+    };
+    for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile = next(tile)) {
       const std::uint32_t slot = tile * kTile + lane;
       // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
       // tile early by one-chunk kernels: a bound read earlier is still a bound).
