@@ -12,7 +12,7 @@ Writes into --out:
   achieved-over-floor.png   (b) achieved / floor per shape and Q (the floor: store bytes / measured
                                 read bandwidth, or 3 N D Q flops / measured FP32 rate)
   latency-one-query.png     (c) one query end to end: raw floor, raw floor as a CUDA graph,
-                                streamknn; p50 / p99 / p99.9 (LATEST/latency.csv)
+                                streamknn; p50 / p99 / p99.9 (LATENCY_RUN/latency.csv)
   sample-pass.png           (d) queries/s with the sample pass forced on and off
 Each figure's title names the CSVs it was drawn from, and its caption the command that produced
 each (from bench/results/h100/README.md). Peers CSVs: by default the LATEST run's peers.csv
@@ -37,7 +37,10 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = "run-2026-11-23-lowdim"
+LATEST = "run-2026-11-23-firstbound"
+# The run docs/performance.md's one-query table comes from (the one-query path has not changed
+# since; the latest run's host had a noisy p99 of its own graph floor).
+LATENCY_RUN = "run-2026-11-23-lowdim"
 
 
 def device_of(path):
@@ -183,7 +186,7 @@ def plot_floor(args, cmds):
 
 
 def plot_latency(args, cmds):
-    path = os.path.join(args.results, LATEST, "latency.csv")
+    path = os.path.join(args.results, LATENCY_RUN, "latency.csv")
     rows = {r["path"]: r for r in read_rows(path)}
     names = [("raw", "raw floor:\nH2D + empty kernel + D2H"), ("raw_graph", "raw floor\nas a CUDA graph"),
              ("streamknn", "streamknn search\n(host to host)")]

@@ -3,8 +3,8 @@
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
-// its first tiles; aggregation parity;
-// snapshots of in-flight searches across publishes on the device; graph replays after publishes.
+// its first tiles; aggregation parity; snapshots of in-flight searches across publishes on the
+// device; graph replays after publishes.
 #include <chrono>
 #include <map>
 
