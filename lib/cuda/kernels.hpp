@@ -67,10 +67,11 @@ struct ScanParams {
   Candidate* candidates = nullptr;         // per query: blocks x k entries
   std::uint32_t* lengths = nullptr;        // per query: blocks list lengths
   Candidate* warp_lists = nullptr;         // ScanShape::global_lists: grid blocks x warps x group x k
-  // First-tile bound (nullptr: off; groups of one query, not tiled, not filtered): each block's smallest rank among
-  // its warps' first tiles, per query; the block that finishes its first tiles last selects the
-  // k-th of those keys (k <= grid.x <= kFirstBoundMaxBlocks) and lowers `threshold` to it, so a
-  // search without a sample pass stops admitting most points after about one tile per warp.
+  // First-tile bound (nullptr: off; groups of one query, not tiled, not filtered): each block's
+  // smallest rank among its warps' first tiles, per query; the block that finishes its first
+  // tiles last selects the k-th of those keys (k <= grid.x <= kFirstBoundMaxBlocks) and lowers
+  // `threshold` to it, so a search without a sample pass stops admitting most points after about
+  // one tile per warp.
   std::uint32_t* first_keys = nullptr;      // per query: grid.x keys
   std::uint32_t* first_arrivals = nullptr;  // per query group: blocks arrived (zero before a launch; left zero)
 };
