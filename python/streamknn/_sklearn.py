@@ -1,7 +1,7 @@
 """scikit-learn estimators over streamknn: KNeighborsClassifier and KNeighborsRegressor.
 
 Drop-in for scikit-learn's estimators of the same names where the parameters apply
-(n_neighbors, weights, metric, p), plus ``backend`` ('auto' | 'cpu' | 'cuda') and
+(n_neighbors, weights, metric, p, n_jobs), plus ``backend`` ('auto' | 'cpu' | 'cuda') and
 ``partial_fit`` (adds samples to the fitted reference set without refitting).
 
 Differences from scikit-learn, all documented in docs/python.md:
@@ -12,9 +12,12 @@ Differences from scikit-learn, all documented in docs/python.md:
 * metric: 'minkowski' (p=2 only), 'euclidean'/'l2', 'cosine' (zero vectors refused), 'haversine'
   ((latitude, longitude) in radians and distances in radians, as scikit-learn).
 * weights: 'uniform' or 'distance' (no callables).
+* n_jobs: the CPU backend's search threads, read at fit (None, like -1: every hardware thread,
+  as scikit-learn's brute-force search, whose distance kernels use every core whatever n_jobs).
 """
 
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -30,6 +33,8 @@ except ImportError:  # scikit-learn < 1.6: the estimator's method
 
 from . import _streamknn
 from ._arrays import queue_capacity_for
+
+_MAX_CPU_THREADS = 1024  # StoreConfig::cpu_threads' limit
 
 # scikit-learn metric name -> (library metric, scale applied to inputs, scale applied to distances)
 _HAVERSINE_IN = 180.0 / np.pi                       # radians -> degrees
@@ -54,12 +59,14 @@ def _validate_data(estimator, X, y="no_validation", **check_params):
 class _StreamKNeighborsBase(BaseEstimator):
     """Shared fit / partial_fit / kneighbors / pickling for the two estimators."""
 
-    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2, backend="auto"):
+    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2, backend="auto",
+                 n_jobs=None):
         self.n_neighbors = n_neighbors
         self.weights = weights
         self.metric = metric
         self.p = p
         self.backend = backend
+        self.n_jobs = n_jobs
 
     # ---- parameters -------------------------------------------------------------------------------
     def _library_metric(self):
@@ -76,7 +83,23 @@ class _StreamKNeighborsBase(BaseEstimator):
         if self.backend not in ("auto", "cpu", "cuda"):
             raise ValueError(f"backend={self.backend!r} is not supported (choose 'auto', 'cpu' or 'cuda')")
         self._check_k(self.n_neighbors, "n_neighbors")
+        self._cpu_threads()
         return self._library_metric()
+
+    def _cpu_threads(self):
+        """The reference set's cpu_threads for n_jobs, with joblib's meaning of negative values
+        (-1: every hardware thread, -2: all but one, ...); capped at the library's 1024."""
+        n_jobs = self.n_jobs
+        if n_jobs is None:
+            return 0
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+            raise ValueError(f"n_jobs={n_jobs!r} is not supported (None, a positive count, or -1, -2, ... "
+                             f"for all hardware threads, all but one, ...)")
+        if n_jobs == -1:
+            return 0
+        if n_jobs < 0:
+            return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
+        return min(int(n_jobs), _MAX_CPU_THREADS)
 
     @staticmethod
     def _check_k(k, name):
@@ -105,7 +128,7 @@ class _StreamKNeighborsBase(BaseEstimator):
         width = X.shape[1] + kwargs.get("n_outputs", 0)
         store = _streamknn.ReferenceSet(
             X.shape[1], metric, backend=self.backend, capacity_hint=max(1, X.shape[0]),
-            queue_capacity=queue_capacity_for(X.shape[0], width), **kwargs)
+            queue_capacity=queue_capacity_for(X.shape[0], width), cpu_threads=self._cpu_threads(), **kwargs)
         self._load(store, 0, X, targets)
         return store
 
@@ -217,6 +240,10 @@ class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
         Only p=2 (Euclidean) is supported with metric='minkowski'.
     backend : {'auto', 'cpu', 'cuda'}, default='auto'
         'auto' runs on a CUDA device where one is usable, else on the CPU (same answers).
+    n_jobs : int, default=None
+        Threads a CPU-backend search uses, read at fit: None or -1 every hardware thread, -2 all
+        but one (joblib's convention), n > 0 that many (at most 1024). The answers do not depend
+        on it; the CUDA backend ignores it.
 
     Attributes
     ----------

@@ -7,6 +7,7 @@ them in an unspecified order; those queries are checked against streamknn's docu
 to the smaller training row) computed here with numpy. Every other query must match scikit-learn:
 same label, probabilities and values within 1e-5, same neighbour indices.
 """
+import os
 import pickle
 
 import numpy as np
@@ -178,7 +179,8 @@ def test_parameters_pickling_cloning_and_pipelines(backend, rng):
     X = rng.normal(size=(120, 5)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int)
     model = streamknn.KNeighborsClassifier(n_neighbors=3, backend=backend)
-    assert model.get_params() == dict(n_neighbors=3, weights="uniform", metric="minkowski", p=2, backend=backend)
+    assert model.get_params() == dict(n_neighbors=3, weights="uniform", metric="minkowski", p=2, backend=backend,
+                                      n_jobs=None)
     with pytest.raises(NotFittedError):
         model.predict(X)
     model.fit(X, y)
@@ -200,12 +202,32 @@ def test_parameters_pickling_cloning_and_pipelines(backend, rng):
     (dict(metric="minkowski", p=1), "needs p=2"),
     (dict(backend="tpu"), "backend="),
     (dict(n_neighbors=0), "n_neighbors in \\[1, 4096\\]"),
+    (dict(n_jobs=0), "n_jobs=0 is not supported"),
+    (dict(n_jobs=1.5), "n_jobs=1.5 is not supported"),
+    (dict(n_jobs=True), "n_jobs=True is not supported"),
 ])
 def test_bad_parameters_fail_at_fit(params, message):
     X, y = np.zeros((10, 2)), np.arange(10) % 2
     model = streamknn.KNeighborsClassifier(**params)  # scikit-learn validates at fit, not here
     with pytest.raises(ValueError, match=message):
         model.fit(X, y)
+
+
+def test_n_jobs_sets_the_cpu_threads_and_not_the_answers(rng):
+    # joblib's convention: None and -1 every hardware thread (the library's 0), -2 all but one;
+    # a positive count as given, capped at the library's 1024. Read at fit, kept by pickling.
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    cpus = os.cpu_count() or 1
+    predictions = []
+    for n_jobs, threads in [(None, 0), (-1, 0), (1, 1), (3, 3), (-2, max(1, cpus - 1)), (5000, 1024)]:
+        model = streamknn.KNeighborsClassifier(n_neighbors=7, weights="distance", backend="cpu", n_jobs=n_jobs)
+        model.fit(X, y)
+        assert model._store.cpu_threads == threads, n_jobs
+        assert pickle.loads(pickle.dumps(model))._store.cpu_threads == threads
+        predictions.append(model.predict_proba(X[:500]))
+    for p in predictions[1:]:
+        np.testing.assert_array_equal(p, predictions[0])
 
 
 def test_k_larger_than_the_training_set_is_refused_as_in_scikit_learn(backend):
