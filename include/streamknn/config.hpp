@@ -32,6 +32,9 @@ struct TargetSpec {
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
+/// Most threads StoreConfig::cpu_threads may ask for.
+inline constexpr std::size_t kMaxCpuThreads = 1024;
+
 struct StoreConfig {
   std::size_t dim = 0;                        ///< vector dimension (2 for Haversine: lat, lon)
   Metric metric = Metric::L2;
@@ -40,8 +43,8 @@ struct StoreConfig {
   std::size_t queue_capacity = 1 << 16;       ///< operations that may wait for publish()
   BackendKind backend = BackendKind::Auto;
   int cuda_device = 0;                        ///< device ordinal for the CUDA backend
-  /// Threads a CPU-backend search may use, the calling thread included (at most 1024); 0 = one
-  /// per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers, so a
+  /// Threads a CPU-backend search may use, the calling thread included (at most
+  /// kMaxCpuThreads); 0 = one per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers, so a
   /// process holding many stores caps them here. The answers do not depend on it.
   std::size_t cpu_threads = 0;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers

@@ -52,8 +52,8 @@ const StoreConfig& validated(const StoreConfig& config) {
     fail_argument(where, ": capacity_hint=", config.capacity_hint, " exceeds the limit of ",
                   std::numeric_limits<std::uint32_t>::max(), " points");
   }
-  if (config.cpu_threads > 1024) {
-    fail_argument(where, ": cpu_threads=", config.cpu_threads, " exceeds the limit of 1024");
+  if (config.cpu_threads > kMaxCpuThreads) {
+    fail_argument(where, ": cpu_threads=", config.cpu_threads, " exceeds the limit of ", kMaxCpuThreads);
   }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {

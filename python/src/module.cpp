@@ -196,6 +196,7 @@ PYBIND11_MODULE(_streamknn, m) {
   m.attr("__version__") = streamknn::version_string();
   m.attr("built_with_cuda") = streamknn::kBuiltWithCuda;
   m.attr("max_k") = streamknn::kMaxK;
+  m.attr("max_cpu_threads") = streamknn::kMaxCpuThreads;
   m.attr("invalid_id") = pybind11::int_(streamknn::kInvalidId);
   m.attr("earth_radius_metres") = streamknn::kEarthRadiusMetres;
 }

@@ -29,6 +29,7 @@ from ._streamknn import (  # noqa: F401  (re-exported)
     cuda_available,
     earth_radius_metres,
     invalid_id,
+    max_cpu_threads,
     max_k,
 )
 from ._knnq import KnnQ  # noqa: F401
@@ -43,7 +44,7 @@ __all__ = [
     "BackendUnavailable", "CudaError", "Error", "InvalidArgument", "KnnClassifier", "KnnQ",
     "KnnRegressor", "OutOfMemory", "PublishReport", "QueueFull", "ReferenceSet", "Rejection",
     "SlidingWindowKNNClassifier", "SlidingWindowKNNRegressor", "built_with_cuda", "cuda_available",
-    "earth_radius_metres", "invalid_id", "max_k", *_SKLEARN_NAMES,
+    "earth_radius_metres", "invalid_id", "max_cpu_threads", "max_k", *_SKLEARN_NAMES,
 ]
 
 

@@ -34,8 +34,6 @@ except ImportError:  # scikit-learn < 1.6: the estimator's method
 from . import _streamknn
 from ._arrays import queue_capacity_for
 
-_MAX_CPU_THREADS = 1024  # StoreConfig::cpu_threads' limit
-
 # scikit-learn metric name -> (library metric, scale applied to inputs, scale applied to distances)
 _HAVERSINE_IN = 180.0 / np.pi                       # radians -> degrees
 _HAVERSINE_OUT = 1.0 / _streamknn.earth_radius_metres  # metres -> radians of arc
@@ -88,7 +86,7 @@ class _StreamKNeighborsBase(BaseEstimator):
 
     def _cpu_threads(self):
         """The reference set's cpu_threads for n_jobs, with joblib's meaning of negative values
-        (-1: every hardware thread, -2: all but one, ...); capped at the library's 1024."""
+        (-1: every hardware thread, -2: all but one, ...); capped at the library's maximum."""
         n_jobs = self.n_jobs
         if n_jobs is None:
             return 0
@@ -99,7 +97,7 @@ class _StreamKNeighborsBase(BaseEstimator):
             return 0
         if n_jobs < 0:
             return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
-        return min(int(n_jobs), _MAX_CPU_THREADS)
+        return min(int(n_jobs), _streamknn.max_cpu_threads)
 
     @staticmethod
     def _check_k(k, name):

@@ -145,6 +145,25 @@ std::size_t compare(const Neighbors& gpu, const Neighbors& cpu, const Model& mod
   return bad_queries;
 }
 
+/// Fills both backends as the shape says, then searches s.q random queries as one batch and/or
+/// each alone (one query: its own graph): the GPU's answers equal the CPU's, and on a store of
+/// one repeated point, where every rank ties, both are the k smallest ids.
+void check_shape(const StoreShape& s, std::mt19937_64& g, bool as_batch, bool each_alone) {
+  CAPTURE(describe(s));
+  Twin t(s.dim, s.metric, TargetSpec::none());
+  fill(t, s, g);
+  const auto queries = points_for(s.metric, g, s.q, s.dim);
+  auto check = [&](const std::vector<float>& batch) {
+    const Neighbors gpu = t.gpu.search(batch, s.k), cpu = t.cpu.search(batch, s.k);
+    CHECK(compare(gpu, cpu, t.model, s.metric, batch) == 0);
+    if (s.one_point) CHECK(gpu.ids == cpu.ids);
+  };
+  if (as_batch) check(queries);
+  for (std::size_t q = 0; each_alone && q < s.q; ++q) {
+    check(std::vector<float>(queries.begin() + q * s.dim, queries.begin() + (q + 1) * s.dim));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("GPU equals CPU over random shapes, with poisoned outputs") {
@@ -294,11 +313,7 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
         StoreShape{1, 600'000, 2, 16, Metric::L2, 0.1, true}, StoreShape{3, 1'000'000, 8, 8, Metric::InnerProduct, 0.1, false},
         StoreShape{4, 700'000, 5, 33, Metric::L2, 0.3, true}, StoreShape{2, 1'000'000, 4, 12, Metric::Haversine, 0.1, false},
         StoreShape{3, 1'000'000, 1, 17, Metric::Cosine, 0.0, false}, StoreShape{2, 100'000, 16, 64, Metric::L2, 0.5, true}}) {
-    CAPTURE(describe(s));
-    Twin t(s.dim, s.metric, TargetSpec::none());
-    fill(t, s, g);
-    const auto queries = points_for(s.metric, g, s.q, s.dim);
-    CHECK(compare(t.gpu.search(queries, s.k), t.cpu.search(queries, s.k), t.model, s.metric, queries) == 0);
+    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/false);
   }
 }
 
@@ -321,18 +336,7 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
                               StoreShape{2, 0, 8, 2, Metric::L2, 0.0, false},
                               StoreShape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
                               StoreShape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}}) {
-    CAPTURE(describe(s));
-    Twin t(s.dim, s.metric, TargetSpec::none());
-    fill(t, s, g);
-    const auto queries = points_for(s.metric, g, s.q, s.dim);
-    const Neighbors gpu = t.gpu.search(queries, s.k), cpu = t.cpu.search(queries, s.k);
-    CHECK(compare(gpu, cpu, t.model, s.metric, queries) == 0);
-    // One repeated point: every rank ties, so the answer is the k smallest ids on both.
-    if (s.one_point) CHECK(gpu.ids == cpu.ids);
-    for (std::size_t q = 1; q <= s.q; ++q) {  // each query alone, replayed from its graph
-      const std::vector<float> one(queries.begin() + (q - 1) * s.dim, queries.begin() + q * s.dim);
-      CHECK(compare(t.gpu.search(one, s.k), t.cpu.search(one, s.k), t.model, s.metric, one) == 0);
-    }
+    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/true);
   }
 }
 
@@ -351,16 +355,7 @@ TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (la
                               StoreShape{9, 1'000'000, 256, 2, Metric::L2, 0.5, false},
                               StoreShape{16, 450'000, 300, 1, Metric::L2, 0.1, false},
                               StoreShape{16, 500'000, 16, 2, Metric::L2, 0.0, false, true}}) {
-    CAPTURE(describe(s));
-    Twin t(s.dim, s.metric, TargetSpec::none());
-    fill(t, s, g);
-    const auto queries = points_for(s.metric, g, s.q, s.dim);
-    for (std::size_t q = 0; q < s.q; ++q) {
-      const std::vector<float> one(queries.begin() + q * s.dim, queries.begin() + (q + 1) * s.dim);
-      const Neighbors gpu = t.gpu.search(one, s.k), cpu = t.cpu.search(one, s.k);
-      CHECK(compare(gpu, cpu, t.model, s.metric, one) == 0);
-      if (s.one_point) CHECK(gpu.ids == cpu.ids);
-    }
+    check_shape(s, g, /*as_batch=*/false, /*each_alone=*/true);
   }
 }
 

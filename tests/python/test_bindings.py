@@ -204,6 +204,7 @@ def test_properties_and_repr(backend):
     assert store.queue_capacity == 77 and store.backend in ("cpu", "cuda")
     assert store.backend_name and "ReferenceSet(dim=4, metric='ip', n_outputs=3" in repr(store)
     assert streamknn.max_k == 4096 and streamknn.invalid_id == 2**64 - 1
+    assert streamknn.max_cpu_threads == 1024
     assert isinstance(streamknn.built_with_cuda, bool)
 
 
