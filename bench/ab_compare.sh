@@ -9,6 +9,7 @@
 #   lowdim    bench_search gis100k,gis1m,gis10m K 16 Q 1,2,4,16 (--reps 30 --sets 2)
 #   paper     bench_search mnist,imagenet K 64 Q 1,4 (--reps 20 --sets 2)
 #   q1        bench_search mnist,imagenet,googlenews K 64,128 Q 1 (--reps 20 --sets 2)
+#   small     bench_search mnist K 64,128 Q 1,2,4 (--reps 30 --sets 2)
 # and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
 # logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
 # files), with the table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
@@ -46,6 +47,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         paper)
           "$bin/bench_search" --shapes mnist,imagenet --k 64 --q 1,4 --reps 20 --sets 2 \
             --csv "$DIR/$tag-paper.csv" > "$DIR/$tag-paper.log" 2>&1 ;;
+        small)
+          "$bin/bench_search" --shapes mnist --k 64,128 --q 1,2,4 --reps 30 --sets 2 \
+            --csv "$DIR/$tag-small.csv" > "$DIR/$tag-small.log" 2>&1 ;;
         q1)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 1 --reps 20 --sets 2 \
             --csv "$DIR/$tag-q1.csv" > "$DIR/$tag-q1.log" 2>&1 ;;

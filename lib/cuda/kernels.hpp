@@ -110,7 +110,13 @@ struct SelectParams {
   float* out_distance = nullptr;  // num_queries x k, reported distances
   std::uint64_t* out_id = nullptr;
   std::uint32_t* out_slot = nullptr;
+  std::uint32_t first_take = 0;   // set by launch_select (see first_take)
 };
+/// Entries of each list the selection's first round loads. Random data puts about
+/// Poisson(k / blocks) entries of the answer in each list, and one list cut before its share
+/// sends the query to a second round over up to kSelectCapacity entries: the smallest take of
+/// at least 4 with blocks x P(share >= take) <= 1/256 (four shares once they average 8 or more).
+std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k);
 /// Largest k the selection supports, and the most candidates it sorts in shared memory.
 inline constexpr std::uint32_t kMaxSelectK = 4096;
 inline constexpr std::uint32_t kSelectCapacity = 8192;

@@ -3,11 +3,14 @@
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
-// its first tiles; aggregation parity; snapshots of in-flight searches across publishes on the
-// device; graph replays after publishes.
+// its first tiles; stores of about one tile per warp; the selection's first prefix; aggregation
+// parity; snapshots of in-flight searches across publishes on the device; graph replays after
+// publishes.
 #include <chrono>
+#include <cmath>
 #include <map>
 
+#include "cuda/kernels.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -356,6 +359,58 @@ TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (la
                               StoreShape{16, 450'000, 300, 1, Metric::L2, 0.1, false},
                               StoreShape{16, 500'000, 16, 2, Metric::L2, 0.0, false, true}}) {
     check_shape(s, g, /*as_batch=*/false, /*each_alone=*/true);
+  }
+}
+
+TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {
+  // Multi-chunk stores of 500 to 4,300 tiles, one or two queries, no sample pass: every warp
+  // scores about one tile, so every block's list holds about k / blocks of the answer and the
+  // selection's first round must load enough of each (or fall back). Each metric kind, erased
+  // slots, duplicates, a store of one repeated point (the k smallest ids), and each query alone
+  // as well as both in one group.
+  auto g = rng(5250);
+  for (const StoreShape& s : {StoreShape{784, 70'000, 64, 2, Metric::L2, 0.1, false},
+                              StoreShape{16, 20'000, 1, 2, Metric::InnerProduct, 0.2, false},
+                              StoreShape{100, 135'000, 100, 1, Metric::L2, 0.0, true},
+                              StoreShape{40, 50'000, 33, 2, Metric::Cosine, 0.3, true},
+                              StoreShape{300, 17'000, 128, 2, Metric::L2, 0.1, false},
+                              StoreShape{8, 30'000, 16, 2, Metric::L2, 0.0, false, true}}) {
+    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/true);
+  }
+}
+
+TEST_CASE("the selection's first prefix covers every list's share of the answer but for 1 in 256") {
+  // first_take(lists, k): the shortest prefix of at least 4 for which lists x P(share >= prefix)
+  // <= 1/256, the share Poisson(k / lists); four shares once they average 8 or more; never past k.
+  using streamknn::detail::gpu::first_take;
+  auto tail = [](double mean, std::uint32_t t) {  // P(Poisson(mean) >= t), summed on its own
+    double below = 0;
+    for (std::uint32_t i = 0; i < t; ++i) below += std::exp(i * std::log(mean) - mean - std::lgamma(i + 1.0));
+    return 1 - below;
+  };
+  CHECK(first_take(391, 16) == 4);   // one query on 100,000 x 2
+  CHECK(first_take(274, 64) == 5);   // MNIST-like, K = 64
+  CHECK(first_take(274, 128) == 6);  // MNIST-like, K = 128 (the flat 4 failed a third of these)
+  CHECK(first_take(8, 128) == 64);   // shares of 16: four of them
+  CHECK(first_take(512, 4096) == 32);
+  CHECK(first_take(1, 1) == 1);
+  CHECK(first_take(3, 2) == 2);      // never past k
+  CHECK(first_take(0, 5) == 5);      // no lists: as one
+  for (std::uint32_t lists : {1u, 7u, 64u, 132u, 264u, 391u, 1000u}) {
+    for (std::uint32_t k : {1u, 5u, 16u, 64u, 100u, 128u, 1000u}) {
+      CAPTURE(lists);
+      CAPTURE(k);
+      const std::uint32_t t = first_take(lists, k);
+      const double mean = double(k) / lists;
+      CHECK(t <= std::max(k, 4u));
+      if (mean >= 8) {
+        CHECK(t == (4 * k + lists - 1) / lists);
+      } else if (t < k) {
+        CHECK(t >= 4);
+        CHECK(lists * tail(mean, t) <= 1.0 / 256 + 1e-12);
+        if (t > 4) CHECK(lists * tail(mean, t - 1) > 1.0 / 256 - 1e-12);
+      }
+    }
   }
 }
 

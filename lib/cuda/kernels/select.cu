@@ -5,6 +5,9 @@
 // to the store size fall back to an exact radix select over all candidates.
 #include <math_constants.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "streamknn/metric.hpp"
@@ -211,10 +214,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
   // Every list is sorted, so the answer is a prefix of each. Load as long a prefix of every
   // list as fits; the k-th key among them is the true k-th unless some list was cut before it.
   bool done = false;
-  // Round 1 loads about four times each list's expected share of the answer (k / blocks),
-  // round 2 as much as fits; only if both are cut off too early do we select over everything.
+  // Round 1 loads first_take entries of each list (see first_take), round 2 as much as fits;
+  // only if both are cut off too early do we select over everything.
   const std::uint32_t most = min(k, capacity / max(blocks, 1u));
-  const std::uint32_t first = min(most, max(4u, (4 * k + blocks - 1) / blocks));
+  const std::uint32_t first = min(most, p.first_take);
   for (int round = 0; round < 2; ++round) {
     const std::uint32_t take = round == 0 ? first : most;
     if (take == 0 || done || (round == 1 && most == first)) break;
@@ -313,9 +316,25 @@ void configure_select() {
              "cudaFuncSetAttribute(select_kernel)");
 }
 
+std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k) {
+  blocks = std::max(blocks, 1u);
+  const double mean = double(k) / blocks;
+  if (mean >= 8) return (4 * k + blocks - 1) / blocks;  // four shares: far past the tail
+  double p_t = std::exp(-mean), below = p_t;  // P(X = t) and P(X <= t), from t = 0
+  std::uint32_t take = 1;
+  while (take < k && (take < 4 || blocks * (1.0 - below) > 1.0 / 256)) {
+    p_t *= mean / take;  // P(X = take)
+    below += p_t;
+    ++take;
+  }
+  return take;
+}
+
 void launch_select(const SelectParams& params, cudaStream_t stream) {
   const std::size_t shared = (select_capacity(params.blocks, params.k) + next_pow2(params.k)) * sizeof(Candidate);
-  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(params);
+  SelectParams p = params;
+  p.first_take = first_take(params.blocks, params.k);
+  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(p);
   check_launch("select_kernel");
 }
 
