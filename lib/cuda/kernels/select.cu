@@ -319,7 +319,7 @@ void configure_select() {
 std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k) {
   blocks = std::max(blocks, 1u);
   const double mean = double(k) / blocks;
-  if (mean >= 8) return (4 * k + blocks - 1) / blocks;  // four shares: far past the tail
+  if (mean >= 8) return std::min(k, (4 * k + blocks - 1) / blocks);  // four shares: far past the tail
   double p_t = std::exp(-mean), below = p_t;  // P(X = t) and P(X <= t), from t = 0
   std::uint32_t take = 1;
   while (take < k && (take < 4 || blocks * (1.0 - below) > 1.0 / 256)) {
