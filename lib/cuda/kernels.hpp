@@ -110,7 +110,6 @@ struct SelectParams {
   float* out_distance = nullptr;  // num_queries x k, reported distances
   std::uint64_t* out_id = nullptr;
   std::uint32_t* out_slot = nullptr;
-  std::uint32_t first_take = 0;   // set by launch_select (see first_take)
 };
 /// Entries of each list the selection's first round loads. Random data puts about
 /// Poisson(k / blocks) entries of the answer in each list, and one list cut before its share

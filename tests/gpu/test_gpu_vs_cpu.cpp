@@ -8,6 +8,7 @@
 // publishes.
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 
 #include "cuda/kernels.hpp"
@@ -167,6 +168,12 @@ void check_shape(const StoreShape& s, std::mt19937_64& g, bool as_batch, bool ea
   }
 }
 
+/// check_shape for each shape in turn, from one random stream seeded by salt.
+void check_shapes(std::uint64_t salt, std::initializer_list<StoreShape> shapes, bool as_batch, bool each_alone) {
+  auto g = rng(salt);
+  for (const StoreShape& s : shapes) check_shape(s, g, as_batch, each_alone);
+}
+
 }  // namespace
 
 TEST_CASE("GPU equals CPU over random shapes, with poisoned outputs") {
@@ -310,14 +317,16 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
   // Every shape but the last takes that path: partial tile groups, erased slots, duplicates
   // (exact ties), every metric kind, groups of 4, 8, 12 and 16. (A mutant that skips each
   // group's last tile when re-scoring fails six of the seven; the dim-1 shape's ties hide it.)
-  auto g = rng(5190);
-  for (const StoreShape& s :
-       {StoreShape{2, 1'000'003, 16, 4, Metric::L2, 0.2, false}, StoreShape{2, 1'000'003, 3, 300, Metric::L2, 0.05, true},
-        StoreShape{1, 600'000, 2, 16, Metric::L2, 0.1, true}, StoreShape{3, 1'000'000, 8, 8, Metric::InnerProduct, 0.1, false},
-        StoreShape{4, 700'000, 5, 33, Metric::L2, 0.3, true}, StoreShape{2, 1'000'000, 4, 12, Metric::Haversine, 0.1, false},
-        StoreShape{3, 1'000'000, 1, 17, Metric::Cosine, 0.0, false}, StoreShape{2, 100'000, 16, 64, Metric::L2, 0.5, true}}) {
-    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/false);
-  }
+  check_shapes(5190,
+             {StoreShape{2, 1'000'003, 16, 4, Metric::L2, 0.2, false},
+              StoreShape{2, 1'000'003, 3, 300, Metric::L2, 0.05, true},
+              StoreShape{1, 600'000, 2, 16, Metric::L2, 0.1, true},
+              StoreShape{3, 1'000'000, 8, 8, Metric::InnerProduct, 0.1, false},
+              StoreShape{4, 700'000, 5, 33, Metric::L2, 0.3, true},
+              StoreShape{2, 1'000'000, 4, 12, Metric::Haversine, 0.1, false},
+              StoreShape{3, 1'000'000, 1, 17, Metric::Cosine, 0.0, false},
+              StoreShape{2, 100'000, 16, 64, Metric::L2, 0.5, true}},
+             /*as_batch=*/true, /*each_alone=*/false);
 }
 
 TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, ties in slot order)") {
@@ -325,22 +334,21 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
   // every metric kind, erased slots, duplicates, k near or above the store size, tiny and empty
   // stores, and stores of one point repeated with ids in slot order, where every rank ties and
   // the answer must be the k smallest ids (each warp's first tiles tie its whole list).
-  auto g = rng(5230);
-  for (const StoreShape& s : {StoreShape{2, 100'000, 16, 1, Metric::L2, 0.1, false},
-                              StoreShape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false},
-                              StoreShape{2, 3'000'000, 100, 2, Metric::Haversine, 0.1, false},
-                              StoreShape{1, 200'000, 256, 4, Metric::L2, 0.0, true},
-                              StoreShape{3, 500'000, 5, 3, Metric::InnerProduct, 0.1, false},
-                              StoreShape{3, 300'000, 64, 4, Metric::Cosine, 0.3, true},
-                              StoreShape{4, 50'000, 1, 1, Metric::L2, 0.5, false},
-                              StoreShape{2, 5'000, 200, 2, Metric::L2, 0.2, false},
-                              StoreShape{2, 100, 16, 4, Metric::L2, 0.0, false},
-                              StoreShape{2, 10, 16, 1, Metric::L2, 0.0, false},
-                              StoreShape{2, 0, 8, 2, Metric::L2, 0.0, false},
-                              StoreShape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
-                              StoreShape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}}) {
-    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/true);
-  }
+  check_shapes(5230,
+             {StoreShape{2, 100'000, 16, 1, Metric::L2, 0.1, false},
+              StoreShape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false},
+              StoreShape{2, 3'000'000, 100, 2, Metric::Haversine, 0.1, false},
+              StoreShape{1, 200'000, 256, 4, Metric::L2, 0.0, true},
+              StoreShape{3, 500'000, 5, 3, Metric::InnerProduct, 0.1, false},
+              StoreShape{3, 300'000, 64, 4, Metric::Cosine, 0.3, true},
+              StoreShape{4, 50'000, 1, 1, Metric::L2, 0.5, false},
+              StoreShape{2, 5'000, 200, 2, Metric::L2, 0.2, false},
+              StoreShape{2, 100, 16, 4, Metric::L2, 0.0, false},
+              StoreShape{2, 10, 16, 1, Metric::L2, 0.0, false},
+              StoreShape{2, 0, 8, 2, Metric::L2, 0.0, false},
+              StoreShape{2, 200'000, 16, 1, Metric::L2, 0.0, false, true},
+              StoreShape{2, 300'000, 256, 2, Metric::L2, 0.0, false, true}},
+             /*as_batch=*/true, /*each_alone=*/true);
 }
 
 TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (large stores, no sample pass)") {
@@ -350,16 +358,15 @@ TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (la
   // plain cold start). Each metric kind, erased slots, duplicates, a store of one repeated point
   // (every rank ties: the answer is the k smallest ids), and different queries one after another
   // (each launch counts its blocks afresh).
-  auto g = rng(5210);
-  for (const StoreShape& s : {StoreShape{16, 600'000, 1, 3, Metric::L2, 0.2, false},
-                              StoreShape{128, 500'000, 64, 3, Metric::L2, 0.05, false},
-                              StoreShape{12, 700'000, 100, 2, Metric::InnerProduct, 0.1, false},
-                              StoreShape{40, 450'000, 33, 2, Metric::Cosine, 0.0, true},
-                              StoreShape{9, 1'000'000, 256, 2, Metric::L2, 0.5, false},
-                              StoreShape{16, 450'000, 300, 1, Metric::L2, 0.1, false},
-                              StoreShape{16, 500'000, 16, 2, Metric::L2, 0.0, false, true}}) {
-    check_shape(s, g, /*as_batch=*/false, /*each_alone=*/true);
-  }
+  check_shapes(5210,
+             {StoreShape{16, 600'000, 1, 3, Metric::L2, 0.2, false},
+              StoreShape{128, 500'000, 64, 3, Metric::L2, 0.05, false},
+              StoreShape{12, 700'000, 100, 2, Metric::InnerProduct, 0.1, false},
+              StoreShape{40, 450'000, 33, 2, Metric::Cosine, 0.0, true},
+              StoreShape{9, 1'000'000, 256, 2, Metric::L2, 0.5, false},
+              StoreShape{16, 450'000, 300, 1, Metric::L2, 0.1, false},
+              StoreShape{16, 500'000, 16, 2, Metric::L2, 0.0, false, true}},
+             /*as_batch=*/false, /*each_alone=*/true);
 }
 
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {
@@ -368,15 +375,14 @@ TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full 
   // selection's first round must load enough of each (or fall back). Each metric kind, erased
   // slots, duplicates, a store of one repeated point (the k smallest ids), and each query alone
   // as well as both in one group.
-  auto g = rng(5250);
-  for (const StoreShape& s : {StoreShape{784, 70'000, 64, 2, Metric::L2, 0.1, false},
-                              StoreShape{16, 20'000, 1, 2, Metric::InnerProduct, 0.2, false},
-                              StoreShape{100, 135'000, 100, 1, Metric::L2, 0.0, true},
-                              StoreShape{40, 50'000, 33, 2, Metric::Cosine, 0.3, true},
-                              StoreShape{300, 17'000, 128, 2, Metric::L2, 0.1, false},
-                              StoreShape{8, 30'000, 16, 2, Metric::L2, 0.0, false, true}}) {
-    check_shape(s, g, /*as_batch=*/true, /*each_alone=*/true);
-  }
+  check_shapes(5250,
+             {StoreShape{784, 70'000, 64, 2, Metric::L2, 0.1, false},
+              StoreShape{16, 20'000, 1, 2, Metric::InnerProduct, 0.2, false},
+              StoreShape{100, 135'000, 100, 1, Metric::L2, 0.0, true},
+              StoreShape{40, 50'000, 33, 2, Metric::Cosine, 0.3, true},
+              StoreShape{300, 17'000, 128, 2, Metric::L2, 0.1, false},
+              StoreShape{8, 30'000, 16, 2, Metric::L2, 0.0, false, true}},
+             /*as_batch=*/true, /*each_alone=*/true);
 }
 
 TEST_CASE("the selection's first prefix covers every list's share of the answer but for 1 in 256") {

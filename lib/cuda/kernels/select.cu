@@ -194,7 +194,8 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
 /// winners closer than it, one warp per winner, no block barriers); more are bitonic-sorted.
 constexpr std::uint32_t kRankSortMax = 256;
 
-__global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) {
+/// first_take: entries of each list the first round loads (first_take(), on the host).
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, std::uint32_t first_take) {
   extern __shared__ __align__(16) unsigned char shared[];
   const std::uint32_t capacity = select_capacity(p.blocks, p.k);
   Candidate* loaded = reinterpret_cast<Candidate*>(shared);     // capacity
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p) 
   // Round 1 loads first_take entries of each list (see first_take), round 2 as much as fits;
   // only if both are cut off too early do we select over everything.
   const std::uint32_t most = min(k, capacity / max(blocks, 1u));
-  const std::uint32_t first = min(most, p.first_take);
+  const std::uint32_t first = min(most, first_take);
   for (int round = 0; round < 2; ++round) {
     const std::uint32_t take = round == 0 ? first : most;
     if (take == 0 || done || (round == 1 && most == first)) break;
@@ -332,9 +333,7 @@ std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k) {
 
 void launch_select(const SelectParams& params, cudaStream_t stream) {
   const std::size_t shared = (select_capacity(params.blocks, params.k) + next_pow2(params.k)) * sizeof(Candidate);
-  SelectParams p = params;
-  p.first_take = first_take(params.blocks, params.k);
-  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(p);
+  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(params, first_take(params.blocks, params.k));
   check_launch("select_kernel");
 }
 
