@@ -369,6 +369,25 @@ TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (la
              /*as_batch=*/false, /*each_alone=*/true);
 }
 
+TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (staged point loads)") {
+  // Groups of 4 and 8 copy each warp's points into shared memory a stage of four chunks ahead,
+  // as one stream across the warp's tiles: chunk counts that are and are not a multiple of the
+  // stage (2, 5, 25, 32, 75, 196), stores with and without a sample pass, a warp with one tile or
+  // many, partial groups, every multi-chunk metric kind, erased slots, duplicates, one repeated
+  // point, visible ranges, each query alone (groups of one) and all in one batch.
+  check_shapes(5270,
+               {StoreShape{8, 400'000, 16, 8, Metric::L2, 0.1, false},
+                StoreShape{17, 300'000, 64, 4, Metric::InnerProduct, 0.05, true},
+                StoreShape{100, 350'000, 128, 7, Metric::L2, 0.2, false},
+                StoreShape{128, 500'000, 1, 5, Metric::Cosine, 0.0, true},
+                StoreShape{300, 200'000, 100, 8, Metric::L2, 0.3, false},
+                StoreShape{784, 70'000, 128, 4, Metric::L2, 0.0, false},
+                StoreShape{784, 70'000, 64, 8, Metric::InnerProduct, 0.1, false},
+                StoreShape{40, 20'000, 33, 3, Metric::L2, 0.1, false},
+                StoreShape{128, 300'000, 64, 6, Metric::L2, 0.0, false, true}},
+               /*as_batch=*/true, /*each_alone=*/true);
+}
+
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {
   // Multi-chunk stores of 500 to 4,300 tiles, one or two queries, no sample pass: every warp
   // scores about one tile, so every block's list holds about k / blocks of the answer and the

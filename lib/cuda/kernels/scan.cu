@@ -29,17 +29,44 @@ namespace {
 
 constexpr std::uint32_t kBulkMinSurvivors = 4;   // fewer survivors are inserted one by one
 
+// Staged point loads (multi-chunk stores, groups of 4 and 8 queries): each lane copies its
+// point's chunks into its warp's shared-memory ring with cp.async, kStageChunks per stage, one
+// stage ahead of the one it scores, so the warp's next loads are in flight while it does the
+// arithmetic of the current ones, without holding them in registers. Same H100 call against the
+// register-pipelined loop it replaced (run-2026-11-23-staged/call2): MNIST-like K = 128 Q = 4
+// 0.82x, K = 64 Q = 8 0.88x, GoogleNews-like K = 64 Q = 8 0.93x, the other Q = 4 / 8 rows
+// 0.97-1.02x. Groups of 12 and 16 lost 4-16% with it (ptxas then spilled at 64 registers).
+constexpr int kStageChunks = 4;
+constexpr int kStages = 2;
+
+__host__ __device__ constexpr bool staged_loads(int qg, int one_chunk_width) {
+  return one_chunk_width == 0 && (qg == 4 || qg == 8);
+}
+
+/// 16 bytes global -> shared, asynchronous, through L2 only (cp.async.cg).
+__device__ __forceinline__ void copy_async16(float4* to, const float4* from) {
+  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(from) : "memory");
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
 /// Shared memory: the query group and its id ranges (read-only), then per warp: its lists,
-/// their lengths, its thresholds, the ranks of the current tile and a sort scratch.
+/// their lengths, its thresholds, the ranks of the current tile, a sort scratch and, with staged
+/// loads, its ring of point chunks.
 struct SharedLayout {
-  std::size_t queries, ranges, warp_base, warp_bytes, lists, counts, thresholds, ranks, scratch, total;
+  std::size_t queries, ranges, warp_base, warp_bytes, lists, counts, thresholds, ranks, scratch, stage, total;
 };
 
 __host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
 
 /// With global_lists the warps' lists live in ScanParams::warp_lists instead.
 __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k,
-                                                      bool global_lists) {
+                                                      bool global_lists, bool staged) {
   SharedLayout l{};
   std::size_t off = 0;
   l.queries = off;
@@ -58,6 +85,8 @@ __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::ui
   w += align16(std::size_t(qg) * 32 * sizeof(float));
   l.scratch = w;
   w += align16(32 * sizeof(Candidate));
+  l.stage = w;
+  if (staged) w += std::size_t(kStages) * kStageChunks * 32 * sizeof(float4);
   l.warp_bytes = w;
   l.total = off + std::size_t(warps) * w;
   return l;
@@ -197,11 +226,8 @@ constexpr int max_threads() {
 
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
-  // Software-pipelined chunk loop for groups of 4 and 8 (same H100, one call, alternated: Q = 4
-  // 1.06-1.46x, Q = 8 1.02-1.10x; pipelined, groups of 1-2 lost up to 14% at 112 registers and
-  // 16 lost 5-14% at Q = 64 and 256; run-2026-11-23-pipeline/). Asking ptxas for one block per
-  // SM (no spills, more registers) made groups of 8-16 5-18% slower.
-  constexpr bool kPipelined = QG == 4 || QG == 8;
+  // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18%
+  // slower (run-2026-11-23-pipeline/).
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
@@ -212,7 +238,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t chunks = store.chunks, k = p.k;
   const std::uint32_t q0 = blockIdx.y * QG;
   const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
-  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists);
+  constexpr bool kStaged = staged_loads(QG, kOneChunk);
+  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists, kStaged);
   // This block's lists in global memory: warp w's lists for query j at (w * QG + j) * k.
   Candidate* const block_lists =
       kGlobalLists ? p.warp_lists + std::size_t(blockIdx.y * gridDim.x + blockIdx.x) * warps * QG * k : nullptr;
@@ -431,6 +458,33 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       if (lane == 0) taken = atomicAdd(&next_tile, 1u);
       return tile_begin + warps + __shfl_sync(kFullMask, taken, 0);
     };
+    // Staged loads: the warp's tiles (tile_begin + warp, + warps, ..) as one stream of stages of
+    // kStageChunks chunks; `issue` copies the next stage into the ring and commits it (an empty
+    // group past the end, so every wait below counts the same groups).
+    float4* const ring = reinterpret_cast<float4*>(mine + layout.stage);
+    const std::uint32_t stages_per_tile = (chunks + kStageChunks - 1) / kStageChunks;
+    std::uint32_t issue_tile = tile_begin + warp, issue_stage = 0, issued = 0;
+    auto issue = [&] {
+      if (issue_tile < tile_end) {
+        const float4* from = vectors + (std::size_t(issue_tile) * chunks + issue_stage * kStageChunks) * kTile + lane;
+        float4* to = ring + (issued % kStages) * kStageChunks * 32 + lane;
+#pragma unroll
+        for (int u = 0; u < kStageChunks; ++u) {
+          if (issue_stage * kStageChunks + u < chunks) copy_async16(to + u * 32, from + std::size_t(u) * kTile);
+        }
+        if (++issue_stage == stages_per_tile) {
+          issue_stage = 0;
+          issue_tile += warps;
+        }
+      }
+      commit_async();
+      ++issued;
+    };
+    if constexpr (kStaged) {
+#pragma unroll
+      for (int i = 0; i + 1 < kStages; ++i) issue();
+    }
+    [[maybe_unused]] std::uint32_t consumed = 0;
     for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile = next(tile)) {
       const std::uint32_t slot = tile * kTile + lane;
       // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
@@ -455,7 +509,21 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
       if constexpr (kOneChunk != 0) {
         accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
-      } else if constexpr (!kPipelined) {
+      } else if constexpr (kStaged) {
+        // Issue the stage kStages - 1 ahead, wait for this one (this lane's own copies, so no
+        // warp barrier), score it. The chunk order is the same as the loaded paths'.
+        for (std::uint32_t c0 = 0; c0 < chunks; c0 += kStageChunks) {
+          issue();
+          wait_async<kStages - 1>();
+          const float4* here = ring + (consumed % kStages) * kStageChunks * 32 + lane;
+          ++consumed;
+#pragma unroll
+          for (int u = 0; u < kStageChunks; ++u) {
+            const std::uint32_t c = c0 + u;
+            if (c < chunks) accumulate<QG, kInnerProduct>(acc, here[u * 32], [&](int j) { return queries[j * chunks + c]; });
+          }
+        }
+      } else {
         // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
         // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
         // One query reads each point once, so its loads stream past the caches (ld.global.cs;
@@ -466,28 +534,6 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
           const float4* at = point + std::size_t(c) * kTile;
           accumulate<QG, kInnerProduct>(acc, QG == 1 ? __ldcs(at) : __ldg(at),
                                         [&](int j) { return queries[j * chunks + c]; });
-        }
-      } else {
-        // Software-pipelined: the next U chunks are in flight while these U are scored, so a warp
-        // never waits for a whole round trip between groups of loads (U = 2 for groups of 8,
-        // which spilled registers at 4).
-        constexpr int U = QG == 8 ? 2 : 4;
-        float4 next[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) next[u] = std::uint32_t(u) < chunks ? __ldg(point + std::size_t(u) * kTile) : float4{};
-        for (std::uint32_t c0 = 0; c0 < chunks; c0 += U) {
-          float4 v[U];
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            v[u] = next[u];
-            const std::uint32_t ahead = c0 + U + u;
-            if (ahead < chunks) next[u] = __ldg(point + std::size_t(ahead) * kTile);
-          }
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const std::uint32_t c = c0 + u;
-            if (c < chunks) accumulate<QG, kInnerProduct>(acc, v[u], [&](int j) { return queries[j * chunks + c]; });
-          }
         }
       }
       if (first_bound) {
@@ -640,7 +686,9 @@ ScanKernel kernel_for(const ScanShape& s) {
 }  // namespace
 
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
-  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k, shape.global_lists).total +
+  return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k, shape.global_lists,
+                       staged_loads(shape.query_group, shape.one_chunk_width))
+             .total +
          32 * sizeof(std::uint32_t);
 }
 
