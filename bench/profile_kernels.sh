@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Per-kernel GPU time of the search pipeline (Nsight Compute), for the shapes whose fixed costs
 # matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16) and Q = 1 / 16 on the MNIST-like
-# and ImageNet-like stores (K = 64). On the GPU machine:
+# and ImageNet-like stores (K = 64), and Q = 16 on the GoogleNews-like one (K = 128). On the GPU machine:
 #   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
 # Only the library's kernels are profiled (sample pass, scan, select, aggregate), after the
 # benchmark's warm-up; clock control is left to the card (--clock-control none) so durations match the
@@ -55,3 +55,4 @@ profile mnist-q16 "$BIN/bench_search" --shapes mnist --k 64 --q 16 --reps 20 --s
 profile imagenet-q1 "$BIN/bench_search" --shapes imagenet --k 64 --q 1 --reps 20 --sets 1
 profile imagenet-q12 "$BIN/bench_search" --shapes imagenet --k 64 --q 12 --reps 20 --sets 1
 profile imagenet-q16 "$BIN/bench_search" --shapes imagenet --k 64 --q 16 --reps 20 --sets 1
+profile googlenews-q16-k128 "$BIN/bench_search" --shapes googlenews --k 128 --q 16 --reps 20 --sets 1
