@@ -39,7 +39,9 @@ void launch_scatter(const ScatterParams& params, cudaStream_t stream);
 inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 
 /// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
-/// query the k-th smallest as the scan's starting threshold.
+/// query the k-th smallest as the scan's starting threshold. A warp ranks its tile against
+/// groups_per_warp groups of kSampleGroup queries.
+inline constexpr std::uint32_t kSampleGroup = 4;
 struct SampleParams {
   const StoreView* store = nullptr;
   const float* queries = nullptr;          // as ScanParams
@@ -49,7 +51,8 @@ struct SampleParams {
   std::uint32_t step = 0;                  // sample every step-th tile
   std::uint32_t sample_tiles = 0;          // tiles sampled (for the capacity the launch was sized for)
   std::uint32_t per_tile = 0;              // smallest ranks kept per tile and query: 1, 2, 4, .. 32
-  std::uint32_t groups_per_warp = 1;       // groups of 4 queries each warp ranks its tile against
+  std::uint32_t groups_per_warp = 1;       // groups of kSampleGroup queries each warp ranks its tile against
+  bool batched_loads = false;              // issue several point loads before scoring them (few warps per SM)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
 };

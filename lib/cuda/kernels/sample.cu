@@ -24,8 +24,8 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr int kSampleGroup = 4;                  // queries per warp
 constexpr int kSampleWarps = 4;                  // tiles per block
+constexpr int kSampleLoads = 8;                  // point loads in flight per lane
 constexpr int kKthThreads = 1024;
 constexpr std::uint32_t kKthStaged = 8192;      // keys the k-th selection stages in shared memory
 
@@ -43,7 +43,7 @@ __device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_
   return x;
 }
 
-template <bool kInnerProduct, bool kFiltered>
+template <bool kInnerProduct, bool kFiltered, bool kBatched>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleParams p) {
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
   for (std::uint32_t g = 0; g < p.groups_per_warp; ++g) {
     const std::uint32_t q0 = (blockIdx.y * p.groups_per_warp + g) * kSampleGroup;
     if (q0 >= p.num_queries) break;
-    const std::uint32_t nq = min(std::uint32_t(kSampleGroup), p.num_queries - q0);
+    const std::uint32_t nq = min(kSampleGroup, p.num_queries - q0);
     if (!in_store) {
       for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) {
         p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
@@ -71,14 +71,32 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     }
     const float4* queries = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
     float acc[kSampleGroup] = {};
-    // A warp scores its tile alone and the kernel lasts as long as one tile's chain of loads:
-    // keep 16 in flight (4 left a 784-dim sample at ~40 us, 49 round trips).
+    // Rows past the batch read query 0 again (defined memory); their keys are not written.
+    auto query = [&](int j, std::uint32_t c) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); };
+    if constexpr (!kBatched) {
 #pragma unroll 16
-    for (std::uint32_t c = 0; c < chunks; ++c) {
-      const float4 v = __ldg(point + std::size_t(c) * kTile);
-      // Rows past the batch read query 0 again (defined memory); their keys are not written.
-      accumulate<kSampleGroup, kInnerProduct>(
-          acc, v, [&](int j) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); });
+      for (std::uint32_t c = 0; c < chunks; ++c) {
+        accumulate<kSampleGroup, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
+                                                [&](int j) { return query(j, c); });
+      }
+    } else {
+      // Few warps per SM (SampleParams::batched_loads): each warp's chain of loads is the
+      // kernel's length, so each round issues kSampleLoads point loads before it scores them
+      // (the loop above is compiled to about one load in flight: ncu, MNIST-like Q = 16, 99 us
+      // for the 274 sampled tiles of 784 dims).
+      for (std::uint32_t c0 = 0; c0 < chunks; c0 += kSampleLoads) {
+        float4 v[kSampleLoads];
+#pragma unroll
+        for (int u = 0; u < kSampleLoads; ++u) {
+          v[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
+        }
+#pragma unroll
+        for (int u = 0; u < kSampleLoads; ++u) {
+          const std::uint32_t c = c0 + u;
+          if (c >= chunks) break;
+          accumulate<kSampleGroup, kInnerProduct>(acc, v[u], [&](int j) { return query(j, c); });
+        }
+      }
     }
 #pragma unroll
     for (int j = 0; j < kSampleGroup; ++j) {
@@ -148,11 +166,13 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
   const std::uint32_t per_warp = kSampleGroup * params.groups_per_warp;
   const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, (params.num_queries + per_warp - 1) / per_warp);
-  if (inner_product) {
-    (filtered ? sample_ranks_kernel<true, true> : sample_ranks_kernel<true, false>)<<<grid, kSampleWarps * 32, 0, stream>>>(params);
-  } else {
-    (filtered ? sample_ranks_kernel<false, true> : sample_ranks_kernel<false, false>)<<<grid, kSampleWarps * 32, 0, stream>>>(params);
-  }
+  using RanksKernel = void (*)(SampleParams);
+  const RanksKernel kernels[2][2][2] = {
+      {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
+       {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},
+      {{sample_ranks_kernel<true, false, false>, sample_ranks_kernel<true, false, true>},
+       {sample_ranks_kernel<true, true, false>, sample_ranks_kernel<true, true, true>}}};
+  kernels[inner_product][filtered][params.batched_loads]<<<grid, kSampleWarps * 32, 0, stream>>>(params);
   check_launch("sample_ranks_kernel");
   sample_kth_kernel<<<params.num_queries, kKthThreads, 0, stream>>>(params);
   check_launch("sample_kth_kernel");
