@@ -38,10 +38,11 @@ void launch_scatter(const ScatterParams& params, cudaStream_t stream);
 /// Query-group sizes the scan kernel is compiled for (accumulators per lane).
 inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 
-/// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
-/// query the k-th smallest as the scan's starting threshold. A warp ranks its tile against
-/// groups_per_warp groups of kSampleGroup queries.
+/// Queries the sample pass ranks a tile against at once (one group; a warp takes groups_per_warp).
 inline constexpr std::uint32_t kSampleGroup = 4;
+
+/// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
+/// query the k-th smallest as the scan's starting threshold.
 struct SampleParams {
   const StoreView* store = nullptr;
   const float* queries = nullptr;          // as ScanParams

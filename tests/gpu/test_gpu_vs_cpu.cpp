@@ -374,8 +374,8 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
   // as one stream across the warp's tiles: chunk counts that are and are not a multiple of the
   // stage (2, 5, 25, 32, 75, 196), stores with and without a sample pass, a warp with one tile or
   // many, partial groups, every multi-chunk metric kind, erased slots, duplicates, one repeated
-  // point, visible ranges, each query alone (groups of one) and all in one batch. Their sample
-  // passes give the SMs few warps, so they load eight chunks per round
+  // point, visible ranges, each query alone (groups of one) and all in one batch. Where these
+  // batches run a sample pass it gives the SMs few warps, so it loads eight chunks per round
   // (SampleParams::batched_loads), here also in partial rounds.
   check_shapes(5270,
                {StoreShape{8, 400'000, 16, 8, Metric::L2, 0.1, false},
