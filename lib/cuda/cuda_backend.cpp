@@ -763,8 +763,7 @@ class CudaBackend final : public Backend {
     // the kernel's length); with many warps they cost occupancy. Same H100 call, against one load
     // in flight (run-2026-11-23-staged/call9): up to 17 warps per SM 0.80-0.96x (MNIST-like samples
     // of 8 to 32 queries, ImageNet-like Q = 2 to 8), 22-28 per SM 0.98-1.0x, 33 and more 1.02-1.08x.
-    const std::uint32_t per_warp = kSampleGroup * sample.groups_per_warp;
-    const std::size_t sample_warps = std::size_t(plan.sample_tiles) * ((n + per_warp - 1) / per_warp);
+    const std::size_t sample_warps = std::size_t(plan.sample_tiles) * sample_warps_per_tile(sample);
     sample.batched_loads = chunks_ > 1 && sample_warps <= std::size_t(24) * props_.multiProcessorCount;
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);

@@ -57,6 +57,12 @@ struct SampleParams {
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
 };
+/// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
+/// kSampleGroup queries.
+inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
+  const std::uint32_t per_warp = kSampleGroup * p.groups_per_warp;
+  return (p.num_queries + per_warp - 1) / per_warp;
+}
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);
 
 /// Candidate lists: for query q and scan block b, a sorted list of lengths[q * blocks + b]

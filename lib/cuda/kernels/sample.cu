@@ -164,8 +164,7 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
 }  // namespace
 
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
-  const std::uint32_t per_warp = kSampleGroup * params.groups_per_warp;
-  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, (params.num_queries + per_warp - 1) / per_warp);
+  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
   using RanksKernel = void (*)(SampleParams);
   const RanksKernel kernels[2][2][2] = {
       {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
