@@ -60,6 +60,9 @@ constexpr std::uint32_t kSampleStep = 32;
 /// At most this many sampled tiles per query (the sample's rank workspace: 512 KB per query).
 constexpr std::uint32_t kMaxSampleTiles = 4096;
 constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
+/// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
+/// in this many tiles.
+constexpr std::uint64_t kScreenSparse = 8;
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -107,7 +110,7 @@ struct QueryContext {
   DeviceArray<unsigned long long> status;    // [0] first bad query, [1] first bad range
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
-      std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool,
+      std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool, bool,
                  std::uint32_t, std::uint32_t, bool>;
   std::map<GraphKey, GraphExec> graphs;
 
@@ -478,6 +481,7 @@ class CudaBackend final : public Backend {
       s.global_lists = true;
       s.warps_per_block = wanted_warps();
     }
+    choose_screen(s, nq, k, plan.sample_step, tiles, wanted_warps(), budget);
     s.tiled = tiles_pay(s, plan.sample_step, k, tiles);
     const int per_sm = cached_blocks_per_sm(s, k);
     const int resident = std::max(1, per_sm) * props_.multiProcessorCount;
@@ -547,6 +551,29 @@ class CudaBackend final : public Backend {
     return std::size_t(s.query_group) * k * sample_step * 8 <= tiles;
   }
 
+  /// The dot-product screen (ScanShape::screen): batches of more than 16 queries over L2 ranks of
+  /// several chunks, no ranges, after a sample pass whose bound leaves few pairs for an exact
+  /// rank (about sample_step x k per query, at most one per query in kScreenSparse tiles), when
+  /// the group's queries, rings and global lists fit. Same H100 call against the exact form
+  /// (run-2026-11-24-screen/): GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x;
+  /// denser pairs lost: MNIST-like (one pair per query in 4 tiles, groups of 16, as 32 queries do
+  /// not fit shared memory) 1.03-1.22x, and groups of 16 at Q = 12-16 0.90-1.10x.
+  void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
+                     int warps, std::size_t budget) const {
+    if (s.inner_product || s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 16) return;
+    if (std::uint64_t(sample_step) * k * kScreenSparse > tiles) return;
+    ScanShape g = s;
+    g.query_group = kScreenGroup;
+    g.screen = true;
+    g.global_lists = true;
+    g.tiled = false;
+    g.warps_per_block = warps;
+    if (scan_shared_bytes(g, k) > budget) return;
+    const std::size_t resident = std::size_t(std::max(1, cached_blocks_per_sm(g, k))) * props_.multiProcessorCount;
+    if (resident * g.warps_per_block * g.query_group * k * sizeof(Candidate) > kWarpListBudget) return;
+    s = g;
+  }
+
   /// Keep the warps' lists in global memory when in shared memory they would cost warps or a
   /// smaller query group, and a sample pass makes them sparse (about sample_step * k entries
   /// per query over the whole store), within a memory budget.
@@ -564,7 +591,8 @@ class CudaBackend final : public Backend {
   }
 
   int cached_blocks_per_sm(const ScanShape& s, std::uint32_t k) const {
-    const auto key = std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, s.global_lists, s.tiled, k);
+    const auto key =
+        std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, s.global_lists, s.tiled, s.screen, k);
     auto it = occupancy_.find(key);
     if (it == occupancy_.end()) it = occupancy_.emplace(key, configure_scan(s, k)).first;
     return it->second;
@@ -708,6 +736,7 @@ class CudaBackend final : public Backend {
     scan.warp_lists = plan.shape.global_lists ? c.warp_lists.get() : nullptr;
     scan.first_keys = plan.first_bound ? c.first_keys.get() : nullptr;
     scan.first_arrivals = plan.first_bound ? c.first_arrivals.get() : nullptr;
+    if (plan.shape.screen) scan.screen = screen_bounds(chunks_ * 4);
     return scan;
   }
 
@@ -854,6 +883,7 @@ class CudaBackend final : public Backend {
                                      plan.shape.inner_product,
                                      plan.shape.global_lists,
                                      plan.shape.tiled,
+                                     plan.shape.screen,
                                      plan.sample_step,
                                      std::uint32_t(plan.sample_keys()),
                                      plan.first_bound};
@@ -942,7 +972,7 @@ class CudaBackend final : public Backend {
   mutable DeviceStore store_;
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
-  mutable std::map<std::tuple<int, int, bool, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
+  mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
   struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;

@@ -65,6 +65,21 @@ inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
 }
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);
 
+/// The dot-product screen (ScanShape::screen, L2 ranks): a (point x, query q) pair whose exact
+/// rank R is at most the threshold T always passes the test
+///   fl(|x|^2 - 2 x.q) <= A T - B |q|^2 + C |x|^2 + slack
+/// where |x|^2, x.q and |q|^2 are float sums in any order (see screen_bounds for the proof), so
+/// the screen only decides which pairs get their exact rank computed; every answer is an exact
+/// rank. Computed on the host from the padded dimension.
+struct ScreenBounds {
+  double bound_scale = 0;   // A, slightly raised so the double evaluation of A T - B |q|^2 stays above
+  double query_scale = 0;   // B, slightly lowered
+  double slack = 0;         // absolute: covers underflow (subnormal roundings)
+  float norm_scale = 0;     // C, rounded up
+  float huge = 0;           // a norm at or above it (possible overflow) sends the pair to the exact rank
+};
+ScreenBounds screen_bounds(std::uint32_t padded_dim);
+
 /// Candidate lists: for query q and scan block b, a sorted list of lengths[q * blocks + b]
 /// entries at candidates[q * blocks * k + b * k].
 struct ScanParams {
@@ -84,6 +99,7 @@ struct ScanParams {
   // one tile per warp.
   std::uint32_t* first_keys = nullptr;      // per query: grid.x keys
   std::uint32_t* first_arrivals = nullptr;  // per query group: blocks arrived (zero before a launch; left zero)
+  ScreenBounds screen;                       // ScanShape::screen: the dot-product screen's proven margins
 };
 /// Most scan blocks per query group the first-tile bound supports.
 inline constexpr std::uint32_t kFirstBoundMaxBlocks = 512;
@@ -98,7 +114,13 @@ struct ScanShape {
   bool global_lists = false;  // the warps' private lists in global memory (ScanParams::warp_lists)
   int one_chunk_width = 0;    // vectors of one chunk: 2 (at most two elements) or 4; else 0
   bool tiled = false;         // one-chunk, 4+ queries, not filtered: each lane scores several tiles
+  // Multi-chunk L2 stores after a sample pass, groups of kScreenGroup queries, global lists: each
+  // lane scores 4 points x 8 queries by dot products (half the arithmetic of the exact form, each
+  // loaded chunk used 4 or 8 times) and only the pairs that pass the screen get an exact rank.
+  bool screen = false;
 };
+/// The screen's query group (the only group of more than 16 queries).
+inline constexpr int kScreenGroup = 32;
 
 /// Entries of ScanParams::warp_lists one launch of this shape needs for num_queries queries.
 std::size_t scan_warp_list_entries(const ScanShape& shape, std::uint32_t num_queries, std::uint32_t k);

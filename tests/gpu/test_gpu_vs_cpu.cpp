@@ -3,7 +3,9 @@
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
-// its first tiles; stores of about one tile per warp; the selection's first prefix; aggregation
+// its first tiles; groups of 4 and 8 with staged loads; batches screened by dot products (and a
+// store where only the screen's margin keeps the answer); stores of about one tile per warp; the
+// selection's first prefix; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
 // publishes.
 #include <chrono>
@@ -388,6 +390,52 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
                 StoreShape{40, 20'000, 33, 3, Metric::L2, 0.1, false},
                 StoreShape{128, 300'000, 64, 6, Metric::L2, 0.0, false, true}},
                /*as_batch=*/true, /*each_alone=*/true);
+}
+
+TEST_CASE("GPU equals CPU where batches of 17+ queries are screened by dot products (groups of 32)") {
+  // L2 and cosine stores of several chunks with a sample pass sparse enough for the screen: each
+  // lane scores 4 points x 8 queries by dot products and only the pairs the screen passes get
+  // an exact rank, queued and ranked 32 at a time. Partial groups (20, 33, 40, 48 queries) and
+  // partial last stages (dims 5, 40, 100, 300), large stores (every 32nd tile sampled) and a
+  // small one (every 8th), k from 1 to 50, erased slots, duplicates and a store of one repeated
+  // point (every pair ties: the k smallest ids).
+  check_shapes(5290,
+               {StoreShape{300, 400'000, 32, 33, Metric::L2, 0.1, false},
+                StoreShape{128, 300'000, 16, 20, Metric::L2, 0.05, true},
+                StoreShape{400, 300'000, 8, 40, Metric::L2, 0.0, false},
+                StoreShape{5, 300'000, 16, 40, Metric::L2, 0.2, false},
+                StoreShape{40, 600'000, 30, 48, Metric::Cosine, 0.1, true},
+                StoreShape{100, 100'000, 1, 20, Metric::L2, 0.3, false},
+                StoreShape{64, 200'000, 50, 17, Metric::L2, 0.0, false, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("the screen keeps every pair within the threshold where the norms dwarf the distances") {
+  // Points and queries about 10,000 from the origin in every dimension, 1 apart: |x|^2 is about
+  // 10^10, so the float dot products err by hundreds while neighbours are about 100 apart. A
+  // screen without its proven margin drops true neighbours here (checked once with the margin
+  // set to zero: 33 of 33 queries wrong); with it every answer equals the CPU's.
+  auto g = rng(5300);
+  const std::size_t dim = 64, n = 300'000, q = 33, k = 20;
+  Twin t(dim, Metric::L2, TargetSpec::none());
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  auto far_point = [&] {
+    std::vector<float> v(dim);
+    for (float& x : v) x = 10'000.0f + noise(g);
+    return v;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = far_point();
+    t.push(Update::insert(PointId(i), v));
+    t.model.vectors[PointId(i)] = v;
+  }
+  t.publish();
+  std::vector<float> queries;
+  for (std::size_t i = 0; i < q; ++i) {
+    const auto v = far_point();
+    queries.insert(queries.end(), v.begin(), v.end());
+  }
+  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
 }
 
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {

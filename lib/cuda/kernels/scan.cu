@@ -18,7 +18,14 @@
 // without a sample pass bounds itself: each block publishes the smallest rank of its warps' first
 // tiles, the last block to do so lowers the grid-wide bound to the k-th of them, and the warps
 // hold their first tile back until the end, so no warp merges a cold tile while the others do.
+// Batches of more than 16 queries over L2 stores of several chunks, after a sample pass, run the
+// dot-product screen (kScreen): groups of 32 queries, each lane 4 points x 8 queries by x.q and
+// |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which pairs need their
+// exact rank, and those pairs queued and ranked 32 at a time before they enter the lists.
 #include <math_constants.h>
+
+#include <cmath>
+#include <limits>
 
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
@@ -38,9 +45,14 @@ constexpr std::uint32_t kBulkMinSurvivors = 4;   // fewer survivors are inserted
 // 0.97-1.02x. Groups of 12 and 16 lost 4-16% with it (ptxas then spilled at 64 registers).
 constexpr int kStageChunks = 4;
 constexpr int kStages = 2;
+constexpr std::uint32_t kPendingPairs = 64;  // the screen's queue of flagged pairs per warp (ranked from 32)
 
 __host__ __device__ constexpr bool staged_loads(int qg, int one_chunk_width) {
   return one_chunk_width == 0 && (qg == 4 || qg == 8);
+}
+/// Stages of the warp's ring of point chunks (staged loads and the screen), or 0.
+__host__ __device__ constexpr int ring_stages(int qg, int one_chunk_width, bool screen) {
+  return screen || staged_loads(qg, one_chunk_width) ? kStages : 0;
 }
 
 /// 16 bytes global -> shared, asynchronous, through L2 only (cp.async.cg).
@@ -55,24 +67,28 @@ __device__ __forceinline__ void wait_async() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 
-/// Shared memory: the query group and its id ranges (read-only), then per warp: its lists,
-/// their lengths, its thresholds, the ranks of the current tile, a sort scratch and, with staged
-/// loads, its ring of point chunks.
+/// Shared memory: the query group, its id ranges and (screen) squared norms, read-only; then per
+/// warp: its lists, their lengths, its thresholds, the ranks of the current tile (screen: a queue
+/// of pairs instead), a sort scratch and, with staged loads or the screen, its ring of point
+/// chunks.
 struct SharedLayout {
-  std::size_t queries, ranges, warp_base, warp_bytes, lists, counts, thresholds, ranks, scratch, stage, total;
+  std::size_t queries, ranges, norms, warp_base, warp_bytes, lists, counts, thresholds, ranks, scratch, stage, pending,
+      total;
 };
 
 __host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) & ~std::size_t(15); }
 
 /// With global_lists the warps' lists live in ScanParams::warp_lists instead.
 __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k,
-                                                      bool global_lists, bool staged) {
+                                                      bool global_lists, int stages, bool screen) {
   SharedLayout l{};
   std::size_t off = 0;
   l.queries = off;
   off += align16(std::size_t(qg) * chunks * sizeof(float4));
   l.ranges = off;
   off += align16(std::size_t(qg) * sizeof(IdRangeDevice));
+  l.norms = off;
+  if (screen) off += align16(std::size_t(qg) * sizeof(float));
   l.warp_base = off;
   std::size_t w = 0;  // offsets inside one warp's area
   l.lists = w;
@@ -81,12 +97,14 @@ __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::ui
   w += align16(std::size_t(qg) * sizeof(std::uint32_t));
   l.thresholds = w;
   w += align16(std::size_t(qg) * sizeof(std::uint32_t));
-  l.ranks = w;
-  w += align16(std::size_t(qg) * 32 * sizeof(float));
+  l.ranks = w;  // the screen queues its pairs instead
+  if (!screen) w += align16(std::size_t(qg) * 32 * sizeof(float));
   l.scratch = w;
   w += align16(32 * sizeof(Candidate));
   l.stage = w;
-  if (staged) w += std::size_t(kStages) * kStageChunks * 32 * sizeof(float4);
+  w += std::size_t(stages) * kStageChunks * 32 * sizeof(float4);
+  l.pending = w;
+  if (screen) w += 2 * kPendingPairs * sizeof(std::uint32_t);
   l.warp_bytes = w;
   l.total = off + std::size_t(warps) * w;
   return l;
@@ -224,13 +242,16 @@ constexpr int max_threads() {
   return QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
-template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled>
+template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled,
+          bool kScreen = false>
 __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18%
   // slower (run-2026-11-23-pipeline/).
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
+  static_assert(!kScreen || (!kInnerProduct && !kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled &&
+                             QG == kScreenGroup));
   constexpr int kTilesPerLane = kOneChunk == 2 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
@@ -239,7 +260,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t q0 = blockIdx.y * QG;
   const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
   constexpr bool kStaged = staged_loads(QG, kOneChunk);
-  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists, kStaged);
+  constexpr int kRing = ring_stages(QG, kOneChunk, kScreen);
+  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists, kRing, kScreen);
   // This block's lists in global memory: warp w's lists for query j at (w * QG + j) * k.
   Candidate* const block_lists =
       kGlobalLists ? p.warp_lists + std::size_t(blockIdx.y * gridDim.x + blockIdx.x) * warps * QG * k : nullptr;
@@ -255,7 +277,16 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 
   const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
   for (std::uint32_t i = threadIdx.x; i < QG * chunks; i += blockDim.x) {
-    queries[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);
+    // The screen reads one chunk of several queries at once: chunk-major there.
+    queries[kScreen ? (i % chunks) * QG + i / chunks : i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);
+  }
+  if (kScreen && threadIdx.x < QG) {  // squared norms, for the screen (rows past the batch: 0)
+    float norm = 0.0f;
+    for (std::uint32_t c = 0; c < chunks && threadIdx.x < nq; ++c) {
+      const float4 v = query_rows[threadIdx.x * chunks + c];
+      norm = __fmaf_rn(v.x, v.x, __fmaf_rn(v.y, v.y, __fmaf_rn(v.z, v.z, __fmaf_rn(v.w, v.w, norm))));
+    }
+    reinterpret_cast<float*>(shared + layout.norms)[threadIdx.x] = norm;
   }
   if (kFiltered && threadIdx.x < QG) {
     ranges[threadIdx.x] = threadIdx.x < nq ? p.ranges[q0 + threadIdx.x] : IdRangeDevice{0, 0};
@@ -480,7 +511,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       commit_async();
       ++issued;
     };
-    if constexpr (kStaged) {
+    if constexpr (kStaged || kScreen) {
 #pragma unroll
       for (int i = 0; i + 1 < kStages; ++i) issue();
     }
@@ -488,109 +519,260 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     // made groups of 4 3-4% slower on large stores (code generation; same H100 call,
     // run-2026-11-23-staged/call11).
     [[maybe_unused]] std::uint32_t consumed = 0;
-    for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile = next(tile)) {
-      const std::uint32_t slot = tile * kTile + lane;
-      // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
-      // tile early by one-chunk kernels: a bound read earlier is still a bound).
-      bool valid;
-      std::uint32_t grid_bound;
-      float4 vector{};  // one-chunk kernels: this tile's
-      if constexpr (kOneChunk != 0) {
-        valid = valid_ahead != 0;
-        grid_bound = bound_ahead;
-        vector = vector_ahead;
-        if (tile + warps < tile_end) load_ahead(tile + warps);
-      } else {
-        valid = store.valid[slot] != 0;
-        // With the first-tile bound it is read after the arithmetic instead (below), so the bound
-        // the grid publishes while the warps score their second tile applies to that tile.
-        grid_bound = lane < nq && !first_bound ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
-      }
-      float acc[QG];
+    if constexpr (kScreen) {
+      // Lane a + 8 b scores points a, a + 8, a + 16, a + 24 of the tile against queries b, b + 4,
+      // .. by dot products (a point chunk read from the ring serves QG / 4 queries, a query chunk 4
+      // points: one shared load per 11 FMAs, and half the arithmetic of the exact form) and keeps
+      // the squared norm of point `lane`. A pair whose exact rank is within the threshold always
+      // passes the screen (ScreenBounds); the pairs that pass get that exact rank, from the same
+      // direct form and chunk order as every other path.
+      constexpr int kPerLane = QG / 4;
+      const std::uint32_t a = lane & 7, b = lane >> 3;
+      const ScreenBounds bounds = p.screen;
+      const float* norms = reinterpret_cast<const float*>(shared + layout.norms);
+      // Flagged pairs wait in a per-warp queue (slot, query) and get their exact ranks 32 at a
+      // time, a lane each: a pair's rank is a chain of loads through every chunk, and one flagged
+      // pair per tile ranked alone left the warp waiting on that chain (MNIST-like, where nearly
+      // every tile holds a flagged pair). Thresholds only fall, so a pair ranked later is admitted
+      // exactly as it would have been at once.
+      std::uint32_t* const pending_slot = reinterpret_cast<std::uint32_t*>(mine + layout.pending);
+      std::uint32_t* const pending_query = pending_slot + kPendingPairs;
+      std::uint32_t pending_count = 0;  // warp-uniform
+      auto rank_pending = [&] {
+        __syncwarp();
+        for (std::uint32_t first = 0; first < pending_count; first += 32) {
+          const bool here = first + lane < pending_count;
+          std::uint32_t slot = 0, j = 0;
+          float rank = CUDART_NAN_F;
+          bool admit = false;
+          if (here) {
+            slot = pending_slot[first + lane];
+            j = pending_query[first + lane];
+            const float4* point = vectors + std::size_t(slot / kTile) * chunks * kTile + slot % kTile;
+            float acc[1] = {0.0f};
+#pragma unroll 8
+            for (std::uint32_t c = 0; c < chunks; ++c) {
+              accumulate<1, false>(acc, __ldg(point + std::size_t(c) * kTile),
+                                   [&](int) { return queries[c * QG + j]; });
+            }
+            rank = acc[0];
+            admit = store.valid[slot] != 0 && rank <= thresholds[j];
+          }
+          const std::uint64_t id = admit ? store.ids[slot] : kNoId;
+          for (unsigned admitted = __ballot_sync(kFullMask, admit); admitted != 0; admitted &= admitted - 1) {
+            const int from = __ffs(admitted) - 1;
+            const std::uint32_t jj = __shfl_sync(kFullMask, j, from);
+            const Candidate c{__shfl_sync(kFullMask, rank, from), __shfl_sync(kFullMask, slot, from),
+                              __shfl_sync(kFullMask, id, from)};
+            Candidate* list = lists + std::size_t(jj) * k;
+            std::uint32_t n = counts[jj];
+            // An insertion before this one may have lowered the threshold.
+            if (!(c.rank <= thresholds[jj])) continue;
+            if (n == k && !closer(c.rank, c.id, list[k - 1].rank, list[k - 1].id)) continue;
+            warp_insert(list, n, k, c, lane);
+            if (lane == 0) {
+              counts[jj] = n;
+              if (n == k) {
+                const float kth = list[k - 1].rank;
+                thresholds[jj] = fminf(thresholds[jj], kth);
+                atomicMin(&p.threshold[q0 + jj], ordered_bits(kth));
+              }
+            }
+            __syncwarp();
+          }
+        }
+        pending_count = 0;
+        __syncwarp();
+      };
+      for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile += warps) {
+        float dot[4][kPerLane];
 #pragma unroll
-      for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
-      const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
-      if constexpr (kOneChunk != 0) {
-        accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
-      } else if constexpr (kStaged) {
-        // Issue the stage kStages - 1 ahead, wait for this one (this lane's own copies, so no
-        // warp barrier), score it. The chunk order is the same as the loaded paths'.
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+          for (int m = 0; m < kPerLane; ++m) dot[i][m] = 0.0f;
+        }
+        float norm = 0.0f;
         for (std::uint32_t c0 = 0; c0 < chunks; c0 += kStageChunks) {
           issue();
           wait_async<kStages - 1>();
-          const float4* here = ring + (consumed % kStages) * kStageChunks * 32 + lane;
+          __syncwarp();  // every lane's copies of this stage have landed
+          const float4* here = ring + (consumed % kStages) * kStageChunks * 32;
           ++consumed;
 #pragma unroll
           for (int u = 0; u < kStageChunks; ++u) {
             const std::uint32_t c = c0 + u;
-            if (c < chunks) accumulate<QG, kInnerProduct>(acc, here[u * 32], [&](int j) { return queries[j * chunks + c]; });
+            if (c < chunks) {
+              float4 point[4];
+#pragma unroll
+              for (int i = 0; i < 4; ++i) point[i] = here[u * 32 + a + 8 * i];
+              const float4 own = here[u * 32 + lane];
+              norm = __fmaf_rn(own.x, own.x, norm);
+              norm = __fmaf_rn(own.y, own.y, norm);
+              norm = __fmaf_rn(own.z, own.z, norm);
+              norm = __fmaf_rn(own.w, own.w, norm);
+#pragma unroll
+              for (int m = 0; m < kPerLane; ++m) {
+                const float4 q = queries[c * QG + b + 4 * m];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  dot[i][m] = __fmaf_rn(q.x, point[i].x, dot[i][m]);
+                  dot[i][m] = __fmaf_rn(q.y, point[i].y, dot[i][m]);
+                  dot[i][m] = __fmaf_rn(q.z, point[i].z, dot[i][m]);
+                  dot[i][m] = __fmaf_rn(q.w, point[i].w, dot[i][m]);
+                }
+              }
+            }
+          }
+          __syncwarp();  // every lane has read the stage before issue() refills it
+        }
+        if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(__ldcg(&p.threshold[q0 + lane])));
+        __syncwarp();
+        // The screen: bit i * kPerLane + m of `flags` for point a + 8 i and query b + 4 m. A norm
+        // that may have overflowed flags its pairs unconditionally; a NaN threshold (rows past
+        // the batch) flags nothing.
+        float point_norm[4];
+        bool huge_point[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          point_norm[i] = __shfl_sync(kFullMask, norm, a + 8 * i);
+          huge_point[i] = point_norm[i] >= bounds.huge;
+        }
+        unsigned flags = 0;
+#pragma unroll
+        for (int m = 0; m < kPerLane; ++m) {
+          const std::uint32_t j = b + 4 * m;
+          const float query_norm = norms[j];
+          const float limit = __double2float_ru(bounds.bound_scale * double(thresholds[j]) -
+                                                bounds.query_scale * double(query_norm) + bounds.slack);
+          const bool huge_query = query_norm >= bounds.huge;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float screened = __fmaf_rn(-2.0f, dot[i][m], point_norm[i]);
+            const bool pass =
+                screened <= __fmaf_ru(bounds.norm_scale, point_norm[i], limit) || huge_point[i] || huge_query;
+            flags |= unsigned(pass) << (i * kPerLane + m);
           }
         }
-      } else {
-        // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
-        // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
-        // One query reads each point once, so its loads stream past the caches (ld.global.cs;
-        // same H100 call against __ldg: MNIST-like 0.945x, ImageNet-like 0.98x, GoogleNews-like
-        // 0.99x; larger groups may read a tile again from L1 when they insert its survivors).
+        // Queue the flagged pairs, one bit position (point, query) at a time across the warp.
+        for (unsigned bits = __reduce_or_sync(kFullMask, flags); bits != 0; bits &= bits - 1) {
+          const int r = __ffs(bits) - 1;
+          const bool mine = (flags >> r) & 1u;
+          const unsigned queued = __ballot_sync(kFullMask, mine);
+          if (mine) {
+            const std::uint32_t at = pending_count + __popc(queued & ((1u << lane) - 1));
+            pending_slot[at] = tile * kTile + a + 8 * (r / kPerLane);
+            pending_query[at] = b + 4 * (r % kPerLane);
+          }
+          pending_count += __popc(queued);
+          if (pending_count >= 32) rank_pending();
+        }
+      }
+      rank_pending();
+    } else {
+      for (std::uint32_t tile = tile_begin + warp; tile < tile_end; tile = next(tile)) {
+        const std::uint32_t slot = tile * kTile + lane;
+        // The grid-wide bound (what every full list found) is applied after the arithmetic (read a
+        // tile early by one-chunk kernels: a bound read earlier is still a bound).
+        bool valid;
+        std::uint32_t grid_bound;
+        float4 vector{};  // one-chunk kernels: this tile's
+        if constexpr (kOneChunk != 0) {
+          valid = valid_ahead != 0;
+          grid_bound = bound_ahead;
+          vector = vector_ahead;
+          if (tile + warps < tile_end) load_ahead(tile + warps);
+        } else {
+          valid = store.valid[slot] != 0;
+          // With the first-tile bound it is read after the arithmetic instead (below), so the bound
+          // the grid publishes while the warps score their second tile applies to that tile.
+          grid_bound = lane < nq && !first_bound ? __ldcg(&p.threshold[q0 + lane]) : kNoBound;
+        }
+        float acc[QG];
+#pragma unroll
+        for (int j = 0; j < QG; ++j) acc[j] = 0.0f;
+        const float4* point = vectors + std::size_t(tile) * chunks * kTile + lane;
+        if constexpr (kOneChunk != 0) {
+          accumulate<QG, kInnerProduct, kOneChunk>(acc, vector, [&](int j) { return queries[j]; });
+        } else if constexpr (kStaged) {
+          // Issue the stage kStages - 1 ahead, wait for this one (this lane's own copies, so no
+          // warp barrier), score it. The chunk order is the same as the loaded paths'.
+          for (std::uint32_t c0 = 0; c0 < chunks; c0 += kStageChunks) {
+            issue();
+            wait_async<kStages - 1>();
+            const float4* here = ring + (consumed % kStages) * kStageChunks * 32 + lane;
+            ++consumed;
+#pragma unroll
+            for (int u = 0; u < kStageChunks; ++u) {
+              const std::uint32_t c = c0 + u;
+              if (c < chunks) accumulate<QG, kInnerProduct>(acc, here[u * 32], [&](int j) { return queries[j * chunks + c]; });
+            }
+          }
+        } else {
+          // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
+          // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
+          // One query reads each point once, so its loads stream past the caches (ld.global.cs;
+          // same H100 call against __ldg: MNIST-like 0.945x, ImageNet-like 0.98x, GoogleNews-like
+          // 0.99x; larger groups may read a tile again from L1 when they insert its survivors).
 #pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
-        for (std::uint32_t c = 0; c < chunks; ++c) {
-          const float4* at = point + std::size_t(c) * kTile;
-          accumulate<QG, kInnerProduct>(acc, QG == 1 ? __ldcs(at) : __ldg(at),
-                                        [&](int j) { return queries[j * chunks + c]; });
+          for (std::uint32_t c = 0; c < chunks; ++c) {
+            const float4* at = point + std::size_t(c) * kTile;
+            accumulate<QG, kInnerProduct>(acc, QG == 1 ? __ldcs(at) : __ldg(at),
+                                          [&](int j) { return queries[j * chunks + c]; });
+          }
         }
-      }
-      if (first_bound) {
-        if (tile == tile_begin + warp) {
-          // A NaN rank (an overflowed dot product) never counts, as in the scan and the sample pass.
-          arrive_first([&](int j) {
-            const float rank = rank_of<kInnerProduct>(acc[j]);
-            return valid && rank <= CUDART_INF_F ? ordered_bits(rank) : kNoBound;
-          });
-          // Every warp ends its first tile at about the same time: merging it now (into an empty
-          // list, so all of it) would leave the memory system idle grid-wide. It is held back
-          // and tested against the grid's bound after the last tile (below).
-          first_rank = rank_of<kInnerProduct>(acc[0]);
-          continue;
+        if (first_bound) {
+          if (tile == tile_begin + warp) {
+            // A NaN rank (an overflowed dot product) never counts, as in the scan and the sample pass.
+            arrive_first([&](int j) {
+              const float rank = rank_of<kInnerProduct>(acc[j]);
+              return valid && rank <= CUDART_INF_F ? ordered_bits(rank) : kNoBound;
+            });
+            // Every warp ends its first tile at about the same time: merging it now (into an empty
+            // list, so all of it) would leave the memory system idle grid-wide. It is held back
+            // and tested against the grid's bound after the last tile (below).
+            first_rank = rank_of<kInnerProduct>(acc[0]);
+            continue;
+          }
+          if (kOneChunk == 0 && lane < nq) grid_bound = __ldcg(&p.threshold[q0 + lane]);
         }
-        if (kOneChunk == 0 && lane < nq) grid_bound = __ldcg(&p.threshold[q0 + lane]);
-      }
-      if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
-      __syncwarp();
-      std::uint64_t id = kNoId;
-      if (kFiltered && valid) id = store.ids[slot];
-      // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
-      // the (rare) insertion below is not, so it exists once in the code and in the registers.
-      // A float compare per query and one warp-wide OR for the whole group (ncu, 1,000,000 x 2,
-      // Q = 1,024: a vote and an ordered-bits compare per query were half of the scan's
-      // instructions); on these ranks (never -0, see rank_of) it is the ordered-bits test.
-      float limit[QG];
-      load_limits(limit);
-      unsigned admitted = 0;
-#pragma unroll
-      for (int j = 0; j < QG; ++j) {
-        bool admit = rank_of<kInnerProduct>(acc[j]) <= limit[j];
-        if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
-        admitted |= unsigned(admit) << j;
-      }
-      unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted : 0u);
-      if (with_survivors == 0) continue;
-#pragma unroll
-      for (int j = 0; j < QG; ++j) {
-        if ((with_survivors >> j) & 1u) ranks[j * 32 + lane] = rank_of<kInnerProduct>(acc[j]);
-      }
-      __syncwarp();
-      if (!kFiltered && valid) id = store.ids[slot];
-      insert_tile(slot, valid, id, with_survivors);
-    }
-    if (first_bound && tile_begin + warp < tile_end) {  // the first tile, held back (one query)
-      if (lane == 0) thresholds[0] = fminf(thresholds[0], from_ordered_bits(__ldcg(&p.threshold[q0])));
-      __syncwarp();
-      if (__any_sync(kFullMask, first_rank <= thresholds[0])) {
-        const std::uint32_t slot = (tile_begin + warp) * kTile + lane;
-        const bool valid = store.valid[slot] != 0;
-        ranks[lane] = first_rank;
+        if (lane < nq) thresholds[lane] = fminf(thresholds[lane], from_ordered_bits(grid_bound));
         __syncwarp();
-        insert_tile(slot, valid, valid ? store.ids[slot] : kNoId, 1u);
+        std::uint64_t id = kNoId;
+        if (kFiltered && valid) id = store.ids[slot];
+        // Which queries have survivors in this tile: the arithmetic above is unrolled per query,
+        // the (rare) insertion below is not, so it exists once in the code and in the registers.
+        // A float compare per query and one warp-wide OR for the whole group (ncu, 1,000,000 x 2,
+        // Q = 1,024: a vote and an ordered-bits compare per query were half of the scan's
+        // instructions); on these ranks (never -0, see rank_of) it is the ordered-bits test.
+        float limit[QG];
+        load_limits(limit);
+        unsigned admitted = 0;
+#pragma unroll
+        for (int j = 0; j < QG; ++j) {
+          bool admit = rank_of<kInnerProduct>(acc[j]) <= limit[j];
+          if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+          admitted |= unsigned(admit) << j;
+        }
+        unsigned with_survivors = __reduce_or_sync(kFullMask, valid ? admitted : 0u);
+        if (with_survivors == 0) continue;
+#pragma unroll
+        for (int j = 0; j < QG; ++j) {
+          if ((with_survivors >> j) & 1u) ranks[j * 32 + lane] = rank_of<kInnerProduct>(acc[j]);
+        }
+        __syncwarp();
+        if (!kFiltered && valid) id = store.ids[slot];
+        insert_tile(slot, valid, id, with_survivors);
+      }
+      if (first_bound && tile_begin + warp < tile_end) {  // the first tile, held back (one query)
+        if (lane == 0) thresholds[0] = fminf(thresholds[0], from_ordered_bits(__ldcg(&p.threshold[q0])));
+        __syncwarp();
+        if (__any_sync(kFullMask, first_rank <= thresholds[0])) {
+          const std::uint32_t slot = (tile_begin + warp) * kTile + lane;
+          const bool valid = store.valid[slot] != 0;
+          ranks[lane] = first_rank;
+          __syncwarp();
+          insert_tile(slot, valid, valid ? store.ids[slot] : kNoId, 1u);
+        }
       }
     }
   }
@@ -599,7 +781,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // Merge the warps' lists of each query: entry i of warp w's list lands at i plus the number
   // of entries of the other lists closer than it. Entries beyond k, or beyond the grid-wide
   // bound (worse than some list's k-th, so not in the answer), are dropped.
-  __shared__ std::uint32_t kept[16], bound[16];
+  __shared__ std::uint32_t kept[QG > 16 ? QG : 16], bound[QG > 16 ? QG : 16];
   if (threadIdx.x < QG) {
     kept[threadIdx.x] = 0;
     bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;  // one value per block
@@ -675,6 +857,14 @@ ScanKernel pick(const ScanShape& s) {
 }
 
 ScanKernel kernel_for(const ScanShape& s) {
+  if (s.screen) {
+    if (s.query_group != kScreenGroup || s.inner_product || s.filtered || !s.global_lists || s.one_chunk_width != 0 ||
+        s.tiled) {
+      throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) +
+                      ", L2 ranks, no ranges, global lists and vectors of several chunks");
+    }
+    return scan_kernel<kScreenGroup, false, false, true, 0, false, true>;
+  }
   switch (s.query_group) {
     case 1: return pick<1>(s);
     case 2: return pick<2>(s);
@@ -688,9 +878,39 @@ ScanKernel kernel_for(const ScanShape& s) {
 
 }  // namespace
 
+// Why the screen never drops a pair within the threshold. u = 2^-24, D = padded_dim,
+// g = (D + 8) u / (1 - (D + 8) u); X = |x|^2, Qn = |q|^2, d^2 = |x - q|^2 (exact reals), and N, P,
+// qn the float sums of x_i^2, x_i q_i, q_i^2 (any order; FMA or not): |N - X| <= g X,
+// |P - x.q| <= g |x||q|, |qn - Qn| <= g Qn. The exact rank R (the direct form: a rounded
+// difference squared and added, D times, all terms >= 0) is >= (1 - g) d^2, so R <= T gives
+// d^2 <= T / (1 - g). With N - 2P = d^2 - Qn + e, |e| <= g (X + 2|x||q|) <= g (2X + Qn), and
+// the screened value V = fl(N - 2P) (one rounding):
+//   V <= (N - 2P) + u (d^2 + Qn + |e|) <= (1 + u) d^2 - (1 - u - (1 + u) g) Qn + 2 (1 + u) g X
+//     <= A T - B qn + C N,   A = (1 + u) / (1 - g), B = (1 - u - (1 + u) g) / (1 + g),
+//                            C = 2 (1 + u) g / (1 - g)
+// using X <= N / (1 - g) and Qn >= qn / (1 + g). The kernel evaluates A T - B qn in double with
+// A raised and B lowered by 2^-40 (more than double rounding can take away), rounds it up to
+// float, and adds C N with an upward-rounded FMA, so its limit is at least the real bound. The
+// slack 2^-100 covers roundings in the subnormal range (each at most 2^-150 absolute), and
+// norms of FLT_MAX / 16 or more (where a sum could overflow) skip the test.
+ScreenBounds screen_bounds(std::uint32_t padded_dim) {
+  const double u = std::ldexp(1.0, -24), n = double(padded_dim) + 8;
+  const double g = n * u / (1 - n * u);
+  const double widen = std::ldexp(1.0, -40);
+  ScreenBounds s;
+  s.bound_scale = (1 + u) / (1 - g) * (1 + widen);
+  s.query_scale = (1 - u - (1 + u) * g) / (1 + g) * (1 - widen);
+  s.slack = std::ldexp(1.0, -100);
+  const double c = 2 * (1 + u) * g / (1 - g);
+  s.norm_scale = static_cast<float>(c);
+  if (double(s.norm_scale) < c) s.norm_scale = std::nextafter(s.norm_scale, std::numeric_limits<float>::infinity());
+  s.huge = std::numeric_limits<float>::max() / 16;
+  return s;
+}
+
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
   return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k, shape.global_lists,
-                       staged_loads(shape.query_group, shape.one_chunk_width))
+                       ring_stages(shape.query_group, shape.one_chunk_width, shape.screen), shape.screen)
              .total +
          32 * sizeof(std::uint32_t);
 }
