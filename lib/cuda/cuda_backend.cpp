@@ -551,16 +551,17 @@ class CudaBackend final : public Backend {
     return std::size_t(s.query_group) * k * sample_step * 8 <= tiles;
   }
 
-  /// The dot-product screen (ScanShape::screen): batches of more than 16 queries over L2 ranks of
+  /// The dot-product screen (ScanShape::screen): batches of more than 16 queries over vectors of
   /// several chunks, no ranges, after a sample pass whose bound leaves few pairs for an exact
   /// rank (about sample_step x k per query, at most one per query in kScreenSparse tiles), when
-  /// the group's queries, rings and global lists fit. Same H100 call against the exact form
+  /// the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
+  /// dot products are then the exact ranks. Same H100 call against the exact form
   /// (run-2026-11-24-screen/): GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x;
   /// denser pairs lost: MNIST-like (one pair per query in 4 tiles, groups of 16, as 32 queries do
   /// not fit shared memory) 1.03-1.22x, and groups of 16 at Q = 12-16 0.90-1.10x.
   void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
                      int warps, std::size_t budget) const {
-    if (s.inner_product || s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 16) return;
+    if (s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 16) return;
     if (std::uint64_t(sample_step) * k * kScreenSparse > tiles) return;
     ScanShape g = s;
     g.query_group = kScreenGroup;
@@ -736,7 +737,7 @@ class CudaBackend final : public Backend {
     scan.warp_lists = plan.shape.global_lists ? c.warp_lists.get() : nullptr;
     scan.first_keys = plan.first_bound ? c.first_keys.get() : nullptr;
     scan.first_arrivals = plan.first_bound ? c.first_arrivals.get() : nullptr;
-    if (plan.shape.screen) scan.screen = screen_bounds(chunks_ * 4);
+    if (plan.shape.screen && !plan.shape.inner_product) scan.screen = screen_bounds(chunks_ * 4);
     return scan;
   }
 

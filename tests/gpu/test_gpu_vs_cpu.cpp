@@ -393,12 +393,13 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
 }
 
 TEST_CASE("GPU equals CPU where batches of 17+ queries are screened by dot products (groups of 32)") {
-  // L2 and cosine stores of several chunks with a sample pass sparse enough for the screen: each
-  // lane scores 4 points x 8 queries by dot products and only the pairs the screen passes get
-  // an exact rank, queued and ranked 32 at a time. Partial groups (20, 33, 40, 48 queries) and
+  // Stores of several chunks with a sample pass sparse enough for the screen: each lane scores 4
+  // points x 8 queries by dot products and only the pairs the screen passes get an exact rank,
+  // queued and ranked 32 at a time (inner product: the dot products are the exact ranks, the
+  // same FMAs in the same order as the one-point-per-lane loop). Partial groups (20, 33, 40, 48 queries) and
   // partial last stages (dims 5, 40, 100, 300), large stores (every 32nd tile sampled) and a
-  // small one (every 8th), k from 1 to 50, erased slots, duplicates and a store of one repeated
-  // point (every pair ties: the k smallest ids).
+  // small one (every 8th), k from 1 to 50, erased slots, duplicates and stores of one repeated
+  // point (every pair ties: the k smallest ids); L2, cosine and inner product.
   check_shapes(5290,
                {StoreShape{300, 400'000, 32, 33, Metric::L2, 0.1, false},
                 StoreShape{128, 300'000, 16, 20, Metric::L2, 0.05, true},
@@ -406,7 +407,10 @@ TEST_CASE("GPU equals CPU where batches of 17+ queries are screened by dot produ
                 StoreShape{5, 300'000, 16, 40, Metric::L2, 0.2, false},
                 StoreShape{40, 600'000, 30, 48, Metric::Cosine, 0.1, true},
                 StoreShape{100, 100'000, 1, 20, Metric::L2, 0.3, false},
-                StoreShape{64, 200'000, 50, 17, Metric::L2, 0.0, false, true}},
+                StoreShape{64, 200'000, 50, 17, Metric::L2, 0.0, false, true},
+                StoreShape{300, 400'000, 32, 40, Metric::InnerProduct, 0.1, false},
+                StoreShape{17, 300'000, 8, 64, Metric::InnerProduct, 0.2, true},
+                StoreShape{100, 100'000, 30, 20, Metric::InnerProduct, 0.0, false, true}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 

@@ -18,10 +18,11 @@
 // without a sample pass bounds itself: each block publishes the smallest rank of its warps' first
 // tiles, the last block to do so lowers the grid-wide bound to the k-th of them, and the warps
 // hold their first tile back until the end, so no warp merges a cold tile while the others do.
-// Batches of more than 16 queries over L2 stores of several chunks, after a sample pass, run the
+// Batches of more than 16 queries over stores of several chunks, after a sample pass, run the
 // dot-product screen (kScreen): groups of 32 queries, each lane 4 points x 8 queries by x.q and
-// |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which pairs need their
-// exact rank, and those pairs queued and ranked 32 at a time before they enter the lists.
+// |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which L2 pairs need their
+// exact rank (inner-product dot products are exact ranks already), and those pairs queued and
+// ranked 32 at a time before they enter the lists.
 #include <math_constants.h>
 
 #include <cmath>
@@ -250,8 +251,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
-  static_assert(!kScreen || (!kInnerProduct && !kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled &&
-                             QG == kScreenGroup));
+  static_assert(!kScreen || (!kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled && QG == kScreenGroup));
   constexpr int kTilesPerLane = kOneChunk == 2 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
     // The screen reads one chunk of several queries at once: chunk-major there.
     queries[kScreen ? (i % chunks) * QG + i / chunks : i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);
   }
-  if (kScreen && threadIdx.x < QG) {  // squared norms, for the screen (rows past the batch: 0)
+  if (kScreen && !kInnerProduct && threadIdx.x < QG) {  // squared norms, for the screen (rows past the batch: 0)
     float norm = 0.0f;
     for (std::uint32_t c = 0; c < chunks && threadIdx.x < nq; ++c) {
       const float4 v = query_rows[threadIdx.x * chunks + c];
@@ -525,7 +525,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       // points: one shared load per 11 FMAs, and half the arithmetic of the exact form) and keeps
       // the squared norm of point `lane`. A pair whose exact rank is within the threshold always
       // passes the screen (ScreenBounds); the pairs that pass get that exact rank, from the same
-      // direct form and chunk order as every other path.
+      // direct form and chunk order as every other path. Inner product: the dot products are
+      // the exact ranks (same FMAs in the same order), so the test is the exact one.
       constexpr int kPerLane = QG / 4;
       const std::uint32_t a = lane & 7, b = lane >> 3;
       const ScreenBounds bounds = p.screen;
@@ -552,10 +553,10 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
             float acc[1] = {0.0f};
 #pragma unroll 8
             for (std::uint32_t c = 0; c < chunks; ++c) {
-              accumulate<1, false>(acc, __ldg(point + std::size_t(c) * kTile),
-                                   [&](int) { return queries[c * QG + j]; });
+              accumulate<1, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
+                                           [&](int) { return queries[c * QG + j]; });
             }
-            rank = acc[0];
+            rank = rank_of<kInnerProduct>(acc[0]);
             admit = store.valid[slot] != 0 && rank <= thresholds[j];
           }
           const std::uint64_t id = admit ? store.ids[slot] : kNoId;
@@ -605,11 +606,13 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
               float4 point[4];
 #pragma unroll
               for (int i = 0; i < 4; ++i) point[i] = here[u * 32 + a + 8 * i];
-              const float4 own = here[u * 32 + lane];
-              norm = __fmaf_rn(own.x, own.x, norm);
-              norm = __fmaf_rn(own.y, own.y, norm);
-              norm = __fmaf_rn(own.z, own.z, norm);
-              norm = __fmaf_rn(own.w, own.w, norm);
+              if constexpr (!kInnerProduct) {
+                const float4 own = here[u * 32 + lane];
+                norm = __fmaf_rn(own.x, own.x, norm);
+                norm = __fmaf_rn(own.y, own.y, norm);
+                norm = __fmaf_rn(own.z, own.z, norm);
+                norm = __fmaf_rn(own.w, own.w, norm);
+              }
 #pragma unroll
               for (int m = 0; m < kPerLane; ++m) {
                 const float4 q = queries[c * QG + b + 4 * m];
@@ -641,6 +644,13 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
 #pragma unroll
         for (int m = 0; m < kPerLane; ++m) {
           const std::uint32_t j = b + 4 * m;
+          if constexpr (kInnerProduct) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              flags |= unsigned(rank_of<true>(dot[i][m]) <= thresholds[j]) << (i * kPerLane + m);
+            }
+            continue;
+          }
           const float query_norm = norms[j];
           const float limit = __double2float_ru(bounds.bound_scale * double(thresholds[j]) -
                                                 bounds.query_scale * double(query_norm) + bounds.slack);
@@ -858,12 +868,12 @@ ScanKernel pick(const ScanShape& s) {
 
 ScanKernel kernel_for(const ScanShape& s) {
   if (s.screen) {
-    if (s.query_group != kScreenGroup || s.inner_product || s.filtered || !s.global_lists || s.one_chunk_width != 0 ||
-        s.tiled) {
+    if (s.query_group != kScreenGroup || s.filtered || !s.global_lists || s.one_chunk_width != 0 || s.tiled) {
       throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) +
-                      ", L2 ranks, no ranges, global lists and vectors of several chunks");
+                      ", no ranges, global lists and vectors of several chunks");
     }
-    return scan_kernel<kScreenGroup, false, false, true, 0, false, true>;
+    return s.inner_product ? scan_kernel<kScreenGroup, true, false, true, 0, false, true>
+                           : scan_kernel<kScreenGroup, false, false, true, 0, false, true>;
   }
   switch (s.query_group) {
     case 1: return pick<1>(s);
