@@ -81,7 +81,8 @@ __host__ __device__ inline std::size_t align16(std::size_t x) { return (x + 15) 
 
 /// With global_lists the warps' lists live in ScanParams::warp_lists instead.
 __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::uint32_t chunks, std::uint32_t k,
-                                                      bool global_lists, int stages, bool screen) {
+                                                      bool global_lists, int stages, bool screen,
+                                                      bool inner_product) {
   SharedLayout l{};
   std::size_t off = 0;
   l.queries = off;
@@ -105,7 +106,7 @@ __host__ __device__ inline SharedLayout shared_layout(int qg, int warps, std::ui
   l.stage = w;
   w += std::size_t(stages) * kStageChunks * 32 * sizeof(float4);
   l.pending = w;
-  if (screen) w += 2 * kPendingPairs * sizeof(std::uint32_t);
+  if (screen) w += (inner_product ? 3 : 2) * kPendingPairs * sizeof(std::uint32_t);  // slot, query (, rank)
   l.warp_bytes = w;
   l.total = off + std::size_t(warps) * w;
   return l;
@@ -261,7 +262,8 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
   const std::uint32_t nq = min(std::uint32_t(QG), p.num_queries - q0);
   constexpr bool kStaged = staged_loads(QG, kOneChunk);
   constexpr int kRing = ring_stages(QG, kOneChunk, kScreen);
-  const SharedLayout layout = shared_layout(QG, int(warps), chunks, k, kGlobalLists, kRing, kScreen);
+  const SharedLayout layout =
+      shared_layout(QG, int(warps), chunks, k, kGlobalLists, kRing, kScreen, kInnerProduct);
   // This block's lists in global memory: warp w's lists for query j at (w * QG + j) * k.
   Candidate* const block_lists =
       kGlobalLists ? p.warp_lists + std::size_t(blockIdx.y * gridDim.x + blockIdx.x) * warps * QG * k : nullptr;
@@ -535,9 +537,10 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
       // time, a lane each: a pair's rank is a chain of loads through every chunk, and one flagged
       // pair per tile ranked alone left the warp waiting on that chain (MNIST-like, where nearly
       // every tile holds a flagged pair). Thresholds only fall, so a pair ranked later is admitted
-      // exactly as it would have been at once.
+      // exactly as it would have been at once. Inner product queues the rank the tile computed.
       std::uint32_t* const pending_slot = reinterpret_cast<std::uint32_t*>(mine + layout.pending);
       std::uint32_t* const pending_query = pending_slot + kPendingPairs;
+      float* const pending_rank = reinterpret_cast<float*>(pending_query + kPendingPairs);  // inner product
       std::uint32_t pending_count = 0;  // warp-uniform
       auto rank_pending = [&] {
         __syncwarp();
@@ -549,14 +552,18 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
           if (here) {
             slot = pending_slot[first + lane];
             j = pending_query[first + lane];
-            const float4* point = vectors + std::size_t(slot / kTile) * chunks * kTile + slot % kTile;
-            float acc[1] = {0.0f};
+            if constexpr (kInnerProduct) {
+              rank = pending_rank[first + lane];
+            } else {
+              const float4* point = vectors + std::size_t(slot / kTile) * chunks * kTile + slot % kTile;
+              float acc[1] = {0.0f};
 #pragma unroll 8
-            for (std::uint32_t c = 0; c < chunks; ++c) {
-              accumulate<1, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),
-                                           [&](int) { return queries[c * QG + j]; });
+              for (std::uint32_t c = 0; c < chunks; ++c) {
+                accumulate<1, false>(acc, __ldg(point + std::size_t(c) * kTile),
+                                     [&](int) { return queries[c * QG + j]; });
+              }
+              rank = acc[0];
             }
-            rank = rank_of<kInnerProduct>(acc[0]);
             admit = store.valid[slot] != 0 && rank <= thresholds[j];
           }
           const std::uint64_t id = admit ? store.ids[slot] : kNoId;
@@ -571,6 +578,9 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
             if (!(c.rank <= thresholds[jj])) continue;
             if (n == k && !closer(c.rank, c.id, list[k - 1].rank, list[k - 1].id)) continue;
             warp_insert(list, n, k, c, lane);
+            // The same count and bound update as insert_tile's. One lambda for both moved this
+            // kernel from 114 to 122 registers and cost 3-7% here and in groups of 12 (same H100
+            // call, run-2026-11-24-screen/call11), so each keeps its copy.
             if (lane == 0) {
               counts[jj] = n;
               if (n == k) {
@@ -633,12 +643,14 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
         // The screen: bit i * kPerLane + m of `flags` for point a + 8 i and query b + 4 m. A norm
         // that may have overflowed flags its pairs unconditionally; a NaN threshold (rows past
         // the batch) flags nothing.
-        float point_norm[4];
-        bool huge_point[4];
+        float point_norm[4] = {};
+        bool huge_point[4] = {};
+        if constexpr (!kInnerProduct) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          point_norm[i] = __shfl_sync(kFullMask, norm, a + 8 * i);
-          huge_point[i] = point_norm[i] >= bounds.huge;
+          for (int i = 0; i < 4; ++i) {
+            point_norm[i] = __shfl_sync(kFullMask, norm, a + 8 * i);
+            huge_point[i] = point_norm[i] >= bounds.huge;
+          }
         }
         unsigned flags = 0;
 #pragma unroll
@@ -672,6 +684,14 @@ __global__ void __launch_bounds__(max_threads<QG>()) scan_kernel(ScanParams p) {
             const std::uint32_t at = pending_count + __popc(queued & ((1u << lane) - 1));
             pending_slot[at] = tile * kTile + a + 8 * (r / kPerLane);
             pending_query[at] = b + 4 * (r % kPerLane);
+            if constexpr (kInnerProduct) {  // the exact rank: dot[r / kPerLane][r % kPerLane]
+              float dot_r = 0.0f;
+#pragma unroll
+              for (int t = 0; t < 4 * kPerLane; ++t) {
+                if (t == r) dot_r = dot[t / kPerLane][t % kPerLane];
+              }
+              pending_rank[at] = rank_of<true>(dot_r);
+            }
           }
           pending_count += __popc(queued);
           if (pending_count >= 32) rank_pending();
@@ -920,7 +940,8 @@ ScreenBounds screen_bounds(std::uint32_t padded_dim) {
 
 std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k) {
   return shared_layout(shape.query_group, shape.warps_per_block, shape.chunks, k, shape.global_lists,
-                       ring_stages(shape.query_group, shape.one_chunk_width, shape.screen), shape.screen)
+                       ring_stages(shape.query_group, shape.one_chunk_width, shape.screen), shape.screen,
+                       shape.inner_product)
              .total +
          32 * sizeof(std::uint32_t);
 }
