@@ -13,6 +13,7 @@
 #   mid       bench_search mnist,imagenet,googlenews K 64,128 Q 2,4,8,12 (--reps 10 --sets 2)
 #   batch     bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   lowbatch  bench_search gis1m,gis10m K 16 Q 32,64,256,1024 (--reps 10 --sets 2)
+#   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
 # and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
 # logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
@@ -63,6 +64,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         lowbatch)
           "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 32,64,256,1024 --reps 10 --sets 2 \
             --csv "$DIR/$tag-lowbatch.csv" > "$DIR/$tag-lowbatch.log" 2>&1 ;;
+        smallbatch)
+          "$bin/bench_search" --shapes small --k 64,128 --q 16,24,32,64 --reps 10 --sets 2 \
+            --csv "$DIR/$tag-smallbatch.csv" > "$DIR/$tag-smallbatch.log" 2>&1 ;;
         ipbatch)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 16,24,32,64 --metric ip \
             --reps 10 --sets 2 --csv "$DIR/$tag-ipbatch.csv" > "$DIR/$tag-ipbatch.log" 2>&1 ;;

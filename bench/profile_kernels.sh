@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per-kernel GPU time of the search pipeline (Nsight Compute), for the shapes whose fixed costs
-# matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16) and Q = 1 / 16 on the MNIST-like
+# matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16, and batches of 256 / 1,024), Q = 1 / 16 / 64
+# (and 32 at K = 128) on the MNIST-like
 # and ImageNet-like stores (K = 64), and Q = 16 on the GoogleNews-like one (K = 128). On the GPU machine:
 #   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
 # Only the library's kernels are profiled (sample pass, scan, select, aggregate), after the
@@ -11,7 +12,7 @@ BIN=${1:-.device-bin}
 OUTDIR=${OUT:-ncu-out}
 mkdir -p "$OUTDIR"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active
+metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
 profile() {  # name, command...   (PROFILES="name ..." runs only those)
   local name=$1; shift
   [[ -n ${PROFILES:-} && " $PROFILES " != *" $name "* ]] && return
@@ -42,16 +43,21 @@ for name, rs in agg.items():
     t = sum(num(r, "gpu__time_duration.sum") for r in rs) / len(rs) * ns_per
     d = sum(num(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed") for r in rs) / len(rs)
     w = sum(num(r, "sm__warps_active.avg.pct_of_peak_sustained_active") for r in rs) / len(rs)
+    i = sum(num(r, "smsp__issue_active.avg.pct_of_peak_sustained_active") for r in rs) / len(rs)
     print(f"  {name:28s} {len(rs):3d} launches  mean {t / 1000:9.2f} us  DRAM {d:5.1f}%  warps active {w:5.1f}%  "
-          f"grid {rs[0][col['launch__grid_size']]} x {rs[0][col['launch__block_size']]}")
+          f"issue {i:5.1f}%  grid {rs[0][col['launch__grid_size']]} x {rs[0][col['launch__block_size']]}  "
+          f"regs {rs[0][col['launch__registers_per_thread']]}")
 PY
   grep -E "^[A-Za-z].* [0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ " "/tmp/ncu-$name.log" | grep -v "==" | head -3
 }
 profile latency-100k-x2 "$BIN/bench_latency" --queries 200
 profile gis1m-q1 "$BIN/bench_search" --shapes gis1m --k 16 --q 1 --reps 20 --sets 1
+profile gis1m-q256 "$BIN/bench_search" --shapes gis1m --k 16 --q 256 --reps 20 --sets 1
 profile gis1m-q1024 "$BIN/bench_search" --shapes gis1m --k 16 --q 1024 --reps 20 --sets 1
 profile mnist-q1 "$BIN/bench_search" --shapes mnist --k 64 --q 1 --reps 20 --sets 1
 profile mnist-q16 "$BIN/bench_search" --shapes mnist --k 64 --q 16 --reps 20 --sets 1
+profile mnist-q64 "$BIN/bench_search" --shapes mnist --k 64 --q 64 --reps 20 --sets 1
+profile mnist-q32-k128 "$BIN/bench_search" --shapes mnist --k 128 --q 32 --reps 20 --sets 1
 profile imagenet-q1 "$BIN/bench_search" --shapes imagenet --k 64 --q 1 --reps 20 --sets 1
 profile imagenet-q12 "$BIN/bench_search" --shapes imagenet --k 64 --q 12 --reps 20 --sets 1
 profile imagenet-q16 "$BIN/bench_search" --shapes imagenet --k 64 --q 16 --reps 20 --sets 1

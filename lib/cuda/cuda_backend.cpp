@@ -62,7 +62,7 @@ constexpr std::uint32_t kMaxSampleTiles = 4096;
 constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
 /// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
 /// in this many tiles.
-constexpr std::uint64_t kScreenSparse = 8;
+constexpr std::uint64_t kScreenSparse = 4;
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -557,8 +557,10 @@ class CudaBackend final : public Backend {
   /// the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
   /// dot products are then the exact ranks. Same H100 call against the exact form
   /// (run-2026-11-24-screen/): GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x;
-  /// denser pairs lost: MNIST-like (one pair per query in 4 tiles, groups of 16, as 32 queries do
-  /// not fit shared memory) 1.03-1.22x, and groups of 16 at Q = 12-16 0.90-1.10x.
+  /// denser pairs lost: MNIST-like in groups of 16 1.03-1.22x, and groups of 16 at Q = 12-16
+  /// 0.90-1.10x. Where 32 queries fill half the SM's shared memory, one block per SM
+  /// (run-2026-11-24-oneblock/): MNIST-like K = 64 Q = 24-64 0.97-0.98x, 100,000 x 128 K = 64
+  /// 0.94-0.96x at Q = 24 and 64; one pair per query in 2 tiles (K = 128 there) lost 1.08-1.25x.
   void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
                      int warps, std::size_t budget) const {
     if (s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 16) return;
@@ -569,7 +571,14 @@ class CudaBackend final : public Backend {
     g.global_lists = true;
     g.tiled = false;
     g.warps_per_block = warps;
-    if (scan_shared_bytes(g, k) > budget) return;
+    if (scan_shared_bytes(g, k) > budget) {
+      // 32 queries of many chunks (MNIST-like 784 dims: 100 KB) leave no room for two blocks per
+      // SM: one block then, with the SM's warps in it (fewer where even that does not fit).
+      const std::size_t one_block = props_.sharedMemPerBlockOptin - 2048;
+      g.warps_per_block = kScreenMaxWarps;
+      while (g.warps_per_block > 8 && scan_shared_bytes(g, k) > one_block) g.warps_per_block /= 2;
+      if (scan_shared_bytes(g, k) > one_block) return;
+    }
     const std::size_t resident = std::size_t(std::max(1, cached_blocks_per_sm(g, k))) * props_.multiProcessorCount;
     if (resident * g.warps_per_block * g.query_group * k * sizeof(Candidate) > kWarpListBudget) return;
     s = g;

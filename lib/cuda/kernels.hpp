@@ -122,6 +122,9 @@ struct ScanShape {
 };
 /// The screen's query group (the only group of more than 16 queries).
 inline constexpr int kScreenGroup = 32;
+/// The most warps per screen block: one block per SM where 32 queries of many chunks fill half
+/// its shared memory (MNIST-like: 100 KB), so the block brings the SM's warps itself.
+inline constexpr int kScreenMaxWarps = 16;
 
 /// Entries of ScanParams::warp_lists one launch of this shape needs for num_queries queries.
 std::size_t scan_warp_list_entries(const ScanShape& shape, std::uint32_t num_queries, std::uint32_t k);

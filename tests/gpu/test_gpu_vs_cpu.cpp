@@ -442,6 +442,32 @@ TEST_CASE("the screen keeps every pair within the threshold where the norms dwar
   CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
 }
 
+TEST_CASE("GPU equals CPU where the screen's 32 queries of many dims take one block per SM") {
+  // 32 queries of 700+ dims fill half an SM's shared memory, so the screen runs one block per
+  // SM with 16 warps (8 where 16 do not fit: dim 1,200), compiled for 512 threads. Without that
+  // launch bound the 16-warp block does not launch at all.
+  namespace gpu = streamknn::detail::gpu;
+  gpu::ScanShape shape;
+  shape.query_group = gpu::kScreenGroup;
+  shape.screen = true;
+  shape.global_lists = true;
+  shape.chunks = 196;  // 784 dims
+  shape.warps_per_block = gpu::kScreenMaxWarps;
+  for (const bool inner_product : {false, true}) {
+    shape.inner_product = inner_product;
+    CHECK(gpu::configure_scan(shape, 128) >= 1);
+  }
+  // Small stores (every 8th tile sampled) with at most one pair to rank per query in 4 tiles;
+  // partial groups, erased slots, duplicates; L2, cosine and inner product.
+  check_shapes(5310,
+               {StoreShape{784, 20'000, 16, 40, Metric::L2, 0.1, false},
+                StoreShape{1024, 12'000, 8, 33, Metric::L2, 0.0, true},
+                StoreShape{1200, 12'000, 8, 20, Metric::L2, 0.2, false},
+                StoreShape{784, 24'000, 20, 64, Metric::InnerProduct, 0.1, false},
+                StoreShape{800, 12'000, 5, 17, Metric::Cosine, 0.0, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {
   // Multi-chunk stores of 500 to 4,300 tiles, one or two queries, no sample pass: every warp
   // scores about one tile, so every block's list holds about k / blocks of the answer and the
