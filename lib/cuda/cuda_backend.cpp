@@ -804,6 +804,13 @@ class CudaBackend final : public Backend {
     // of 8 to 32 queries, ImageNet-like Q = 2 to 8), 22-28 per SM 0.98-1.0x, 33 and more 1.02-1.08x.
     const std::size_t sample_warps = std::size_t(plan.sample_tiles) * sample_warps_per_tile(sample);
     sample.batched_loads = chunks_ > 1 && sample_warps <= std::size_t(24) * props_.multiProcessorCount;
+    // From 8 queries over vectors of several chunks each warp ranks 8 queries held in shared
+    // memory, in one pass with batched loads. Same H100 call against the kernels above
+    // (run-2026-11-24-oneblock/call7): GoogleNews-like Q = 8-64 0.95-0.97x, MNIST-like Q = 16-64
+    // 0.93-0.97x (its Q = 64 sample 101 -> 72 us), 100,000 x 128 Q = 64 0.93-0.98x, ImageNet-like
+    // 0.98-1.02x.
+    sample.chunks = chunks_;
+    sample.staged_queries = chunks_ > 1 && n >= kSampleStagedGroup && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     launch_sample(sample, plan.shape.inner_product, filtered, stream);

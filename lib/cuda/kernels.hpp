@@ -40,6 +40,11 @@ inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 
 /// Queries the sample pass ranks a tile against at once (one group; a warp takes groups_per_warp).
 inline constexpr std::uint32_t kSampleGroup = 4;
+/// SampleParams::staged_queries: queries per block (and per warp, in one pass over its tile),
+/// held in shared memory, at most kSampleStagedMaxBytes of them (the default dynamic limit).
+inline constexpr std::uint32_t kSampleStagedGroup = 8;
+inline constexpr std::size_t kSampleStagedMaxBytes = 48 * 1024;
+inline std::size_t sample_staged_bytes(std::uint32_t chunks) { return std::size_t(kSampleStagedGroup) * chunks * 16; }
 
 /// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
 /// query the k-th smallest as the scan's starting threshold.
@@ -54,13 +59,15 @@ struct SampleParams {
   std::uint32_t per_tile = 0;              // smallest ranks kept per tile and query: 1, 2, 4, .. 32
   std::uint32_t groups_per_warp = 1;       // groups of kSampleGroup queries each warp ranks its tile against
   bool batched_loads = false;              // issue several point loads before scoring them (few warps per SM)
+  bool staged_queries = false;             // kSampleStagedGroup queries per warp from shared memory (batched loads)
+  std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
 };
 /// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
 /// kSampleGroup queries.
 inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
-  const std::uint32_t per_warp = kSampleGroup * p.groups_per_warp;
+  const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
 }
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);

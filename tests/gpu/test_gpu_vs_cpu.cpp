@@ -284,7 +284,9 @@ TEST_CASE("GPU equals CPU where the scan's warp lists live in global memory (bat
   // Each shape runs a sample pass and its query group's lists (group x k per warp) would cost the
   // scan warps or a smaller group in shared memory, so the plan keeps them in global memory:
   // large stores from Q = 4 (every 32nd tile sampled), smaller stores from Q = 12, or 8 at
-  // k >= 128 (every 8th tile). Each metric's kernel, erased slots and visibility ranges.
+  // k >= 128 (every 8th tile). Each metric's kernel, erased slots and visibility ranges. From 8
+  // queries the sample pass stages them in shared memory, 8 per warp (up to 1,536 dims; 1,540
+  // takes the kernel that reads them from global memory).
   auto g = rng(5170);
   struct Shape {
     std::size_t dim, n, k, q;
@@ -292,7 +294,8 @@ TEST_CASE("GPU equals CPU where the scan's warp lists live in global memory (bat
   };
   for (const Shape& s : {Shape{128, 300'000, 128, 16, Metric::L2}, Shape{300, 300'000, 64, 12, Metric::InnerProduct},
                          Shape{40, 300'000, 200, 9, Metric::Cosine}, Shape{784, 70'000, 128, 33, Metric::L2},
-                         Shape{2, 100'000, 100, 16, Metric::Haversine}, Shape{64, 120'000, 64, 12, Metric::L2}}) {
+                         Shape{2, 100'000, 100, 16, Metric::Haversine}, Shape{64, 120'000, 64, 12, Metric::L2},
+                         Shape{1536, 20'000, 32, 12, Metric::L2}, Shape{1540, 20'000, 32, 12, Metric::InnerProduct}}) {
     CAPTURE(s.dim);
     CAPTURE(s.n);
     CAPTURE(s.k);

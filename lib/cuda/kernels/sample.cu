@@ -4,7 +4,8 @@
 // sample_ranks_kernel scores every sampled point against the queries (a warp per tile and
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
-// query's range).
+// query's range). Batches of 8+ queries over stores of several chunks take
+// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
 // ranks computed exactly as the scan computes them (same operations, same order), so at least k
@@ -41,6 +42,29 @@ __device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_
     }
   }
   return x;
+}
+
+/// Writes the per_tile smallest keys of one tile for queries q0 .. q0 + nq from the lanes' ranks.
+template <int G, bool kInnerProduct, bool kFiltered>
+__device__ __forceinline__ void write_keys(const SampleParams& p, const float (&acc)[G], std::uint32_t q0,
+                                           std::uint32_t nq, bool valid, std::uint64_t id, std::size_t key_index,
+                                           std::size_t keys_per_query, std::uint32_t lane) {
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    if (j < int(nq)) {
+      const float rank = rank_of<kInnerProduct>(acc[j]);
+      // A NaN rank (an overflowed dot product) never counts, as in the scan.
+      bool counts = valid && rank <= CUDART_INF_F;
+      if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
+      std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
+      if (p.per_tile == 1) {
+        key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
+      } else if (p.per_tile < kTile) {
+        key = warp_sort(key, lane);
+      }
+      if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
+    }
+  }
 }
 
 template <bool kInnerProduct, bool kFiltered, bool kBatched>
@@ -98,23 +122,54 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
         }
       }
     }
+    write_keys<kSampleGroup, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
+  }
+}
+
+/// SampleParams::staged_queries: the block's kSampleStagedGroup queries in shared memory (every
+/// warp of the block ranks its own tile against the same queries), each warp scoring all of them
+/// in one pass over its tile with kSampleLoads point loads in flight.
+template <bool kInnerProduct, bool kFiltered>
+__global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(SampleParams p) {
+  extern __shared__ float4 staged[];  // kSampleStagedGroup queries x chunks, query-major
+  constexpr int G = int(kSampleStagedGroup);
+  const StoreView store = *p.store;
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t chunks = store.chunks;
+  const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
+  const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
+  const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < G * chunks; i += blockDim.x) {
+    staged[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);  // rows past the batch: zeros
+  }
+  __syncthreads();
+  const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
+  if (sample_tile >= p.sample_tiles) return;
+  const std::uint32_t tile = sample_tile * p.step;
+  const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
+  const std::size_t key_index = std::size_t(sample_tile) * p.per_tile + lane;
+  const std::size_t keys_per_query = std::size_t(p.sample_tiles) * p.per_tile;
+  if (tile >= tiles) {  // the store is smaller than the launch was sized for
+    for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+    return;
+  }
+  const std::uint32_t slot = tile * kTile + lane;
+  const bool valid = store.valid[slot] != 0;
+  const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
+  const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
+  float acc[G] = {};
+  for (std::uint32_t c0 = 0; c0 < chunks; c0 += kSampleLoads) {
+    float4 v[kSampleLoads];
 #pragma unroll
-    for (int j = 0; j < kSampleGroup; ++j) {
-      if (j < int(nq)) {
-        const float rank = rank_of<kInnerProduct>(acc[j]);
-        // A NaN rank (an overflowed dot product) never counts, as in the scan.
-        bool counts = valid && rank <= CUDART_INF_F;
-        if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
-        std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
-        if (p.per_tile == 1) {
-          key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
-        } else if (p.per_tile < kTile) {
-          key = warp_sort(key, lane);
-        }
-        if (lane < p.per_tile) p.keys[(q0 + j) * keys_per_query + key_index] = key;
-      }
+    for (int u = 0; u < kSampleLoads; ++u) v[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
+#pragma unroll
+    for (int u = 0; u < kSampleLoads; ++u) {
+      const std::uint32_t c = c0 + u;
+      if (c >= chunks) break;
+      accumulate<G, kInnerProduct>(acc, v[u], [&](int j) { return staged[j * chunks + c]; });
     }
   }
+  write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
 }
 
 /// One block per query: the k-th smallest of its keys, 8 bits per pass from the top, over keys
@@ -166,13 +221,22 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
   const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
   using RanksKernel = void (*)(SampleParams);
-  const RanksKernel kernels[2][2][2] = {
-      {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
-       {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},
-      {{sample_ranks_kernel<true, false, false>, sample_ranks_kernel<true, false, true>},
-       {sample_ranks_kernel<true, true, false>, sample_ranks_kernel<true, true, true>}}};
-  kernels[inner_product][filtered][params.batched_loads]<<<grid, kSampleWarps * 32, 0, stream>>>(params);
-  check_launch("sample_ranks_kernel");
+  if (params.staged_queries) {
+    const RanksKernel kernels[2][2] = {{sample_ranks_staged_kernel<false, false>, sample_ranks_staged_kernel<false, true>},
+                                       {sample_ranks_staged_kernel<true, false>, sample_ranks_staged_kernel<true, true>}};
+    const std::size_t shared = sample_staged_bytes(params.chunks);
+    if (shared > kSampleStagedMaxBytes) throw CudaError("sample_ranks_staged_kernel: queries too large to stage");
+    kernels[inner_product][filtered]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
+    check_launch("sample_ranks_staged_kernel");
+  } else {
+    const RanksKernel kernels[2][2][2] = {
+        {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
+         {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},
+        {{sample_ranks_kernel<true, false, false>, sample_ranks_kernel<true, false, true>},
+         {sample_ranks_kernel<true, true, false>, sample_ranks_kernel<true, true, true>}}};
+    kernels[inner_product][filtered][params.batched_loads]<<<grid, kSampleWarps * 32, 0, stream>>>(params);
+    check_launch("sample_ranks_kernel");
+  }
   sample_kth_kernel<<<params.num_queries, kKthThreads, 0, stream>>>(params);
   check_launch("sample_kth_kernel");
 }
