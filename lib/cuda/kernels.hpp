@@ -44,7 +44,7 @@ inline constexpr std::uint32_t kSampleGroup = 4;
 /// held in shared memory, at most kSampleStagedMaxBytes of them (the default dynamic limit).
 inline constexpr std::uint32_t kSampleStagedGroup = 8;
 inline constexpr std::size_t kSampleStagedMaxBytes = 48 * 1024;
-inline std::size_t sample_staged_bytes(std::uint32_t chunks) { return std::size_t(kSampleStagedGroup) * chunks * 16; }
+inline std::size_t sample_staged_bytes(std::uint32_t chunks) { return std::size_t(kSampleStagedGroup) * chunks * sizeof(float4); }
 
 /// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
 /// query the k-th smallest as the scan's starting threshold.
@@ -65,7 +65,7 @@ struct SampleParams {
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
 };
 /// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
-/// kSampleGroup queries.
+/// kSampleGroup queries (of kSampleStagedGroup with staged queries).
 inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
   const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
