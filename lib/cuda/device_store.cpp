@@ -14,7 +14,7 @@ std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a;
 
 }  // namespace
 
-StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t outputs) const {
+StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs) const {
   StoreView v;
   v.vectors = vectors.get();
   v.ids = ids.get();
@@ -24,6 +24,7 @@ StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t outputs) c
   v.slot_count = slot_count;
   v.capacity = capacity;
   v.chunks = chunks;
+  v.chunk_floats = chunk_floats;
   v.outputs = outputs;
   return v;
 }
@@ -32,6 +33,7 @@ DeviceStore::DeviceStore(const StoreConfig& config, std::size_t stored_dim, cuda
     : config_(config),
       stored_dim_(stored_dim),
       chunks_(static_cast<std::uint32_t>((stored_dim + 3) / 4)),
+      chunk_floats_(chunk_floats_for(stored_dim)),
       outputs_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
       classes_(config.target.kind == TargetSpec::Kind::Classes),
       update_(update_stream) {
@@ -54,7 +56,7 @@ std::size_t DeviceStore::device_bytes() const noexcept {
 }
 
 void DeviceStore::upload_view(DeviceBuffer& buffer) {
-  const StoreView v = buffer.host_view(chunks_, outputs_);
+  const StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_);
   // Pageable source: the runtime stages it before returning, so `v` may go out of scope.
   check_cuda(cudaMemcpyAsync(buffer.view.get(), &v, sizeof v, cudaMemcpyHostToDevice, update_),
              "cudaMemcpyAsync(store view)");
@@ -68,7 +70,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   const std::string shape = concat(capacity, " points of dim ", config_.dim);
   // Allocate everything first: if any allocation fails, the RAII arrays free the others and
   // the buffer is untouched (strong guarantee).
-  DeviceArray<float> vectors(std::size_t(capacity) * chunks_ * 4, "store vectors");
+  DeviceArray<float> vectors(std::size_t(capacity) * chunks_ * chunk_floats_, "store vectors");
   DeviceArray<std::uint64_t> ids(capacity, "store ids");
   DeviceArray<std::uint8_t> valid(capacity, "store validity mask");
   DeviceArray<std::int32_t> labels(classes_ ? capacity : 0, "store labels");
@@ -86,7 +88,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
       check_cuda(cudaMemsetAsync(reinterpret_cast<unsigned char*>(to.get()) + kept, 0, rest, update_), "cudaMemsetAsync", what);
     }
   };
-  copy_then_clear(vectors, b.vectors, std::size_t(chunks_) * 4, "store vectors");
+  copy_then_clear(vectors, b.vectors, std::size_t(chunks_) * chunk_floats_, "store vectors");
   copy_then_clear(ids, b.ids, 1, "store ids");
   copy_then_clear(valid, b.valid, 1, "store validity mask");
   if (classes_) copy_then_clear(labels, b.labels, 1, "store labels");
@@ -203,6 +205,7 @@ void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
   p.labels = b.labels.get();
   p.values = b.values.get();
   p.chunks = chunks_;
+  p.chunk_floats = chunk_floats_;
   p.dim = static_cast<std::uint32_t>(stored_dim_);
   p.outputs = outputs_;
   p.vector_slots = reinterpret_cast<const std::uint32_t*>(d + t.vector_slots);

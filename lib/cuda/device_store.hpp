@@ -24,7 +24,7 @@ namespace streamknn::detail::gpu {
 
 /// One reference buffer and its fences.
 struct DeviceBuffer {
-  DeviceArray<float> vectors;          // capacity x chunks float4s
+  DeviceArray<float> vectors;          // capacity x chunks float4s (float2s: StoreView::chunk_floats)
   DeviceArray<std::uint64_t> ids;
   DeviceArray<std::uint8_t> valid;
   DeviceArray<std::int32_t> labels;
@@ -36,7 +36,7 @@ struct DeviceBuffer {
   Event written;                       // after the last write on the update stream
   Event last_read;                     // after the last search that read this buffer
 
-  StoreView host_view(std::uint32_t chunks, std::uint32_t outputs) const;
+  StoreView host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs) const;
 };
 
 /// Where each channel of a packed batch lies, and how many writes it holds.
@@ -88,6 +88,7 @@ class DeviceStore {
   StoreConfig config_;
   std::size_t stored_dim_;
   std::uint32_t chunks_;
+  std::uint32_t chunk_floats_;  // StoreView::chunk_floats
   std::uint32_t outputs_;
   bool classes_;
   cudaStream_t update_;

@@ -6,6 +6,8 @@
 //   ((s / 32) * chunks + c) * 32 + s % 32.
 // A warp reading chunk c of one tile therefore issues one coalesced 512-byte load and each
 // lane receives its own point: every lane scores its own points, whatever the dimension.
+// Vectors of at most two elements (chunk_floats = 2) keep one float2 per slot instead, at
+// float2 index s: a scan of such a store reads half the bytes.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,11 @@ struct StoreView {
   std::uint32_t capacity = 0;       ///< multiple of kTile
   std::uint32_t chunks = 0;         ///< float4 chunks per vector
   std::uint32_t outputs = 0;
+  std::uint32_t chunk_floats = 4;   ///< 4, or 2: one float2 per slot (vectors of at most two elements)
 };
+
+/// Floats per stored chunk for vectors of stored_dim elements (see StoreView::chunk_floats).
+inline constexpr std::uint32_t chunk_floats_for(std::size_t stored_dim) { return stored_dim <= 2 ? 2 : 4; }
 
 /// A candidate neighbour: ranking value, slot and id (16 bytes).
 struct Candidate {

@@ -14,12 +14,12 @@ namespace streamknn::detail::gpu {
 // ---- updates -------------------------------------------------------------------------------------
 struct ScatterParams {
   // destination buffer
-  float* vectors = nullptr;      // float4 tiles, as float
+  float* vectors = nullptr;      // float4 tiles (float2 slots where chunk_floats is 2), as float
   std::uint64_t* ids = nullptr;
   std::uint8_t* valid = nullptr;
   std::int32_t* labels = nullptr;
   float* values = nullptr;
-  std::uint32_t chunks = 0, dim = 0, outputs = 0;
+  std::uint32_t chunks = 0, dim = 0, outputs = 0, chunk_floats = 4;
   // one resolved batch, on the device
   const std::uint32_t* vector_slots = nullptr;
   const float* vectors_in = nullptr;   // n x dim

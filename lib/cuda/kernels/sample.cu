@@ -83,6 +83,13 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
   const bool valid = in_store && store.valid[slot] != 0;
   const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
   const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
+  // Vectors of at most two elements: one float2 per slot (StoreView::chunk_floats), one chunk.
+  const bool two_floats = store.chunk_floats == 2;
+  float4 one_chunk{};
+  if (two_floats && in_store) {
+    const float2 v = __ldg(static_cast<const float2*>(store.vectors) + std::size_t(tile) * kTile + lane);
+    one_chunk = make_float4(v.x, v.y, 0.0f, 0.0f);
+  }
   for (std::uint32_t g = 0; g < p.groups_per_warp; ++g) {
     const std::uint32_t q0 = (blockIdx.y * p.groups_per_warp + g) * kSampleGroup;
     if (q0 >= p.num_queries) break;
@@ -97,7 +104,9 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     float acc[kSampleGroup] = {};
     // Rows past the batch read query 0 again (defined memory); their keys are not written.
     auto query = [&](int j, std::uint32_t c) { return __ldg(queries + std::size_t(j < int(nq) ? j : 0) * chunks + c); };
-    if constexpr (!kBatched) {
+    if (two_floats) {
+      accumulate<kSampleGroup, kInnerProduct>(acc, one_chunk, [&](int j) { return query(j, 0); });
+    } else if constexpr (!kBatched) {
 #pragma unroll 16
       for (std::uint32_t c = 0; c < chunks; ++c) {
         accumulate<kSampleGroup, kInnerProduct>(acc, __ldg(point + std::size_t(c) * kTile),

@@ -403,13 +403,12 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
     // (ncu, 1,000,000 x 2, Q = 1,024: 15 instructions per pair with one tile per lane). Erased
     // slots score NaN, which the min skips. A tile group with any survivor is then scored tile
     // by tile from memory again (in L1) by the insertion path.
-    auto load_point = [&](std::uint32_t tile) {  // two elements: an 8-byte load
-      const float4* at = vectors + std::size_t(tile) * kTile + lane;
+    auto load_point = [&](std::uint32_t tile) {  // two elements: one float2 per slot
       if constexpr (kOneChunk == 2) {
-        const float2 v = __ldg(reinterpret_cast<const float2*>(at));
+        const float2 v = __ldg(static_cast<const float2*>(store.vectors) + std::size_t(tile) * kTile + lane);
         return make_float4(v.x, v.y, 0.0f, 0.0f);
       } else {
-        return __ldg(at);
+        return __ldg(vectors + std::size_t(tile) * kTile + lane);
       }
     };
     float4 vector_ahead[kTilesPerLane];
@@ -485,7 +484,12 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
     float first_rank = CUDART_NAN_F;  // first-tile bound: this lane's rank in the warp's first tile
     std::uint32_t bound_ahead = kNoBound;
     auto load_ahead = [&](std::uint32_t tile) {
-      vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
+      if constexpr (kOneChunk == 2) {  // one float2 per slot (StoreView::chunk_floats)
+        const float2 v = __ldg(static_cast<const float2*>(store.vectors) + std::size_t(tile) * kTile + lane);
+        vector_ahead = make_float4(v.x, v.y, 0.0f, 0.0f);
+      } else {
+        vector_ahead = __ldg(vectors + std::size_t(tile) * kTile + lane);
+      }
       valid_ahead = store.valid[tile * kTile + lane];
       if (lane < nq) bound_ahead = __ldcg(&p.threshold[q0 + lane]);
     };

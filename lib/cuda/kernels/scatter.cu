@@ -1,5 +1,6 @@
 // Applies one resolved batch to a reference buffer: vectors into their tile slots (padded
-// with zeros to whole float4 chunks), targets, ids and the validity mask. The batch holds at
+// with zeros to whole float4 chunks, or one float2 per slot for at most two elements), targets,
+// ids and the validity mask. The batch holds at
 // most one write per slot and channel, so the writes need no ordering.
 #include <algorithm>
 
@@ -25,7 +26,11 @@ __global__ void scatter_kernel(ScatterParams p) {
     v.z = d + 2 < p.dim ? src[d + 2] : 0.0f;
     v.w = d + 3 < p.dim ? src[d + 3] : 0.0f;
     const std::size_t at = (std::size_t(slot / kTile) * p.chunks + c) * kTile + slot % kTile;
-    reinterpret_cast<float4*>(p.vectors)[at] = v;
+    if (p.chunk_floats == 2) {
+      reinterpret_cast<float2*>(p.vectors)[at] = make_float2(v.x, v.y);
+    } else {
+      reinterpret_cast<float4*>(p.vectors)[at] = v;
+    }
   }
   for (std::size_t i = start; i < p.target_count; i += stride) {
     const std::uint32_t slot = p.target_slots[i];
