@@ -435,7 +435,8 @@ class CudaBackend final : public Backend {
     s.inner_product = config_.metric == Metric::InnerProduct;
     s.filtered = filtered;
     s.chunks = chunks_;
-    s.one_chunk_width = chunks_ == 1 ? (stored_dim_ <= 2 ? 2 : 4) : 0;
+    // The store keeps chunk_floats_for(stored_dim) floats per slot; the one-chunk kernels read as many.
+    s.one_chunk_width = chunks_ == 1 ? int(chunk_floats_for(stored_dim_)) : 0;
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kTile);
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const std::size_t budget = std::min<std::size_t>(props_.sharedMemPerBlockOptin, props_.sharedMemPerMultiprocessor / 2 - 2048);

@@ -10,6 +10,7 @@
 // float2 index s: a scan of such a store reads half the bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace streamknn::detail::gpu {
