@@ -50,32 +50,49 @@ template <class T>
 class PinnedArray {
  public:
   PinnedArray() = default;
-  explicit PinnedArray(std::size_t count, const char* what = "pinned host array") : count_(count) {
+  /// mapped: kernels may also write the array, through device_ptr().
+  explicit PinnedArray(std::size_t count, const char* what = "pinned host array", bool mapped = false) : count_(count) {
     if (count == 0) return;
     void* p = nullptr;
-    check_cuda(cudaMallocHost(&p, count * sizeof(T)), "cudaMallocHost",
-               std::string(what) + ", " + std::to_string(count * sizeof(T)) + " bytes");
+    const std::string context = std::string(what) + ", " + std::to_string(count * sizeof(T)) + " bytes";
+    check_cuda(cudaHostAlloc(&p, count * sizeof(T), mapped ? cudaHostAllocMapped : cudaHostAllocDefault),
+               "cudaHostAlloc", context);
     ptr_ = static_cast<T*>(p);
+    if (mapped) {
+      void* d = nullptr;
+      const cudaError_t status = cudaHostGetDevicePointer(&d, p, 0);
+      if (status != cudaSuccess) release();
+      check_cuda(status, "cudaHostGetDevicePointer", context);
+      device_ptr_ = static_cast<T*>(d);
+    }
   }
-  PinnedArray(PinnedArray&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  PinnedArray(PinnedArray&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)),
+        device_ptr_(std::exchange(o.device_ptr_, nullptr)),
+        count_(std::exchange(o.count_, 0)) {}
   PinnedArray& operator=(PinnedArray&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
+      device_ptr_ = std::exchange(o.device_ptr_, nullptr);
       count_ = std::exchange(o.count_, 0);
     }
     return *this;
   }
   ~PinnedArray() { release(); }
   T* get() const noexcept { return ptr_; }
+  /// The array's address for kernels (mapped arrays only; else nullptr).
+  T* device_ptr() const noexcept { return device_ptr_; }
   std::size_t size() const noexcept { return count_; }
 
  private:
   void release() noexcept {
     if (ptr_) cudaFreeHost(ptr_);
     ptr_ = nullptr;
+    device_ptr_ = nullptr;
   }
   T* ptr_ = nullptr;
+  T* device_ptr_ = nullptr;
   std::size_t count_ = 0;
 };
 

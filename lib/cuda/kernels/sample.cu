@@ -181,48 +181,108 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
 }
 
-/// One block per query: the k-th smallest of its keys, 8 bits per pass from the top, over keys
-/// staged in shared memory once when they fit (a one-query search waits on this kernel: each
-/// pass over global memory cost a round trip); the threshold becomes that key (+inf, no bound,
-/// when fewer than k keys are finite).
+/// Keys the k-th search ranks by counting once radix digits have narrowed it down to them.
+constexpr std::uint32_t kKthCountMax = 128;
+
+/// One block per query: the k-th smallest of its keys (staged in shared memory once when they
+/// fit: a one-query search waits on this kernel, and each pass over global memory cost a round
+/// trip). An MSB-first radix select, 8 bits per pass, that starts below the bits every key shares
+/// (close ranks share their top byte, which put every key in one bucket: an atomic on one address
+/// per key), and ranks the last few keys by counting. The threshold becomes that key (+inf, no
+/// bound, when fewer than k keys are finite).
 __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
   __shared__ std::uint32_t staged[kKthStaged];
-  __shared__ std::uint32_t histogram[256];
-  __shared__ std::uint32_t prefix_s, want_s;
-  const std::uint32_t q = blockIdx.x;
+  __shared__ std::uint32_t histogram[2][256];
+  __shared__ std::uint32_t warp_and[kKthThreads / 32], warp_or[kKthThreads / 32];
+  __shared__ std::uint32_t want_s, left_s, digit_s, gathered;
+  __shared__ std::uint32_t few[kKthCountMax];
+  const std::uint32_t q = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const std::size_t n = std::size_t(p.sample_tiles) * p.per_tile;
   const std::uint32_t* keys = p.keys + q * n;
   if (n < p.k) return;  // fewer sampled points than k: no bound
   const bool in_shared = n <= kKthStaged;
-  if (in_shared) {
-    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) staged[i] = __ldcg(keys + i);
+  auto key = [&](std::size_t i) { return in_shared ? staged[i] : __ldcg(keys + i); };
+  std::uint32_t all_and = ~0u, all_or = 0;
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::uint32_t x = __ldcg(keys + i);
+    if (in_shared) staged[i] = x;
+    all_and &= x;
+    all_or |= x;
   }
-  if (threadIdx.x == 0) {
-    prefix_s = 0;
-    want_s = p.k;  // 1-based rank of the wanted key among those matching the prefix
+  all_and = __reduce_and_sync(kFullMask, all_and);
+  all_or = __reduce_or_sync(kFullMask, all_or);
+  if (lane == 0) {
+    warp_and[warp] = all_and;
+    warp_or[warp] = all_or;
   }
-  for (int pass = 0; pass < 4; ++pass) {
-    const int shift = 24 - 8 * pass;  // digit = key bits [shift, shift + 8); those above are fixed
-    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
-    __syncthreads();
-    const std::uint32_t prefix = prefix_s;
+  for (std::uint32_t b = threadIdx.x; b < 512; b += blockDim.x) histogram[b >> 8][b & 255] = 0;
+  if (threadIdx.x == 0) gathered = 0;
+  __syncthreads();
+  all_and = ~0u;
+  all_or = 0;
+  for (std::uint32_t w = 0; w < warps; ++w) {
+    all_and &= warp_and[w];
+    all_or |= warp_or[w];
+  }
+  // The prefix every key shares; each pass fixes the 8 bits after it.
+  std::uint32_t bits = all_and == all_or ? 32 : __clz(all_and ^ all_or);
+  std::uint32_t prefix = bits == 32 ? all_and : all_and & ~(0xffffffffu >> bits);
+  std::uint32_t want = p.k, left = std::uint32_t(min(n, std::size_t(~0u)));  // want: 1-based rank among `left`
+  auto matches = [&](std::uint32_t x) { return bits == 0 || ((x ^ prefix) >> (32 - bits)) == 0; };
+  for (int pass = 0; left > kKthCountMax && bits < 32; ++pass) {
+    std::uint32_t* counts = histogram[pass & 1];
+    const std::uint32_t shift = bits <= 24 ? 24 - bits : 0, pad = bits <= 24 ? 0 : bits - 24;
     for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const std::uint32_t key = in_shared ? staged[i] : __ldcg(keys + i);
-      if (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+      const std::uint32_t x = key(i);
+      if (matches(x)) atomicAdd(&counts[((x >> shift) << pad) & 0xffu], 1u);
     }
+    // The next pass's histogram: its last reader finished before this pass's first barrier.
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
     __syncthreads();
-    if (threadIdx.x < 32) {  // one warp finds the digit holding the wanted rank
-      const std::uint32_t want = want_s;
-      __syncwarp();
+    if (warp == 0) {
       std::uint32_t digit, below;
-      if (find_digit(histogram, want, threadIdx.x, digit, below)) {  // n >= k keys match at pass 0
+      if (find_digit(counts, want, lane, digit, below)) {
         want_s = want - below;
-        prefix_s = prefix | (digit << shift);
+        left_s = counts[digit];
+        digit_s = digit;
       }
     }
     __syncthreads();
+    want = want_s;
+    left = left_s;
+    prefix |= bits <= 24 ? digit_s << shift : digit_s >> pad;
+    bits = min(bits + 8, 32u);
   }
-  if (threadIdx.x == 0) p.threshold[q] = prefix_s;
+  if (left > kKthCountMax) {  // every key left equals the prefix (bits == 32)
+    if (threadIdx.x == 0) p.threshold[q] = prefix;
+    return;
+  }
+  // The k-th is the key x of the `left` matching ones with fewer than `want` below it and at
+  // least `want` at or below it (equal keys write the same value). `parts` threads count for
+  // each key (a chain of dependent shared loads per thread was the slow part).
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::uint32_t x = key(i);
+    if (matches(x)) {
+      const std::uint32_t at = atomicAdd(&gathered, 1u);
+      if (at < kKthCountMax) few[at] = x;
+    }
+  }
+  __syncthreads();
+  const std::uint32_t parts = min(32u, 1u << (31 - __clz(max(blockDim.x / left, 1u))));
+  const std::uint32_t i = threadIdx.x / parts, part = threadIdx.x % parts;
+  std::uint32_t mine = 0, below = 0, at_or_below = 0;
+  if (i < left) {
+    mine = few[i];
+    for (std::uint32_t j = part; j < left; j += parts) {
+      below += few[j] < mine;
+      at_or_below += few[j] <= mine;
+    }
+  }
+  for (std::uint32_t d = parts >> 1; d > 0; d >>= 1) {
+    below += __shfl_xor_sync(kFullMask, below, d);
+    at_or_below += __shfl_xor_sync(kFullMask, at_or_below, d);
+  }
+  if (i < left && part == 0 && below < want && want <= at_or_below) p.threshold[q] = mine;
 }
 
 }  // namespace
