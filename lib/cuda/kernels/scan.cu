@@ -826,9 +826,24 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
   // of entries of the other lists closer than it. Entries beyond k, or beyond the grid-wide
   // bound (worse than some list's k-th, so not in the answer), are dropped.
   __shared__ std::uint32_t kept[QG > 16 ? QG : 16], bound[QG > 16 ? QG : 16];
+  // The bound, one value per block: the grid-wide bound as it stands now, or for one query over a
+  // one-chunk store the smallest of the warps' thresholds (each the k-th of a full list or a
+  // grid-wide bound read earlier), from shared memory. Re-reading the grid-wide bound was an L2
+  // round trip (clock64 stamps: 0.6-1.0 us of the 9 us scan at 100,000 x 2, Q = 1); elsewhere
+  // the change altered the kernels' register allocation (new spills in the multi-chunk one-query
+  // kernel), so they keep the read.
   if (threadIdx.x < QG) {
     kept[threadIdx.x] = 0;
-    bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;  // one value per block
+    if constexpr (QG == 1 && kOneChunk != 0) {
+      float smallest = CUDART_INF_F;
+      for (std::uint32_t w = 0; w < warps; ++w) {
+        smallest = fminf(smallest, reinterpret_cast<const float*>(shared + layout.warp_base + w * layout.warp_bytes +
+                                                                  layout.thresholds)[0]);
+      }
+      bound[0] = ordered_bits(smallest);
+    } else {
+      bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;
+    }
   }
   __syncthreads();
   auto list_of = [&](std::uint32_t w, std::uint32_t j) {
