@@ -3,7 +3,8 @@
 # machine, sized to finish inside one 10-minute device command on an H100 (BUDGET_S, default 540 s):
 #
 #   bench/run_gpu_benchmarks.sh [BIN] [OUTDIR] [FAISS_CSV]
-#     BIN        folder with bench_search, bench_latency, bench_updates   (default .device-bin)
+#     BIN        folder with bench_search, bench_latency, bench_updates,
+#                bench_graph_copies (optional)                              (default .device-bin)
 #     OUTDIR     where every CSV and log goes                             (default /tmp/gpu-bench when
 #                $OUT is set, else bench-out); with $OUT set, OUTDIR is also packed into
 #                $OUT/gpu-bench.tar.gz (the device tool brings back at most 8 files)
@@ -12,8 +13,9 @@
 #   environment: PYTHON (default python3, needs torch with CUDA for the PyTorch peers), BUDGET_S
 #
 # Binaries are built on a developer machine and carried to the device, for example:
-#   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 --target bench_search bench_latency bench_updates
-#   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates} .device-bin/
+#   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 \
+#     --target bench_search bench_latency bench_updates bench_graph_copies
+#   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates,graph_copies} .device-bin/
 #   git describe --always --dirty > .device-bin/COMMIT
 #   device tool: command "bench/run_gpu_benchmarks.sh .device-bin", carry [".device-bin"]
 #
@@ -24,6 +26,8 @@
 #   latency       bench_latency (l2, then haversine)              -> latency.csv, latency-haversine.csv
 #   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
 #                                                                  -> lowdim.csv, lowdim-haversine.csv
+#   graph-copies  bench_graph_copies: a graph of 1-4 tiny kernels, answers out by a D2H copy or by
+#                 writes to mapped pinned memory                   -> graph-copies.csv
 #   updates       bench_updates 1,000,000 x 2 (haversine, then l2; push(span) of 1,024 moves), then l2
 #                 with one try_push per move   -> updates-haversine.csv, updates.csv, updates-single.csv
 #   table         bench/peers.py table: per (shape, K, Q) ours q/s, each peer's q/s and ours/peer,
@@ -117,6 +121,10 @@ step lowdim 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 
   --csv "$OUTDIR/lowdim.csv"
 step lowdim-haversine 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
   --metric haversine --csv "$OUTDIR/lowdim-haversine.csv"
+# What a small graph pays for the way its answers reach the host (why the last kernel writes them).
+if [[ -x $BIN/bench_graph_copies ]]; then
+  step graph-copies 10 40 "$BIN/bench_graph_copies" --csv "$OUTDIR/graph-copies.csv"
+fi
 
 # 3. Update throughput with and without concurrent queries (haversine first: the drivers case).
 if [[ -x $BIN/bench_updates ]]; then
