@@ -693,9 +693,9 @@ class CudaBackend final : public Backend {
   /// Enqueues one chunk of queries [q0, q0 + n) on the query stream: one copy in, the
   /// kernels, and the answers to the pinned staging. A small chunk's last kernel writes them
   /// there itself (the staging is mapped): on an H100 a graph of a host-to-device copy, two
-  /// kernels and a device-to-host copy took 17.4-19.5 us host to host, against 10.7 us with the
-  /// last kernel writing the host memory (and 9.5-11.5 us for one kernel either way). Larger
-  /// chunks, whose answers would cross the bus as scattered small writes, end with the copy.
+  /// kernels or more and a device-to-host copy took 17.4-20.3 us host to host, against 9.7-11.0
+  /// us with the last kernel writing the host memory (bench_graph_copies). Larger chunks, whose
+  /// answers would cross the bus as scattered small writes, end with the copy.
   void enqueue(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode, int buffer, std::uint32_t q0,
                std::uint32_t n) const {
     cudaStream_t stream = query_stream_.get();

@@ -888,8 +888,8 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
           for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
             const std::uint32_t probe = pos[u] + step;
             if (probe <= length[u]) {
-              const Candidate e = list_of(first + u, j)[probe - 1];
-              if (closer(e.rank, e.id, c.rank, c.id)) pos[u] = probe;
+              const Candidate probed = list_of(first + u, j)[probe - 1];
+              if (closer(probed.rank, probed.id, c.rank, c.id)) pos[u] = probe;
             }
           }
         }
