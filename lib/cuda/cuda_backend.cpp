@@ -677,7 +677,7 @@ class CudaBackend final : public Backend {
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
-      changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging", true);
+      changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging", props_.canMapHostMemory != 0);
     } catch (...) {
       // Arrays fitted before the failure may have moved: graphs captured on them must go too,
       // or the context's next batch would replay a graph reading freed memory.
@@ -710,8 +710,9 @@ class CudaBackend final : public Backend {
     ScanParams scan = scan_params(c, plan, !r.visible.empty(), view, n);
     launch_scan(scan, plan.shape, stream);
     debug_sync("scan_kernel");
-    // Where the answers go: the staging itself, or the output block that is copied to it.
-    const bool to_host = n <= kHostWriteMaxQueries;
+    // Where the answers go: the staging itself (mapped where the device can map host memory), or
+    // the output block that is copied to it.
+    const bool to_host = n <= kHostWriteMaxQueries && c.host_out.device_ptr() != nullptr;
     unsigned char* const answers = to_host ? c.host_out.device_ptr() + block * l.out_bytes : c.output.get();
     const bool neighbors = mode == Mode::Neighbors;
     unsigned char* const selected = neighbors ? answers : c.output.get();  // the aggregate reads them
