@@ -45,6 +45,67 @@ __device__ __forceinline__ bool find_digit(const std::uint32_t* histogram, std::
   return true;
 }
 
+/// Largest power of two <= x (x >= 1).
+__device__ __forceinline__ std::uint32_t floor_pow2(std::uint32_t x) { return 1u << (31 - __clz(x)); }
+
+/// The block-wide AND and OR of every thread's `bits_and` / `bits_or` and the sum of its `count`:
+/// warp reductions, one word per warp each in `scratch` (3 x 32 words), one block barrier. Every
+/// thread calls it and gets the totals; shared-memory set-up the caller needs before that barrier
+/// goes before the call.
+struct BlockBits {
+  std::uint32_t all_and, all_or, count;
+};
+__device__ __forceinline__ BlockBits block_and_or_sum(std::uint32_t bits_and, std::uint32_t bits_or, std::uint32_t count,
+                                                      std::uint32_t* scratch) {
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  bits_and = __reduce_and_sync(kFullMask, bits_and);
+  bits_or = __reduce_or_sync(kFullMask, bits_or);
+  count = __reduce_add_sync(kFullMask, count);
+  if (lane == 0) {
+    scratch[warp] = bits_and;
+    scratch[32 + warp] = bits_or;
+    scratch[64 + warp] = count;
+  }
+  __syncthreads();
+  BlockBits total{~0u, 0, 0};
+  for (std::uint32_t w = 0; w < warps; ++w) {
+    total.all_and &= scratch[w];
+    total.all_or |= scratch[32 + w];
+    total.count += scratch[64 + w];
+  }
+  return total;
+}
+
+/// The leading bits every key shares, from the keys' AND and OR: how many (32 when all keys are
+/// equal) and their value (the rest zero).
+struct KeyPrefix {
+  std::uint32_t bits, value;
+};
+__device__ __forceinline__ KeyPrefix shared_prefix(const BlockBits& b) {
+  const std::uint32_t bits = b.all_and == b.all_or ? 32 : __clz(b.all_and ^ b.all_or);
+  return KeyPrefix{bits, bits == 32 ? b.all_and : b.all_and & ~(0xffffffffu >> bits)};
+}
+
+/// One step of an MSB-first radix select once a pass's digit counts are complete (after a block
+/// barrier): warp 0 finds the digit holding the want-th key, and after one barrier every thread
+/// has the digit, the wanted key's rank among the keys in that digit, and how many they are.
+/// `scratch` holds 3 words.
+struct RadixStep {
+  std::uint32_t digit, want, left;
+};
+__device__ __forceinline__ RadixStep radix_step(const std::uint32_t* counts, std::uint32_t want, std::uint32_t* scratch) {
+  if (threadIdx.x < 32) {
+    std::uint32_t digit, below;
+    if (find_digit(counts, want, threadIdx.x, digit, below)) {
+      scratch[0] = digit;
+      scratch[1] = want - below;
+      scratch[2] = counts[digit];
+    }
+  }
+  __syncthreads();
+  return RadixStep{scratch[0], scratch[1], scratch[2]};
+}
+
 /// Sorts s[0, n) in shared memory (n a power of two) with the whole block, ascending by `less`;
 /// every thread of the block must call it.
 template <class T, class Less>

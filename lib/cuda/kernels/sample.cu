@@ -193,40 +193,26 @@ constexpr std::uint32_t kKthCountMax = 128;
 __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
   __shared__ std::uint32_t staged[kKthStaged];
   __shared__ std::uint32_t histogram[2][256];
-  __shared__ std::uint32_t warp_and[kKthThreads / 32], warp_or[kKthThreads / 32];
-  __shared__ std::uint32_t want_s, left_s, digit_s, gathered;
+  __shared__ std::uint32_t scratch[96], gathered;
   __shared__ std::uint32_t few[kKthCountMax];
-  const std::uint32_t q = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const std::uint32_t q = blockIdx.x;
   const std::size_t n = std::size_t(p.sample_tiles) * p.per_tile;
   const std::uint32_t* keys = p.keys + q * n;
   if (n < p.k) return;  // fewer sampled points than k: no bound
   const bool in_shared = n <= kKthStaged;
   auto key = [&](std::size_t i) { return in_shared ? staged[i] : __ldcg(keys + i); };
-  std::uint32_t all_and = ~0u, all_or = 0;
+  std::uint32_t any_and = ~0u, any_or = 0;
   for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
     const std::uint32_t x = __ldcg(keys + i);
     if (in_shared) staged[i] = x;
-    all_and &= x;
-    all_or |= x;
-  }
-  all_and = __reduce_and_sync(kFullMask, all_and);
-  all_or = __reduce_or_sync(kFullMask, all_or);
-  if (lane == 0) {
-    warp_and[warp] = all_and;
-    warp_or[warp] = all_or;
+    any_and &= x;
+    any_or |= x;
   }
   for (std::uint32_t b = threadIdx.x; b < 512; b += blockDim.x) histogram[b >> 8][b & 255] = 0;
   if (threadIdx.x == 0) gathered = 0;
-  __syncthreads();
-  all_and = ~0u;
-  all_or = 0;
-  for (std::uint32_t w = 0; w < warps; ++w) {
-    all_and &= warp_and[w];
-    all_or |= warp_or[w];
-  }
   // The prefix every key shares; each pass fixes the 8 bits after it.
-  std::uint32_t bits = all_and == all_or ? 32 : __clz(all_and ^ all_or);
-  std::uint32_t prefix = bits == 32 ? all_and : all_and & ~(0xffffffffu >> bits);
+  const KeyPrefix common = shared_prefix(block_and_or_sum(any_and, any_or, 0, scratch));
+  std::uint32_t bits = common.bits, prefix = common.value;
   std::uint32_t want = p.k, left = std::uint32_t(min(n, std::size_t(~0u)));  // want: 1-based rank among `left`
   auto matches = [&](std::uint32_t x) { return bits == 0 || ((x ^ prefix) >> (32 - bits)) == 0; };
   for (int pass = 0; left > kKthCountMax && bits < 32; ++pass) {
@@ -239,18 +225,10 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     // The next pass's histogram: its last reader finished before this pass's first barrier.
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
     __syncthreads();
-    if (warp == 0) {
-      std::uint32_t digit, below;
-      if (find_digit(counts, want, lane, digit, below)) {
-        want_s = want - below;
-        left_s = counts[digit];
-        digit_s = digit;
-      }
-    }
-    __syncthreads();
-    want = want_s;
-    left = left_s;
-    prefix |= bits <= 24 ? digit_s << shift : digit_s >> pad;
+    const RadixStep step = radix_step(counts, want, scratch);
+    want = step.want;
+    left = step.left;
+    prefix |= bits <= 24 ? step.digit << shift : step.digit >> pad;
     bits = min(bits + 8, 32u);
   }
   if (left > kKthCountMax) {  // every key left equals the prefix (bits == 32)
@@ -268,7 +246,7 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     }
   }
   __syncthreads();
-  const std::uint32_t parts = min(32u, 1u << (31 - __clz(max(blockDim.x / left, 1u))));
+  const std::uint32_t parts = min(32u, floor_pow2(max(blockDim.x / left, 1u)));
   const std::uint32_t i = threadIdx.x / parts, part = threadIdx.x % parts;
   std::uint32_t mine = 0, below = 0, at_or_below = 0;
   if (i < left) {

@@ -858,7 +858,7 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
   // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
   const std::uint32_t per_query = warps * k, entries = nq * per_query;
   constexpr std::uint32_t kSearchTogether = 8;
-  const std::uint32_t top_step = 1u << (31 - __clz(k));  // the largest power of two <= k
+  const std::uint32_t top_step = floor_pow2(k);
   for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
     const std::uint32_t j = e / per_query, rest = e - j * per_query;
     const std::uint32_t w = rest / k, i = rest - w * k;

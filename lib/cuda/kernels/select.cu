@@ -40,104 +40,6 @@ __device__ void bitonic_sort(Candidate* s, std::uint32_t n) {
   block_bitonic_sort(s, n, [](const Candidate& a, const Candidate& b) { return less_candidate(a, b); });
 }
 
-/// Digit `pass` (0 = most significant) of the 96-bit key (ordered rank : 32, id : 64).
-__device__ __forceinline__ std::uint32_t key_digit(std::uint32_t hi, std::uint64_t lo, int pass) {
-  return pass < 4 ? (hi >> (24 - 8 * pass)) & 0xffu : std::uint32_t(lo >> (56 - 8 * (pass - 4))) & 0xffu;
-}
-
-/// True when the key agrees with the prefix on every digit before `pass`.
-__device__ __forceinline__ bool key_matches(std::uint32_t hi, std::uint64_t lo, std::uint32_t prefix_hi,
-                                            std::uint64_t prefix_lo, int pass) {
-  if (pass == 0) return true;
-  if (pass <= 4) return (hi >> (32 - 8 * pass)) == (prefix_hi >> (32 - 8 * pass));
-  if (hi != prefix_hi) return false;
-  return (lo >> (64 - 8 * (pass - 4))) == (prefix_lo >> (64 - 8 * (pass - 4)));
-}
-
-/// The scan's candidate lists of one query: `blocks` lists of up to k entries each.
-struct Lists {
-  const Candidate* base;
-  const std::uint32_t* lengths;  // in shared memory once the kernel has staged them
-  std::uint32_t blocks, k;
-  __device__ std::uint32_t length(std::uint32_t b) const { return lengths[b]; }
-  __device__ const Candidate& at(std::uint32_t b, std::uint32_t i) const { return base[std::size_t(b) * k + i]; }
-  /// Calls f(candidate) for every listed candidate, spread over the block's threads.
-  template <class F>
-  __device__ void for_each(F f) const {
-    for (std::uint32_t i = threadIdx.x; i < blocks * k; i += blockDim.x) {
-      const std::uint32_t b = i / k, e = i % k;
-      if (e < length(b)) f(at(b, e));
-    }
-  }
-};
-
-/// Fixes digit `pass` of the 96-bit key prefix (see key_digit).
-__device__ __forceinline__ void set_digit(std::uint32_t& prefix_hi, std::uint64_t& prefix_lo, std::uint32_t digit,
-                                          int pass) {
-  if (pass < 4) {
-    prefix_hi |= digit << (24 - 8 * pass);
-  } else {
-    prefix_lo |= std::uint64_t(digit) << (56 - 8 * (pass - 4));
-  }
-}
-
-/// Gathers the k smallest of all listed candidates (more than k of them) into s, unsorted:
-/// an exact MSB-first radix select over the key finds the k-th key, then a pass keeps every
-/// candidate up to it.
-__device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) {
-  __shared__ std::uint32_t histogram[256];
-  __shared__ std::uint32_t prefix_hi_s, want_s, gathered;
-  __shared__ std::uint64_t prefix_lo_s;
-  if (threadIdx.x == 0) {
-    prefix_hi_s = 0;
-    prefix_lo_s = 0;
-    want_s = k;  // rank (1-based) of the wanted key among those matching the prefix
-    gathered = 0;
-  }
-  for (int pass = 0; pass < 12; ++pass) {
-    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
-    __syncthreads();
-    const std::uint32_t prefix_hi = prefix_hi_s;
-    const std::uint64_t prefix_lo = prefix_lo_s;
-    lists.for_each([&](const Candidate& c) {
-      const std::uint32_t hi = ordered_bits(c.rank);
-      if (key_matches(hi, c.id, prefix_hi, prefix_lo, pass)) atomicAdd(&histogram[key_digit(hi, c.id, pass)], 1u);
-    });
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      const std::uint32_t want = want_s;
-      __syncwarp();
-      std::uint32_t digit, below;
-      if (find_digit(histogram, want, threadIdx.x, digit, below)) {
-        want_s = want - below;
-        set_digit(prefix_hi_s, prefix_lo_s, digit, pass);
-      }
-    }
-    __syncthreads();
-  }
-  // The prefix is now exactly the k-th smallest key: keep everything up to it (k entries).
-  const std::uint32_t kth_hi = prefix_hi_s;
-  const std::uint64_t kth_lo = prefix_lo_s;
-  lists.for_each([&](const Candidate& c) {
-    const std::uint32_t hi = ordered_bits(c.rank);
-    if (hi < kth_hi || (hi == kth_hi && c.id <= kth_lo)) s[atomicAdd(&gathered, 1u)] = c;
-  });
-  __syncthreads();
-}
-
-__device__ __forceinline__ float reported(int metric, float rank) {
-  switch (static_cast<Metric>(metric)) {
-    case Metric::L2: return sqrtf(rank);
-    case Metric::InnerProduct: return rank;
-    case Metric::Cosine: return 0.5f * rank;
-    case Metric::Haversine: {
-      const double half_chord = 0.5 * sqrt(double(rank));
-      return float(2.0 * kEarthRadiusMetres * asin(half_chord < 1.0 ? half_chord : 1.0));
-    }
-  }
-  return rank;
-}
-
 /// Bits [off, off + 8) of the 96-bit key (hi : 32, lo : 64), counted from the most significant;
 /// bits past the end read as zeros.
 __device__ __forceinline__ std::uint32_t digit_at(std::uint32_t hi, std::uint64_t lo, std::uint32_t off) {
@@ -171,15 +73,73 @@ __device__ __forceinline__ bool top_bits_equal(std::uint32_t hi, std::uint64_t l
   return bits == 96 || ((lo ^ prefix_lo) >> (96 - bits)) == 0;
 }
 
-/// Largest power of two <= x (x >= 1).
-__device__ __forceinline__ std::uint32_t floor_pow2(std::uint32_t x) { return 1u << (31 - __clz(x)); }
+/// The scan's candidate lists of one query: `blocks` lists of up to k entries each.
+struct Lists {
+  const Candidate* base;
+  const std::uint32_t* lengths;  // in shared memory once the kernel has staged them
+  std::uint32_t blocks, k;
+  __device__ std::uint32_t length(std::uint32_t b) const { return lengths[b]; }
+  __device__ const Candidate& at(std::uint32_t b, std::uint32_t i) const { return base[std::size_t(b) * k + i]; }
+  /// Calls f(candidate) for every listed candidate, spread over the block's threads.
+  template <class F>
+  __device__ void for_each(F f) const {
+    for (std::uint32_t i = threadIdx.x; i < blocks * k; i += blockDim.x) {
+      const std::uint32_t b = i / k, e = i % k;
+      if (e < length(b)) f(at(b, e));
+    }
+  }
+};
+
+/// Gathers the k smallest of all listed candidates (more than k of them) into s, unsorted:
+/// an exact MSB-first radix select over the key finds the k-th key, then a pass keeps every
+/// candidate up to it.
+__device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) {
+  __shared__ std::uint32_t histogram[256];
+  __shared__ std::uint32_t scratch[3], gathered;
+  if (threadIdx.x == 0) gathered = 0;
+  std::uint32_t prefix_hi = 0, want = k;  // want: 1-based rank among the keys matching the prefix
+  std::uint64_t prefix_lo = 0;
+  for (std::uint32_t bits = 0; bits < 96; bits += 8) {
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+    __syncthreads();
+    lists.for_each([&](const Candidate& c) {
+      const std::uint32_t hi = ordered_bits(c.rank);
+      if (top_bits_equal(hi, c.id, prefix_hi, prefix_lo, bits)) atomicAdd(&histogram[digit_at(hi, c.id, bits)], 1u);
+    });
+    __syncthreads();
+    const RadixStep step = radix_step(histogram, want, scratch);
+    want = step.want;
+    set_digit_at(prefix_hi, prefix_lo, step.digit, bits);
+  }
+  // The prefix is now exactly the k-th smallest key: keep everything up to it (k entries).
+  const std::uint32_t kth_hi = prefix_hi;
+  const std::uint64_t kth_lo = prefix_lo;
+  lists.for_each([&](const Candidate& c) {
+    const std::uint32_t hi = ordered_bits(c.rank);
+    if (hi < kth_hi || (hi == kth_hi && c.id <= kth_lo)) s[atomicAdd(&gathered, 1u)] = c;
+  });
+  __syncthreads();
+}
+
+__device__ __forceinline__ float reported(int metric, float rank) {
+  switch (static_cast<Metric>(metric)) {
+    case Metric::L2: return sqrtf(rank);
+    case Metric::InnerProduct: return rank;
+    case Metric::Cosine: return 0.5f * rank;
+    case Metric::Haversine: {
+      const double half_chord = 0.5 * sqrt(double(rank));
+      return float(2.0 * kEarthRadiusMetres * asin(half_chord < 1.0 ? half_chord : 1.0));
+    }
+  }
+  return rank;
+}
 
 /// For each of s[0, n) (n <= blockDim.x), the number of entries closer than it, counted by
 /// `parts` consecutive lanes together (each entry a broadcast read). Calls f(i, s[i], count) in
 /// one thread per entry; every thread calls it. Ordering 64 winners took 1.6 us with a warp per
 /// winner and a reduction each (clock64 phase stamps), 0.9 us this way.
 template <class F>
-__device__ void count_closer(const Candidate* s, std::uint32_t n, F f) {
+__device__ void rank_by_counting(const Candidate* s, std::uint32_t n, F f) {
   const std::uint32_t parts = min(32u, floor_pow2(max(blockDim.x / max(n, 1u), 1u)));
   const std::uint32_t i = threadIdx.x / parts, part = threadIdx.x % parts;
   Candidate mine{};
@@ -203,45 +163,27 @@ constexpr std::uint32_t kCountRankMax = 128;
 /// 3.8 us with three or four passes from the top byte, 2.9 us with one pass and the count.
 __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t k) {
   __shared__ std::uint32_t histogram[2][256];
-  __shared__ std::uint32_t warp_and[kSelectThreads / 32], warp_or[kSelectThreads / 32], warp_real[kSelectThreads / 32];
-  __shared__ std::uint32_t want_s, left_s, digit_s, gathered;
+  __shared__ std::uint32_t scratch[96], gathered;
   __shared__ Candidate few[kCountRankMax];
   __shared__ Candidate found_s;
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
-  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  std::uint32_t all_and = ~0u, all_or = 0, real = 0;
+  std::uint32_t any_and = ~0u, any_or = 0, real = 0;
   for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
     if (s[i].id == kNoId) continue;
     const std::uint32_t hi = ordered_bits(s[i].rank);
-    all_and &= hi;
-    all_or |= hi;
+    any_and &= hi;
+    any_or |= hi;
     ++real;
-  }
-  all_and = __reduce_and_sync(kFullMask, all_and);
-  all_or = __reduce_or_sync(kFullMask, all_or);
-  real = __reduce_add_sync(kFullMask, real);
-  if (lane == 0) {
-    warp_and[warp] = all_and;
-    warp_or[warp] = all_or;
-    warp_real[warp] = real;
   }
   for (std::uint32_t b = threadIdx.x; b < 512; b += blockDim.x) histogram[b >> 8][b & 255] = 0;
   if (threadIdx.x == 0) gathered = 0;
-  __syncthreads();
-  all_and = ~0u;
-  all_or = 0;
-  real = 0;
-  for (std::uint32_t w = 0; w < warps; ++w) {
-    all_and &= warp_and[w];
-    all_or |= warp_or[w];
-    real += warp_real[w];
-  }
-  if (real < k) return padding;
+  const BlockBits keys = block_and_or_sum(any_and, any_or, real, scratch);
+  if (keys.count < k) return padding;
   // The prefix every real key shares; the passes fix one 8-bit digit after it at a time.
-  std::uint32_t bits = all_and == all_or ? 32 : __clz(all_and ^ all_or);
-  std::uint32_t prefix_hi = bits == 32 ? all_and : all_and & ~(0xffffffffu >> bits);
+  const KeyPrefix common = shared_prefix(keys);
+  std::uint32_t bits = common.bits, prefix_hi = common.value;
   std::uint64_t prefix_lo = 0;
-  std::uint32_t want = k, left = real;  // want: 1-based rank among the `left` keys matching the prefix
+  std::uint32_t want = k, left = keys.count;  // want: 1-based rank among the `left` keys matching the prefix
   for (int pass = 0; left > kCountRankMax && bits < 96; ++pass) {
     std::uint32_t* counts = histogram[pass & 1];
     for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -254,18 +196,10 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
     // The next pass's histogram: its last reader finished before this pass's first barrier.
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
     __syncthreads();
-    if (warp == 0) {
-      std::uint32_t digit, below;
-      if (find_digit(counts, want, lane, digit, below)) {
-        want_s = want - below;
-        left_s = counts[digit];
-        digit_s = digit;
-      }
-    }
-    __syncthreads();
-    want = want_s;
-    left = left_s;
-    set_digit_at(prefix_hi, prefix_lo, digit_s, bits);
+    const RadixStep step = radix_step(counts, want, scratch);
+    want = step.want;
+    left = step.left;
+    set_digit_at(prefix_hi, prefix_lo, step.digit, bits);
     bits = min(bits + 8, 96u);
   }
   // Keys (rank, id) are unique, so the `left` keys matching the prefix hold exactly one with
@@ -278,7 +212,7 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
     }
   }
   __syncthreads();
-  count_closer(few, min(left, kCountRankMax), [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
+  rank_by_counting(few, min(left, kCountRankMax), [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
     if (before == want - 1) found_s = c;
   });
   __syncthreads();
@@ -383,7 +317,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
   };
   if (n <= blockDim.x) {
     // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
-    count_closer(winners, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { emit(before, c); });
+    rank_by_counting(winners, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { emit(before, c); });
   } else {
     const std::uint32_t padded = next_pow2(n);
     for (std::uint32_t i = n + threadIdx.x; i < padded; i += blockDim.x) winners[i] = padding;
