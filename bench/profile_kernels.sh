@@ -55,6 +55,8 @@ profile gis1m-q1 "$BIN/bench_search" --shapes gis1m --k 16 --q 1 --reps 20 --set
 profile gis1m-q256 "$BIN/bench_search" --shapes gis1m --k 16 --q 256 --reps 20 --sets 1
 profile gis1m-q1024 "$BIN/bench_search" --shapes gis1m --k 16 --q 1024 --reps 20 --sets 1
 profile mnist-q1 "$BIN/bench_search" --shapes mnist --k 64 --q 1 --reps 20 --sets 1
+profile mnist-q8-k128 "$BIN/bench_search" --shapes mnist --k 128 --q 8 --reps 20 --sets 1
+profile mnist-q12 "$BIN/bench_search" --shapes mnist --k 64 --q 12 --reps 20 --sets 1
 profile mnist-q16 "$BIN/bench_search" --shapes mnist --k 64 --q 16 --reps 20 --sets 1
 profile mnist-q64 "$BIN/bench_search" --shapes mnist --k 64 --q 64 --reps 20 --sets 1
 profile mnist-q32-k128 "$BIN/bench_search" --shapes mnist --k 128 --q 32 --reps 20 --sets 1
