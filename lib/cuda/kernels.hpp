@@ -63,6 +63,7 @@ struct SampleParams {
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
+  float order_margin = 0;                  // set by launch_sample: see order_margin (0: the scan's order)
 };
 /// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
 /// kSampleGroup queries (of kSampleStagedGroup with staged queries).
@@ -70,7 +71,12 @@ inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
   const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
 }
+/// Launches the sample pass; with L2 ranks over many chunks and staged queries each sampled tile's
+/// chunks are split between a block's warps and the k-th is raised by order_margin.
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);
+/// The relative margin by which an L2 rank summed with at most padded_dim + slices roundings per
+/// term, in any order, may fall below the scan's rank of the same pair (rounded up).
+float order_margin(std::uint32_t padded_dim, std::uint32_t slices);
 
 /// The dot-product screen (ScanShape::screen, L2 ranks): a (point x, query q) pair whose exact
 /// rank R is at most the threshold T always passes the test

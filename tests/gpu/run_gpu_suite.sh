@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Runs the GPU test suites (and optionally more) on a GPU machine from binaries built elsewhere
 # and carried in BIN (default .device-bin):
-#   tests/gpu/run_gpu_suite.sh [BIN] [--sanitize] [--reliability] [--cli] [--bench] [--soak-detach]
-#     (always)       test_conformance_cuda, test_gpu_vs_cpu
+#   tests/gpu/run_gpu_suite.sh [BIN] [--sanitize] [--sanitize-kernels] [--reliability] [--cli] [--bench]
+#                              [--soak-detach]
+#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search (when carried)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
+#     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
+#                    kernels' shared-memory protocols: small batches over one-chunk stores (the
+#                    one-query merge, mapped answers), aggregation, about one tile per scan warp
+#                    (full lists, the selection's radix passes). racecheck takes about 75 s.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
 #     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
@@ -41,6 +46,7 @@ run() {  # name, command...   (skipped once DEADLINE_S seconds of this script ha
 }
 run conformance_cuda "$BIN/test_conformance_cuda"
 run gpu_vs_cpu "$BIN/test_gpu_vs_cpu"
+[[ -x $BIN/test_device_search ]] && run device_search "$BIN/test_device_search"
 sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
   local suffix=$1 binary=$2; shift 2
   for tool in memcheck racecheck synccheck initcheck; do
@@ -71,6 +77,14 @@ for arg in "$@"; do
         # whole --sanitize pass once ran past a 600-s device call and returned no log at all).
         run "sanitizer_$tool" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
           "$BIN/test_conformance_cuda" --test-case-exclude="*1,000,000*,*8 producers*"
+      done ;;
+    --sanitize-kernels)
+      cases="GPU equals CPU on small batches over one-chunk stores*,GPU aggregation equals the CPU's*"
+      cases+=",GPU equals CPU on stores of about one tile per scan warp*"
+      for tool in memcheck racecheck synccheck; do
+        run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$cases"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
       done ;;
     --bench)
       run bench_search "$BIN/bench_search" --shapes mnist,imagenet,googlenews --k 64 --q 1,8,12 --reps 20 --csv "$LOGS/search.csv"

@@ -3,7 +3,8 @@
 // up to 3,000,000 points, erased slots, exact ties), with the device's result buffers poisoned
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
-// its first tiles; groups of 4 and 8 with staged loads; batches screened by dot products (and a
+// its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
+// where every rank ties; batches screened by dot products (and a
 // store where only the screen's margin keeps the answer); stores of about one tile per warp; the
 // selection's first prefix; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
@@ -393,6 +394,24 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
                 StoreShape{40, 20'000, 33, 3, Metric::L2, 0.1, false},
                 StoreShape{128, 300'000, 64, 6, Metric::L2, 0.0, false, true}},
                /*as_batch=*/true, /*each_alone=*/true);
+}
+
+TEST_CASE("the split sample pass bounds every query where all ranks tie (its margin for the summation order)") {
+  // With L2 ranks over 16+ chunks and 8+ queries the sample pass splits each sampled tile's
+  // chunks between a block's warps, so its ranks are summed in another order than the scan's and
+  // may come out an ulp or so below them; the k-th is raised by a proven margin. On a store of one
+  // repeated point every rank ties: a bound below the scan's common rank would admit no point at
+  // all. Dims 128 (two slices) to 1,024 (eight), small stores (every 8th tile sampled) and large
+  // ones (every 32nd), partial query groups, k up to 128.
+  check_shapes(5285,
+               {StoreShape{784, 70'000, 64, 16, Metric::L2, 0.0, false, true},
+                StoreShape{300, 300'000, 32, 8, Metric::L2, 0.0, false, true},
+                StoreShape{1024, 20'000, 16, 12, Metric::L2, 0.0, false, true},
+                StoreShape{128, 300'000, 128, 9, Metric::L2, 0.0, false, true},
+                StoreShape{200, 100'000, 100, 20, Metric::Cosine, 0.0, false, true},
+                StoreShape{132, 300'000, 8, 24, Metric::L2, 0.0, false, true},
+                StoreShape{784, 70'000, 128, 8, Metric::L2, 0.1, false}},
+               /*as_batch=*/true, /*each_alone=*/false);
 }
 
 TEST_CASE("GPU equals CPU where batches of 17+ queries are screened by dot products (groups of 32)") {

@@ -89,21 +89,23 @@ __device__ __forceinline__ KeyPrefix shared_prefix(const BlockBits& b) {
 /// One step of an MSB-first radix select once a pass's digit counts are complete (after a block
 /// barrier): warp 0 finds the digit holding the want-th key, and after one barrier every thread
 /// has the digit, the wanted key's rank among the keys in that digit, and how many they are.
-/// `scratch` holds 3 words.
+/// `words`: 3 words used for nothing else (the caller's block_and_or_sum scratch included: with
+/// the two sharing words, compute-sanitizer racecheck reported read/write hazards on them in the
+/// select's k-th search; with words of their own, none).
 struct RadixStep {
   std::uint32_t digit, want, left;
 };
-__device__ __forceinline__ RadixStep radix_step(const std::uint32_t* counts, std::uint32_t want, std::uint32_t* scratch) {
+__device__ __forceinline__ RadixStep radix_step(const std::uint32_t* counts, std::uint32_t want, std::uint32_t* words) {
   if (threadIdx.x < 32) {
     std::uint32_t digit, below;
     if (find_digit(counts, want, threadIdx.x, digit, below)) {
-      scratch[0] = digit;
-      scratch[1] = want - below;
-      scratch[2] = counts[digit];
+      words[0] = digit;
+      words[1] = want - below;
+      words[2] = counts[digit];
     }
   }
   __syncthreads();
-  return RadixStep{scratch[0], scratch[1], scratch[2]};
+  return RadixStep{words[0], words[1], words[2]};
 }
 
 /// Sorts s[0, n) in shared memory (n a power of two) with the whole block, ascending by `less`;

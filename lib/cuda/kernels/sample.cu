@@ -5,7 +5,9 @@
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
 // query's range). Batches of 8+ queries over stores of several chunks take
-// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass.
+// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass; with L2
+// ranks over 16+ chunks, sample_ranks_split_kernel: the block's warps each sum one slice of a
+// tile's chunks, and the k-th is raised by the margin a different summation order can cost.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
 // ranks computed exactly as the scan computes them (same operations, same order), so at least k
@@ -18,6 +20,10 @@
 // store, 15% of the search; MNIST-like: 96 us for 1/8).
 #include <math_constants.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 
@@ -29,6 +35,9 @@ constexpr int kSampleWarps = 4;                  // tiles per block
 constexpr int kSampleLoads = 8;                  // point loads in flight per lane
 constexpr int kKthThreads = 1024;
 constexpr std::uint32_t kKthStaged = 8192;      // keys the k-th selection stages in shared memory
+constexpr std::uint32_t kSplitChunks = 16;       // split sums: at least this many chunks per warp
+constexpr std::uint32_t kSplitMaxWarps = 8;      // split sums: warps (chunk slices) per sampled tile
+constexpr float kOrderSlack = 0x1p-120f;         // split sums: absolute headroom for subnormal roundings
 
 /// The warp's 32 values in ascending order over the lanes (a shuffle bitonic network).
 __device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_t lane) {
@@ -181,6 +190,80 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
 }
 
+/// SampleParams::split_warps > 1 (L2 ranks, staged queries, many chunks): one block per sampled
+/// tile and group of kSampleStagedGroup queries; warp w sums its slice of the chunks (the same
+/// terms as the scan: accumulate's rounded differences, squared in FMAs) and warp 0 adds the
+/// slices' partial sums in slice order. The staged kernel's one warp per tile left MNIST-like
+/// samples (274 tiles of 196 chunks) with 4 warps per SM, each a chain of 25 rounds of loads:
+/// 45-47 us for Q = 8-16 (ncu). A rank summed in this order differs from the scan's by rounding
+/// only; sample_kth_kernel raises the k-th by SampleParams::order_margin (see order_margin).
+template <bool kFiltered>
+__global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel(SampleParams p) {
+  extern __shared__ float4 staged[];  // kSampleStagedGroup queries x chunks, query-major; then the partial sums
+  constexpr int G = int(kSampleStagedGroup);
+  const StoreView store = *p.store;
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const std::uint32_t chunks = store.chunks;
+  const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
+  const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
+  const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < G * chunks; i += blockDim.x) {
+    staged[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);  // rows past the batch: zeros
+  }
+  float* partial = reinterpret_cast<float*>(staged + G * chunks);  // [warp][query][lane]
+  __syncthreads();
+  const std::uint32_t sample_tile = blockIdx.x;
+  const std::uint32_t tile = sample_tile * p.step;
+  const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
+  const std::size_t key_index = std::size_t(sample_tile) * p.per_tile + lane;
+  const std::size_t keys_per_query = std::size_t(p.sample_tiles) * p.per_tile;
+  if (tile >= tiles) {  // the store is smaller than the launch was sized for (the whole block returns)
+    if (warp == 0) {
+      for (std::uint32_t j = 0; j < nq && lane < p.per_tile; ++j) p.keys[(q0 + j) * keys_per_query + key_index] = kNoBound;
+    }
+    return;
+  }
+  const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
+  const std::uint32_t per_warp = (chunks + warps - 1) / warps;
+  const std::uint32_t begin = min(chunks, warp * per_warp), end = min(chunks, begin + per_warp);
+  float acc[G] = {};
+  for (std::uint32_t c0 = begin; c0 < end; c0 += kSampleLoads) {
+    float4 v[kSampleLoads];
+#pragma unroll
+    for (int u = 0; u < kSampleLoads; ++u) v[u] = c0 + u < end ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
+#pragma unroll
+    for (int u = 0; u < kSampleLoads; ++u) {
+      const std::uint32_t c = c0 + u;
+      if (c >= end) break;
+      accumulate<G, false>(acc, v[u], [&](int j) { return staged[j * chunks + c]; });
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < G; ++j) partial[(warp * G + j) * 32 + lane] = acc[j];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    float sum = partial[j * 32 + lane];
+    for (std::uint32_t w = 1; w < warps; ++w) sum = __fadd_rn(sum, partial[(w * G + j) * 32 + lane]);
+    acc[j] = sum;
+  }
+  const std::uint32_t slot = tile * kTile + lane;
+  const bool valid = store.valid[slot] != 0;
+  const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
+  write_keys<G, false, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
+}
+
+/// The k-th key raised by SampleParams::order_margin (relative) and kOrderSlack (absolute), both
+/// rounded up, when the sampled ranks were summed in another order than the scan's; keys that are
+/// not finite nonnegative ranks (+inf, no bound) stay as they are.
+__device__ __forceinline__ std::uint32_t raised_for_order(std::uint32_t key, float margin) {
+  if (margin == 0.0f) return key;
+  const float rank = from_ordered_bits(key);
+  if (!(rank >= 0.0f && rank <= CUDART_INF_F)) return key;
+  return ordered_bits(__fadd_ru(__fmaf_ru(rank, margin, rank), kOrderSlack));
+}
+
 /// Keys the k-th search ranks by counting once radix digits have narrowed it down to them.
 constexpr std::uint32_t kKthCountMax = 128;
 
@@ -193,7 +276,7 @@ constexpr std::uint32_t kKthCountMax = 128;
 __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
   __shared__ std::uint32_t staged[kKthStaged];
   __shared__ std::uint32_t histogram[2][256];
-  __shared__ std::uint32_t scratch[96], gathered;
+  __shared__ std::uint32_t scratch[96], step_words[3], gathered;
   __shared__ std::uint32_t few[kKthCountMax];
   const std::uint32_t q = blockIdx.x;
   const std::size_t n = std::size_t(p.sample_tiles) * p.per_tile;
@@ -225,14 +308,14 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     // The next pass's histogram: its last reader finished before this pass's first barrier.
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
     __syncthreads();
-    const RadixStep step = radix_step(counts, want, scratch);
+    const RadixStep step = radix_step(counts, want, step_words);
     want = step.want;
     left = step.left;
     prefix |= bits <= 24 ? step.digit << shift : step.digit >> pad;
     bits = min(bits + 8, 32u);
   }
   if (left > kKthCountMax) {  // every key left equals the prefix (bits == 32)
-    if (threadIdx.x == 0) p.threshold[q] = prefix;
+    if (threadIdx.x == 0) p.threshold[q] = raised_for_order(prefix, p.order_margin);
     return;
   }
   // The k-th is the key x of the `left` matching ones with fewer than `want` below it and at
@@ -260,15 +343,51 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     below += __shfl_xor_sync(kFullMask, below, d);
     at_or_below += __shfl_xor_sync(kFullMask, at_or_below, d);
   }
-  if (i < left && part == 0 && below < want && want <= at_or_below) p.threshold[q] = mine;
+  if (i < left && part == 0 && below < want && want <= at_or_below) p.threshold[q] = raised_for_order(mine, p.order_margin);
 }
 
 }  // namespace
 
-void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream) {
-  const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
+float order_margin(std::uint32_t padded_dim, std::uint32_t slices) {
+  // L2 ranks sum nonnegative terms t_i (each the exact square of the same rounded difference in
+  // both kernels), so a sum in any order with at most n roundings per term is within a factor
+  // (1 +- g) of the exact sum S, g = n u / (1 - n u): the scan's rank <= (1 + g) S and
+  // S <= sampled / (1 - g), so the scan's rank <= sampled (1 + 2g / (1 - g)). Here n is the padded
+  // dimension (the slice's FMAs) plus the slices' additions; rounded up, with 2^-20 headroom.
+  const double u = std::ldexp(1.0, -24), n = double(padded_dim) + slices;
+  const double g = n * u / (1 - n * u);
+  const double margin = 2 * g / (1 - g) * (1 + std::ldexp(1.0, -20));
+  float m = static_cast<float>(margin);
+  if (double(m) < margin) m = std::nextafter(m, std::numeric_limits<float>::infinity());
+  return m;
+}
+
+std::size_t split_shared_bytes(std::uint32_t chunks, std::uint32_t warps) {
+  return sample_staged_bytes(chunks) + std::size_t(warps) * kSampleStagedGroup * kTile * sizeof(float);
+}
+
+/// Warps per sampled tile for split sums: one per kSplitChunks chunks, at most kSplitMaxWarps,
+/// as many as the staged queries leave shared memory for; 1 means no split.
+std::uint32_t sample_split_warps(const SampleParams& p, bool inner_product) {
+  if (inner_product || !p.staged_queries) return 1;
+  std::uint32_t warps = std::clamp<std::uint32_t>(p.chunks / kSplitChunks, 1, kSplitMaxWarps);
+  while (warps > 1 && split_shared_bytes(p.chunks, warps) > kSampleStagedMaxBytes) --warps;
+  return warps;
+}
+
+void launch_sample(const SampleParams& params_in, bool inner_product, bool filtered, cudaStream_t stream) {
+  SampleParams params = params_in;
+  const std::uint32_t split = sample_split_warps(params, inner_product);
+  params.order_margin = split > 1 ? order_margin(4 * params.chunks, split) : 0.0f;
   using RanksKernel = void (*)(SampleParams);
-  if (params.staged_queries) {
+  if (split > 1) {
+    const RanksKernel kernels[2] = {sample_ranks_split_kernel<false>, sample_ranks_split_kernel<true>};
+    const std::size_t shared = split_shared_bytes(params.chunks, split);
+    const dim3 grid(params.sample_tiles, sample_warps_per_tile(params));
+    kernels[filtered]<<<grid, split * 32, shared, stream>>>(params);
+    check_launch("sample_ranks_split_kernel");
+  } else if (params.staged_queries) {
+    const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
     const RanksKernel kernels[2][2] = {{sample_ranks_staged_kernel<false, false>, sample_ranks_staged_kernel<false, true>},
                                        {sample_ranks_staged_kernel<true, false>, sample_ranks_staged_kernel<true, true>}};
     const std::size_t shared = sample_staged_bytes(params.chunks);
@@ -276,6 +395,7 @@ void launch_sample(const SampleParams& params, bool inner_product, bool filtered
     kernels[inner_product][filtered]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
     check_launch("sample_ranks_staged_kernel");
   } else {
+    const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
     const RanksKernel kernels[2][2][2] = {
         {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
          {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},

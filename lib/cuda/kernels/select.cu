@@ -95,7 +95,7 @@ struct Lists {
 /// candidate up to it.
 __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) {
   __shared__ std::uint32_t histogram[256];
-  __shared__ std::uint32_t scratch[3], gathered;
+  __shared__ std::uint32_t step_words[3], gathered;
   if (threadIdx.x == 0) gathered = 0;
   std::uint32_t prefix_hi = 0, want = k;  // want: 1-based rank among the keys matching the prefix
   std::uint64_t prefix_lo = 0;
@@ -107,7 +107,7 @@ __device__ void radix_gather(const Lists& lists, std::uint32_t k, Candidate* s) 
       if (top_bits_equal(hi, c.id, prefix_hi, prefix_lo, bits)) atomicAdd(&histogram[digit_at(hi, c.id, bits)], 1u);
     });
     __syncthreads();
-    const RadixStep step = radix_step(histogram, want, scratch);
+    const RadixStep step = radix_step(histogram, want, step_words);
     want = step.want;
     set_digit_at(prefix_hi, prefix_lo, step.digit, bits);
   }
@@ -163,7 +163,7 @@ constexpr std::uint32_t kCountRankMax = 128;
 /// 3.8 us with three or four passes from the top byte, 2.9 us with one pass and the count.
 __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t k) {
   __shared__ std::uint32_t histogram[2][256];
-  __shared__ std::uint32_t scratch[96], gathered;
+  __shared__ std::uint32_t scratch[96], step_words[3], gathered;
   __shared__ Candidate few[kCountRankMax];
   __shared__ Candidate found_s;
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
@@ -196,7 +196,7 @@ __device__ Candidate smem_kth(const Candidate* s, std::uint32_t n, std::uint32_t
     // The next pass's histogram: its last reader finished before this pass's first barrier.
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
     __syncthreads();
-    const RadixStep step = radix_step(counts, want, scratch);
+    const RadixStep step = radix_step(counts, want, step_words);
     want = step.want;
     left = step.left;
     set_digit_at(prefix_hi, prefix_lo, step.digit, bits);
