@@ -522,13 +522,21 @@ class CudaBackend final : public Backend {
   ///   is a short chain of loads for its warp (MNIST-like 70,000 x 784: Q = 12..64 1.3-1.6x
   ///   faster, Q <= 8 at K 16-64 0.55-0.88x; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x; 100,000 x 128:
   ///   Q = 4..9 1.0-1.5x, Q <= 2 0.76-1.0x). Measured in run-2026-11-23-globallists/ab-* and
-  ///   run-2026-11-23-samplepass/rule*/.
+  ///   run-2026-11-23-samplepass/rule*/. Since the sample pass splits its sums (L2 over 32+
+  ///   chunks) it also pays from 8 queries at k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it
+  ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6).
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
     if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 2 || chunks_ <= 2 ? kSampleStep : 0;
-    const bool many_lists = nq >= 12 || (nq >= 8 && k >= 128) || (nq >= 4 && chunks_ <= 32);
+    const bool many_lists = nq >= 12 || (nq >= 8 && (k >= 128 || split_sample_possible())) || (nq >= 4 && chunks_ <= 32);
     return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
+  }
+
+  /// The split sample pass (split sums) can run: L2 ranks over vectors of enough chunks.
+  bool split_sample_possible() const {
+    return config_.metric != Metric::InnerProduct && chunks_ > 1 && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes &&
+           sample_split_warps(chunks_) > 1;
   }
 
   /// The first-tile bound where no sample pass runs and every warp streams three tiles or more:
@@ -827,7 +835,16 @@ class CudaBackend final : public Backend {
     // 0.93-0.97x (its Q = 64 sample 101 -> 72 us), 100,000 x 128 Q = 64 0.93-0.98x, ImageNet-like
     // 0.98-1.02x.
     sample.chunks = chunks_;
-    sample.staged_queries = chunks_ > 1 && n >= kSampleStagedGroup && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
+    const bool stageable = chunks_ > 1 && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
+    // Split sums where the staged kernel would give the SMs at most 8 warps each (L2; an inner
+    // product's terms have mixed signs, so no margin bounds a change of summation order). Same
+    // H100 call against the staged kernel (run-2026-11-24-split/call5): MNIST-like K = 64 Q = 12 /
+    // 16 0.925 / 0.920x, K = 128 Q = 8 / 12 / 16 0.88 / 0.94 / 0.94x, Q = 24 0.95-0.98x; with more
+    // warps it lost: Q = 32 0.975-0.99x, Q = 64 1.02x, ImageNet-like 1.00-1.02x.
+    const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
+    sample.split_sums = stageable && !plan.shape.inner_product && sample_split_warps(chunks_) > 1 &&
+                        staged_warps <= std::size_t(8) * props_.multiProcessorCount;
+    sample.staged_queries = stageable && n >= kSampleStagedGroup;
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     launch_sample(sample, plan.shape.inner_product, filtered, stream);

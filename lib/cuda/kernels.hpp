@@ -60,6 +60,7 @@ struct SampleParams {
   std::uint32_t groups_per_warp = 1;       // groups of kSampleGroup queries each warp ranks its tile against
   bool batched_loads = false;              // issue several point loads before scoring them (few warps per SM)
   bool staged_queries = false;             // kSampleStagedGroup queries per warp from shared memory (batched loads)
+  bool split_sums = false;                 // staged, L2: a block per sampled tile, its chunks split between warps
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
@@ -71,12 +72,15 @@ inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
   const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
 }
-/// Launches the sample pass; with L2 ranks over many chunks and staged queries each sampled tile's
-/// chunks are split between a block's warps and the k-th is raised by order_margin.
+/// Launches the sample pass; with split_sums (and L2 ranks, staged queries) each sampled tile's
+/// chunks are split between sample_split_warps(chunks) warps and the k-th is raised by order_margin.
 void launch_sample(const SampleParams& params, bool inner_product, bool filtered, cudaStream_t stream);
 /// The relative margin by which an L2 rank summed with at most padded_dim + slices roundings per
 /// term, in any order, may fall below the scan's rank of the same pair (rounded up).
 float order_margin(std::uint32_t padded_dim, std::uint32_t slices);
+/// Warps a sampled tile's chunks are split between (one per 16 chunks, at most 8, as many as
+/// shared memory holds beside the staged queries); 1: no split.
+std::uint32_t sample_split_warps(std::uint32_t chunks);
 
 /// The dot-product screen (ScanShape::screen, L2 ranks): a (point x, query q) pair whose exact
 /// rank R is at most the threshold T always passes the test

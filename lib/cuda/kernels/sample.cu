@@ -5,9 +5,10 @@
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
 // query's range). Batches of 8+ queries over stores of several chunks take
-// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass; with L2
-// ranks over 16+ chunks, sample_ranks_split_kernel: the block's warps each sum one slice of a
-// tile's chunks, and the k-th is raised by the margin a different summation order can cost.
+// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass; where
+// that gives the SMs few warps (L2 ranks, 32+ chunks: SampleParams::split_sums),
+// sample_ranks_split_kernel: the block's warps each sum one slice of a tile's chunks, and the k-th
+// is raised by the margin a different summation order can cost.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
 // ranks computed exactly as the scan computes them (same operations, same order), so at least k
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
 }
 
-/// SampleParams::split_warps > 1 (L2 ranks, staged queries, many chunks): one block per sampled
+/// SampleParams::split_sums (L2 ranks, staged queries, 32+ chunks): one block per sampled
 /// tile and group of kSampleStagedGroup queries; warp w sums its slice of the chunks (the same
 /// terms as the scan: accumulate's rounded differences, squared in FMAs) and warp 0 adds the
 /// slices' partial sums in slice order. The staged kernel's one warp per tile left MNIST-like
@@ -366,18 +367,15 @@ std::size_t split_shared_bytes(std::uint32_t chunks, std::uint32_t warps) {
   return sample_staged_bytes(chunks) + std::size_t(warps) * kSampleStagedGroup * kTile * sizeof(float);
 }
 
-/// Warps per sampled tile for split sums: one per kSplitChunks chunks, at most kSplitMaxWarps,
-/// as many as the staged queries leave shared memory for; 1 means no split.
-std::uint32_t sample_split_warps(const SampleParams& p, bool inner_product) {
-  if (inner_product || !p.staged_queries) return 1;
-  std::uint32_t warps = std::clamp<std::uint32_t>(p.chunks / kSplitChunks, 1, kSplitMaxWarps);
-  while (warps > 1 && split_shared_bytes(p.chunks, warps) > kSampleStagedMaxBytes) --warps;
+std::uint32_t sample_split_warps(std::uint32_t chunks) {
+  std::uint32_t warps = std::clamp<std::uint32_t>(chunks / kSplitChunks, 1, kSplitMaxWarps);
+  while (warps > 1 && split_shared_bytes(chunks, warps) > kSampleStagedMaxBytes) --warps;
   return warps;
 }
 
 void launch_sample(const SampleParams& params_in, bool inner_product, bool filtered, cudaStream_t stream) {
   SampleParams params = params_in;
-  const std::uint32_t split = sample_split_warps(params, inner_product);
+  const std::uint32_t split = params.split_sums && !inner_product && params.staged_queries ? sample_split_warps(params.chunks) : 1;
   params.order_margin = split > 1 ? order_margin(4 * params.chunks, split) : 0.0f;
   using RanksKernel = void (*)(SampleParams);
   if (split > 1) {
