@@ -487,6 +487,17 @@ class CudaBackend final : public Backend {
       s.warps_per_block = wanted_warps();
     }
     choose_screen(s, nq, k, plan.sample_step, tiles, wanted_warps(), budget);
+    // One to three queries over a large one-chunk store take the several-tiles kernel of a group
+    // of 4 (its empty rows admit nothing): a lane's tiles are then loads in flight together and
+    // one survivor test on their smallest rank, where the one-query kernel read the grid-wide
+    // bound and tested every tile. Same H100 call against it (run-2026-11-24-split/call10):
+    // 10,000,000 x 2 Q = 1 / 2 0.76 / 0.78x, 1,000,000 x 2 0.95 / 0.96x, haversine 0.93-0.95x.
+    // Four tiles in flight per warp in the one-query kernel instead measured 1.015x (call9).
+    if (s.query_group < 4 && s.one_chunk_width != 0 && !s.filtered && !s.global_lists) {
+      ScanShape g = s;
+      g.query_group = 4;
+      if (tiles_pay(g, plan.sample_step, k, tiles) && scan_shared_bytes(g, k) <= budget) s.query_group = 4;
+    }
     s.tiled = tiles_pay(s, plan.sample_step, k, tiles);
     const int per_sm = cached_blocks_per_sm(s, k);
     const int resident = std::max(1, per_sm) * props_.multiProcessorCount;
