@@ -37,7 +37,7 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = "run-2026-11-24-hostwrite"
+LATEST = "run-2026-11-24-split"
 # The run docs/performance.md's one-query table comes from (the one-query path has not changed
 # since; the latest run's host had a noisy p99 of its own graph floor).
 LATENCY_RUN = LATEST
