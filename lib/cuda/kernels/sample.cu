@@ -11,8 +11,9 @@
 // is raised by the margin a different summation order can cost.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
-// ranks computed exactly as the scan computes them (same operations, same order), so at least k
-// points of the store are within it: a valid bound. Keeping only a tile's few smallest ranks
+// ranks computed exactly as the scan computes them (same operations, same order; the split
+// kernel's differ by rounding only, and its k-th is raised to cover that), so at least k points of
+// the store are within it: a valid bound. Keeping only a tile's few smallest ranks
 // bounds about as tightly (the k-th of many tile minima sits near the k-th of all their points)
 // at a fraction of the selection's work: one query's select over every sampled rank took 29 us
 // (ncu, 1,000,000 x 2: three passes of 11-bit digits over 41,000 keys in global memory). The earlier sample
