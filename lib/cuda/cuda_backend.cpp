@@ -575,7 +575,7 @@ class CudaBackend final : public Backend {
     return std::size_t(s.query_group) * k * sample_step * 8 <= tiles;
   }
 
-  /// The dot-product screen (ScanShape::screen): batches of more than 16 queries over vectors of
+  /// The dot-product screen (ScanShape::screen): batches of more than 12 queries over vectors of
   /// several chunks, no ranges, after a sample pass whose bound leaves few pairs for an exact
   /// rank (about sample_step x k per query, at most one per query in kScreenSparse tiles), when
   /// the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
@@ -585,12 +585,17 @@ class CudaBackend final : public Backend {
   /// 0.90-1.10x. Where 32 queries fill half the SM's shared memory, one block per SM
   /// (run-2026-11-24-oneblock/): MNIST-like K = 64 Q = 24-64 0.97-0.98x, 100,000 x 128 K = 64
   /// 0.94-0.96x at Q = 24 and 64; one pair per query in 2 tiles (K = 128 there) lost 1.08-1.25x.
+  /// Batches of 13-16 take a group of 16 since its stage loop is unrolled by 2 (no spills): same
+  /// H100 call against the exact form (run-2026-11-24-split/call12): GoogleNews-like Q = 13 / 16
+  /// 0.87 / 0.88x (K = 64), 0.91 / 0.93x (K = 128), ImageNet-like 0.89 / 0.90x, 0.93 / 0.98x,
+  /// MNIST-like K = 64 0.94x, 100,000 x 128 0.98-0.99x (the earlier 0.90-1.10x was a fully
+  /// unrolled kernel that spilled).
   void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
                      int warps, std::size_t budget) const {
-    if (s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 16) return;
+    if (s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 12) return;
     if (std::uint64_t(sample_step) * k * kScreenSparse > tiles) return;
     ScanShape g = s;
-    g.query_group = kScreenGroup;
+    g.query_group = nq <= std::uint32_t(kScreenSmallGroup) ? kScreenSmallGroup : kScreenGroup;
     g.screen = true;
     g.global_lists = true;
     g.tiled = false;

@@ -139,6 +139,8 @@ struct ScanShape {
 };
 /// The screen's query group (the only group of more than 16 queries).
 inline constexpr int kScreenGroup = 32;
+/// The screen's group for batches of 13-16 queries (each lane 4 points x 4 queries).
+inline constexpr int kScreenSmallGroup = 16;
 /// The most warps per screen block: one block per SM where 32 queries of many chunks fill half
 /// its shared memory (MNIST-like: 100 KB), so the block brings the SM's warps itself.
 inline constexpr int kScreenMaxWarps = 16;

@@ -4,7 +4,7 @@
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
 // its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
-// where every rank ties; batches screened by dot products (and a
+// where every rank ties; batches screened by dot products in groups of 16 and 32 (and a
 // store where only the screen's margin keeps the answer); stores of about one tile per warp; the
 // selection's first prefix; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
@@ -411,6 +411,23 @@ TEST_CASE("the split sample pass bounds every query where all ranks tie (its mar
                 StoreShape{200, 100'000, 100, 20, Metric::Cosine, 0.0, false, true},
                 StoreShape{132, 300'000, 8, 24, Metric::L2, 0.0, false, true},
                 StoreShape{784, 70'000, 128, 8, Metric::L2, 0.1, false}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("GPU equals CPU where batches of 13-16 queries are screened by dot products (groups of 16)") {
+  // The screen's group of 16: each lane scores 4 points x 4 queries, a stage's chunks two at a
+  // time. Partial groups (13, 14, 15 queries) and partial last stages (dims 5, 40, 100, 300), a
+  // large store (every 32nd tile sampled) and small ones (every 8th), erased slots, duplicates, a
+  // store of one repeated point; L2, cosine and inner product.
+  check_shapes(5295,
+               {StoreShape{300, 400'000, 32, 16, Metric::L2, 0.1, false},
+                StoreShape{128, 300'000, 16, 13, Metric::L2, 0.05, true},
+                StoreShape{5, 300'000, 16, 15, Metric::L2, 0.2, false},
+                StoreShape{40, 600'000, 30, 14, Metric::Cosine, 0.1, true},
+                StoreShape{784, 70'000, 64, 16, Metric::L2, 0.0, false},
+                StoreShape{100, 100'000, 20, 16, Metric::L2, 0.0, false, true},
+                StoreShape{300, 400'000, 32, 13, Metric::InnerProduct, 0.1, false},
+                StoreShape{128, 100'000, 30, 16, Metric::InnerProduct, 0.0, false, true}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 

@@ -18,8 +18,9 @@
 // without a sample pass bounds itself: each block publishes the smallest rank of its warps' first
 // tiles, the last block to do so lowers the grid-wide bound to the k-th of them, and the warps
 // hold their first tile back until the end, so no warp merges a cold tile while the others do.
-// Batches of more than 16 queries over stores of several chunks, after a sample pass, run the
-// dot-product screen (kScreen): groups of 32 queries, each lane 4 points x 8 queries by x.q and
+// Batches of more than 12 queries over stores of several chunks, after a sample pass, run the
+// dot-product screen (kScreen): groups of 32 queries (16 for 13-16), each lane 4 points x 8 (4)
+// queries by x.q and
 // |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which L2 pairs need their
 // exact rank (inner-product dot products are exact ranks already), and those pairs queued and
 // ranked 32 at a time before they enter the lists.
@@ -252,7 +253,8 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
-  static_assert(!kScreen || (!kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled && QG == kScreenGroup));
+  static_assert(!kScreen || (!kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled &&
+                              (QG == kScreenGroup || QG == kScreenSmallGroup)));
   constexpr int kTilesPerLane = kOneChunk == 2 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
@@ -623,7 +625,9 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
           __syncwarp();  // every lane's copies of this stage have landed
           const float4* here = ring + (consumed % kStages) * kStageChunks * 32;
           ++consumed;
-#pragma unroll
+          // Groups of 16 take a stage's chunks two at a time: fully unrolled, ptxas hoisted all
+          // their loads and spilled 148 bytes (groups of 32 compile as before).
+#pragma unroll(QG == kScreenGroup ? kStageChunks : 2)
           for (int u = 0; u < kStageChunks; ++u) {
             const std::uint32_t c = c0 + u;
             if (c < chunks) {
@@ -951,9 +955,15 @@ ScanKernel pick(const ScanShape& s) {
 
 ScanKernel kernel_for(const ScanShape& s) {
   if (s.screen) {
-    if (s.query_group != kScreenGroup || s.filtered || !s.global_lists || s.one_chunk_width != 0 || s.tiled) {
-      throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) +
+    const bool small = s.query_group == kScreenSmallGroup;
+    if ((s.query_group != kScreenGroup && !small) || s.filtered || !s.global_lists || s.one_chunk_width != 0 || s.tiled) {
+      throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) + " or " +
+                      std::to_string(kScreenSmallGroup) +
                       ", no ranges, global lists and vectors of several chunks");
+    }
+    if (small) {
+      return s.inner_product ? scan_kernel<kScreenSmallGroup, true, false, true, 0, false, true>
+                             : scan_kernel<kScreenSmallGroup, false, false, true, 0, false, true>;
     }
     return s.inner_product ? scan_kernel<kScreenGroup, true, false, true, 0, false, true>
                            : scan_kernel<kScreenGroup, false, false, true, 0, false, true>;
