@@ -38,9 +38,10 @@ from peers import read_rows  # noqa: E402  (the same directory: standard library
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
 LATEST = "run-2026-11-24-split"
-# The run docs/performance.md's one-query table comes from (the one-query path has not changed
-# since; the latest run's host had a noisy p99 of its own graph floor).
-LATENCY_RUN = LATEST
+# The run docs/performance.md's one-query table comes from: the latest folder's run of baa7f8b
+# (the one-query path is the same code in the latest commit; the latest run's host instance was
+# noisier, its own raw floor's p99.9 74.9 us).
+LATENCY_RUN = os.path.join(LATEST, "complete-baa7f8b")
 
 
 def device_of(path):
