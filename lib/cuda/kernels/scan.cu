@@ -20,10 +20,9 @@
 // hold their first tile back until the end, so no warp merges a cold tile while the others do.
 // Batches of more than 12 queries over stores of several chunks, after a sample pass, run the
 // dot-product screen (kScreen): groups of 32 queries (16 for 13-16), each lane 4 points x 8 (4)
-// queries by x.q and
-// |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which L2 pairs need their
-// exact rank (inner-product dot products are exact ranks already), and those pairs queued and
-// ranked 32 at a time before they enter the lists.
+// queries by x.q and |x|^2 from its warp's ring, a proven margin (screen_bounds) deciding which
+// L2 pairs need their exact rank (inner-product dot products are exact ranks already), and those
+// pairs queued and ranked 32 at a time before they enter the lists.
 #include <math_constants.h>
 
 #include <cmath>
