@@ -851,16 +851,15 @@ class CudaBackend final : public Backend {
     // 0.93-0.97x (its Q = 64 sample 101 -> 72 us), 100,000 x 128 Q = 64 0.93-0.98x, ImageNet-like
     // 0.98-1.02x.
     sample.chunks = chunks_;
-    const bool stageable = chunks_ > 1 && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
+    sample.staged_queries = chunks_ > 1 && n >= kSampleStagedGroup && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
     // Split sums where the staged kernel would give the SMs at most 8 warps each (L2; an inner
     // product's terms have mixed signs, so no margin bounds a change of summation order). Same
     // H100 call against the staged kernel (run-2026-11-24-split/call5): MNIST-like K = 64 Q = 12 /
     // 16 0.925 / 0.920x, K = 128 Q = 8 / 12 / 16 0.88 / 0.94 / 0.94x, Q = 24 0.95-0.98x; with more
     // warps it lost: Q = 32 0.975-0.99x, Q = 64 1.02x, ImageNet-like 1.00-1.02x.
     const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
-    sample.split_sums = stageable && !plan.shape.inner_product && sample_split_warps(chunks_) > 1 &&
+    sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
-    sample.staged_queries = stageable && n >= kSampleStagedGroup;
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     launch_sample(sample, plan.shape.inner_product, filtered, stream);
