@@ -78,6 +78,26 @@ __device__ __forceinline__ void write_keys(const SampleParams& p, const float (&
   }
 }
 
+/// Adds the ranks of chunks begin .. end of a lane's point (a tile's column) to acc, issuing
+/// kSampleLoads point loads before scoring them: where the SMs hold few warps, each warp's chain of
+/// loads is the kernel's length (one load at a time measured 99 us for the MNIST-like sample of
+/// 274 tiles of 784 dims at Q = 16, ncu).
+template <int G, bool kInnerProduct, typename Query>
+__device__ __forceinline__ void accumulate_batched(float (&acc)[G], const float4* point, std::uint32_t begin,
+                                                   std::uint32_t end, Query query) {
+  for (std::uint32_t c0 = begin; c0 < end; c0 += kSampleLoads) {
+    float4 v[kSampleLoads];
+#pragma unroll
+    for (int u = 0; u < kSampleLoads; ++u) v[u] = c0 + u < end ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
+#pragma unroll
+    for (int u = 0; u < kSampleLoads; ++u) {
+      const std::uint32_t c = c0 + u;
+      if (c >= end) break;
+      accumulate<G, kInnerProduct>(acc, v[u], [&](int j) { return query(j, c); });
+    }
+  }
+}
+
 template <bool kInnerProduct, bool kFiltered, bool kBatched>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleParams p) {
   const StoreView store = *p.store;
@@ -124,23 +144,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
                                                 [&](int j) { return query(j, c); });
       }
     } else {
-      // Few warps per SM (SampleParams::batched_loads): each warp's chain of loads is the
-      // kernel's length, so each round issues kSampleLoads point loads before it scores them
-      // (the loop above is compiled to about one load in flight: ncu, MNIST-like Q = 16, 99 us
-      // for the 274 sampled tiles of 784 dims).
-      for (std::uint32_t c0 = 0; c0 < chunks; c0 += kSampleLoads) {
-        float4 v[kSampleLoads];
-#pragma unroll
-        for (int u = 0; u < kSampleLoads; ++u) {
-          v[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
-        }
-#pragma unroll
-        for (int u = 0; u < kSampleLoads; ++u) {
-          const std::uint32_t c = c0 + u;
-          if (c >= chunks) break;
-          accumulate<kSampleGroup, kInnerProduct>(acc, v[u], [&](int j) { return query(j, c); });
-        }
-      }
+      accumulate_batched<kSampleGroup, kInnerProduct>(acc, point, 0, chunks, query);  // SampleParams::batched_loads
     }
     write_keys<kSampleGroup, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
   }
@@ -178,17 +182,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
   const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
   float acc[G] = {};
-  for (std::uint32_t c0 = 0; c0 < chunks; c0 += kSampleLoads) {
-    float4 v[kSampleLoads];
-#pragma unroll
-    for (int u = 0; u < kSampleLoads; ++u) v[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
-#pragma unroll
-    for (int u = 0; u < kSampleLoads; ++u) {
-      const std::uint32_t c = c0 + u;
-      if (c >= chunks) break;
-      accumulate<G, kInnerProduct>(acc, v[u], [&](int j) { return staged[j * chunks + c]; });
-    }
-  }
+  accumulate_batched<G, kInnerProduct>(acc, point, 0, chunks, [&](int j, std::uint32_t c) { return staged[j * chunks + c]; });
   write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
 }
 
@@ -229,17 +223,7 @@ __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel
   const std::uint32_t per_warp = (chunks + warps - 1) / warps;
   const std::uint32_t begin = min(chunks, warp * per_warp), end = min(chunks, begin + per_warp);
   float acc[G] = {};
-  for (std::uint32_t c0 = begin; c0 < end; c0 += kSampleLoads) {
-    float4 v[kSampleLoads];
-#pragma unroll
-    for (int u = 0; u < kSampleLoads; ++u) v[u] = c0 + u < end ? __ldg(point + std::size_t(c0 + u) * kTile) : float4{};
-#pragma unroll
-    for (int u = 0; u < kSampleLoads; ++u) {
-      const std::uint32_t c = c0 + u;
-      if (c >= end) break;
-      accumulate<G, false>(acc, v[u], [&](int j) { return staged[j * chunks + c]; });
-    }
-  }
+  accumulate_batched<G, false>(acc, point, begin, end, [&](int j, std::uint32_t c) { return staged[j * chunks + c]; });
 #pragma unroll
   for (int j = 0; j < G; ++j) partial[(warp * G + j) * 32 + lane] = acc[j];
   __syncthreads();
