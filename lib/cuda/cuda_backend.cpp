@@ -61,6 +61,10 @@ struct Plan {
 /// full search, so the main pass admits about kSampleStep * k points instead of the
 /// k (1 + ln(n / k)) per block a cold start costs. Worth it once the sample holds enough points.
 constexpr std::uint32_t kSampleStep = 32;
+/// Large stores' sample step for batches of 16+ queries, or 8+ at k >= 128: a kSampleStep bound
+/// lets about 32 k points per query into the warps' lists, and there those insertions cost more
+/// than ranking twice the sample (see sample_step_for).
+constexpr std::uint32_t kDenseSampleStep = 16;
 /// At most this many sampled tiles per query (the sample's rank workspace: 512 KB per query).
 constexpr std::uint32_t kMaxSampleTiles = 4096;
 constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
@@ -536,10 +540,20 @@ class CudaBackend final : public Backend {
   ///   run-2026-11-23-samplepass/rule*/. Since the sample pass splits its sums (L2 over 32+
   ///   chunks) it also pays from 8 queries at k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it
   ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6).
+  /// - Large stores, batches of 16+ queries or 8+ at k >= 128: every 16th tile (two H100 calls
+  ///   against every 32nd, run-2026-11-24-s14/call4-5): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x,
+  ///   Q = 16-64 0.87-0.91x, K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x;
+  ///   GoogleNews-like and 10,000,000 x 2 unchanged (kMaxSampleTiles caps their step at 23 and 77).
+  ///   Every 16th tile for fewer queries measured 1.00-1.01x (ImageNet-like K = 64 Q = 2-12, K = 128
+  ///   Q = 2-4); every 8th lost at K = 64 (1.02-1.09x) and gained no more at K = 128.
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
-    if (tiles >= 64 * sms && enough(kSampleStep)) return nq >= 2 || chunks_ <= 2 ? kSampleStep : 0;
+    if (tiles >= 64 * sms && enough(kSampleStep)) {
+      if (nq < 2 && chunks_ > 2) return 0;
+      const bool dense = nq >= 16 || (nq >= 8 && k >= 128);
+      return dense && enough(kDenseSampleStep) ? kDenseSampleStep : kSampleStep;
+    }
     const bool many_lists = nq >= 12 || (nq >= 8 && (k >= 128 || split_sample_possible())) || (nq >= 4 && chunks_ <= 32);
     return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
   }
