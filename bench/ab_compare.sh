@@ -10,6 +10,7 @@
 #   paper     bench_search mnist,imagenet K 64 Q 1,4 (--reps 20 --sets 2)
 #   q1        bench_search mnist,imagenet,googlenews K 64,128 Q 1 (--reps 20 --sets 2)
 #   small     bench_search mnist K 64,128 Q 1,2,4 (--reps 30 --sets 2)
+#   mnistbatch bench_search mnist K 64,128 Q 8,12,16,24,32,64 (--reps 20 --sets 2)
 #   mid       bench_search mnist,imagenet,googlenews K 64,128 Q 2,4,8,12 (--reps 10 --sets 2)
 #   batch     bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   lowbatch  bench_search gis1m,gis10m K 16 Q 32,64,256,1024 (--reps 10 --sets 2)
@@ -55,6 +56,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         small)
           "$bin/bench_search" --shapes mnist --k 64,128 --q 1,2,4 --reps 30 --sets 2 \
             --csv "$DIR/$tag-small.csv" > "$DIR/$tag-small.log" 2>&1 ;;
+        mnistbatch)
+          "$bin/bench_search" --shapes mnist --k 64,128 --q 8,12,16,24,32,64 --reps 20 --sets 2 \
+            --csv "$DIR/$tag-mnistbatch.csv" > "$DIR/$tag-mnistbatch.log" 2>&1 ;;
         mid)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 2,4,8,12 --reps 10 --sets 2 \
             --csv "$DIR/$tag-mid.csv" > "$DIR/$tag-mid.log" 2>&1 ;;

@@ -68,6 +68,7 @@ constexpr std::uint32_t kDenseSampleStep = 16;
 /// At most this many sampled tiles per query (the sample's rank workspace: 512 KB per query).
 constexpr std::uint32_t kMaxSampleTiles = 4096;
 constexpr std::uint32_t kSmallStoreSampleStep = 8;  // stores of fewer than 64 tiles per SM
+constexpr std::uint32_t kSmallStoreDenseStep = 4;   // the same for 16+ queries at k >= 128, dims 9-128 (sample_step_for)
 /// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
 /// in this many tiles.
 constexpr std::uint64_t kScreenSparse = 4;
@@ -546,6 +547,10 @@ class CudaBackend final : public Backend {
   ///   GoogleNews-like and 10,000,000 x 2 unchanged (kMaxSampleTiles caps their step at 23 and 77).
   ///   Every 16th tile for fewer queries measured 1.00-1.01x (ImageNet-like K = 64 Q = 2-12, K = 128
   ///   Q = 2-4); every 8th lost at K = 64 (1.02-1.09x) and gained no more at K = 128.
+  /// - Smaller stores, 16+ queries at k >= 128 over dims 9-128: every 4th tile (same H100 call against every
+  ///   8th, three rounds, run-2026-11-24-s14/call6): 100,000 x 128 K = 128 Q = 16-64 0.84-0.96x
+  ///   (K = 64 0.94-0.99x, within the batch rows' noise). MNIST-like (784 dims), where a sampled
+  ///   tile costs 6x as much, lost 1.00-1.19x.
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
@@ -555,7 +560,9 @@ class CudaBackend final : public Backend {
       return dense && enough(kDenseSampleStep) ? kDenseSampleStep : kSampleStep;
     }
     const bool many_lists = nq >= 12 || (nq >= 8 && (k >= 128 || split_sample_possible())) || (nq >= 4 && chunks_ <= 32);
-    return many_lists && enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
+    if (!many_lists) return 0;
+    if (nq >= 16 && k >= 128 && chunks_ > 2 && chunks_ <= 32 && enough(kSmallStoreDenseStep)) return kSmallStoreDenseStep;
+    return enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
   }
 
   /// The split sample pass (split sums) can run: L2 ranks over vectors of enough chunks.
