@@ -37,11 +37,11 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = "run-2026-11-24-split"
-# The run docs/performance.md's one-query table comes from: the latest folder's run of baa7f8b
-# (the one-query path is the same code in the latest commit; the latest run's host instance was
-# noisier, its own raw floor's p99.9 74.9 us).
-LATENCY_RUN = os.path.join(LATEST, "complete-baa7f8b")
+LATEST = "run-2026-11-24-s14"
+# The run docs/performance.md's one-query table comes from: run-2026-11-24-split's run of baa7f8b
+# (the one-query path is the same code in the latest commit; the later runs' host instances had
+# slower floors of their own).
+LATENCY_RUN = os.path.join("run-2026-11-24-split", "complete-baa7f8b")
 
 
 def device_of(path):
