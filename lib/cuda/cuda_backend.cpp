@@ -541,7 +541,7 @@ class CudaBackend final : public Backend {
   ///   run-2026-11-23-samplepass/rule*/. Since the sample pass splits its sums (L2 over 32+
   ///   chunks) it also pays from 8 queries at k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it
   ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6).
-  /// - Large stores, batches of 16+ queries or 8+ at k >= 128: every 16th tile (two H100 calls
+  /// - Large stores, batches of 16+ queries or 8+ at k >= 128, dims <= 128: every 16th tile (two calls
   ///   against every 32nd, run-2026-11-24-s14/call4-5): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x,
   ///   Q = 16-64 0.87-0.91x, K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x;
   ///   10,000,000 x 2 unchanged (kMaxSampleTiles caps its step at 77). GoogleNews-like (300 dims,
