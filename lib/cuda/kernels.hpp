@@ -132,9 +132,10 @@ struct ScanShape {
   int one_chunk_width = 0;    // vectors of one chunk: 2 (at most two elements) or 4; else 0
   bool tiled = false;         // one-chunk, 4+ queries, not filtered: each lane scores several tiles
   // Multi-chunk stores after a sample pass, groups of kScreenGroup queries (kScreenSmallGroup for
-  // 13-16: 4 x 4), global lists: each lane scores 4 points x 8 queries by dot products (half the arithmetic of the exact L2 form, each
-  // loaded chunk used 4 or 8 times); L2 pairs that pass the screen get an exact rank, and inner
-  // product's dot products are its exact ranks.
+  // 13-16), global lists: each lane scores 4 points x 8 queries (4 x 4 in groups of 16) by dot
+  // products (half the arithmetic of the exact L2 form, each loaded chunk used 4 or 8 times); L2
+  // pairs that pass the screen get an exact rank, and inner product's dot products are its exact
+  // ranks.
   bool screen = false;
 };
 /// The screen's query group (the only group of more than 16 queries).

@@ -150,6 +150,16 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
   }
 }
 
+/// Copies the block's kSampleStagedGroup queries (from q0; nq of them in the batch) into shared
+/// memory, query-major; rows past the batch are zeros. The caller's barrier follows.
+__device__ __forceinline__ void stage_queries(const SampleParams& p, float4* staged, std::uint32_t q0, std::uint32_t nq,
+                                              std::uint32_t chunks) {
+  const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < kSampleStagedGroup * chunks; i += blockDim.x) {
+    staged[i] = i < nq * chunks ? rows[i] : make_float4(0, 0, 0, 0);
+  }
+}
+
 /// SampleParams::staged_queries: the block's kSampleStagedGroup queries in shared memory (every
 /// warp of the block ranks its own tile against the same queries), each warp scoring all of them
 /// in one pass over its tile with kSampleLoads point loads in flight.
@@ -162,10 +172,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   const std::uint32_t chunks = store.chunks;
   const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
   const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
-  const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
-  for (std::uint32_t i = threadIdx.x; i < G * chunks; i += blockDim.x) {
-    staged[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);  // rows past the batch: zeros
-  }
+  stage_queries(p, staged, q0, nq, chunks);
   __syncthreads();
   const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
   if (sample_tile >= p.sample_tiles) return;
@@ -202,10 +209,7 @@ __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel
   const std::uint32_t chunks = store.chunks;
   const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
   const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
-  const float4* query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
-  for (std::uint32_t i = threadIdx.x; i < G * chunks; i += blockDim.x) {
-    staged[i] = i < nq * chunks ? query_rows[i] : make_float4(0, 0, 0, 0);  // rows past the batch: zeros
-  }
+  stage_queries(p, staged, q0, nq, chunks);
   float* partial = reinterpret_cast<float*>(staged + G * chunks);  // [warp][query][lane]
   __syncthreads();
   const std::uint32_t sample_tile = blockIdx.x;

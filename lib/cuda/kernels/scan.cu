@@ -952,6 +952,12 @@ ScanKernel pick(const ScanShape& s) {
   return pick<QG, false>(s);
 }
 
+/// The screen's kernel for a group of QG queries (no ranges, global lists, several chunks).
+template <int QG>
+ScanKernel screen_kernel(bool inner_product) {
+  return inner_product ? scan_kernel<QG, true, false, true, 0, false, true> : scan_kernel<QG, false, false, true, 0, false, true>;
+}
+
 ScanKernel kernel_for(const ScanShape& s) {
   if (s.screen) {
     const bool small = s.query_group == kScreenSmallGroup;
@@ -960,12 +966,7 @@ ScanKernel kernel_for(const ScanShape& s) {
                       std::to_string(kScreenSmallGroup) +
                       ", no ranges, global lists and vectors of several chunks");
     }
-    if (small) {
-      return s.inner_product ? scan_kernel<kScreenSmallGroup, true, false, true, 0, false, true>
-                             : scan_kernel<kScreenSmallGroup, false, false, true, 0, false, true>;
-    }
-    return s.inner_product ? scan_kernel<kScreenGroup, true, false, true, 0, false, true>
-                           : scan_kernel<kScreenGroup, false, false, true, 0, false, true>;
+    return small ? screen_kernel<kScreenSmallGroup>(s.inner_product) : screen_kernel<kScreenGroup>(s.inner_product);
   }
   switch (s.query_group) {
     case 1: return pick<1>(s);
