@@ -2,7 +2,7 @@
 // update load does to concurrent queries. Public API only (ReferenceSet push/publish/search).
 //   updates [--n 1000000] [--metric l2|haversine] [--batches 1000,10000,100000,1000000]
 //           [--q 16] [--k 16] [--seconds 2] [--min-reps 3] [--backend cuda|cpu]
-//           [--producers 4] [--api batch|single] [--csv updates.csv]
+//           [--producers 4] [--api batch|single] [--publish-threads 0] [--csv updates.csv]
 // A store of n points in 2 dimensions (haversine: (lat, lon) degrees; l2: uniform [0,1)) is
 // loaded once. Then, in one run:
 //   1. queries only: one thread searches Q queries for their K nearest, back to back, for
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--n", "1000000"},   {"--metric", "l2"},  {"--batches", "1000,10000,100000,1000000"},
                                           {"--q", "16"},        {"--k", "16"},       {"--seconds", "2"},
                                           {"--min-reps", "3"},  {"--backend", "cuda"}, {"--csv", "updates.csv"},
-                                          {"--producers", "4"},  {"--api", "batch"}};
+                                          {"--producers", "4"},  {"--api", "batch"}, {"--publish-threads", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   // One publish must take a whole batch: publish() drains at most queue_capacity updates.
   config.queue_capacity = std::max<std::size_t>(max_batch, 1 << 16);
   config.backend = args["--backend"] == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
+  config.publish_threads = std::stoul(args["--publish-threads"]);  // 0: the library's default
   ReferenceSet store(config);
   const bool geo = config.metric == Metric::Haversine;
 
@@ -359,9 +360,10 @@ int main(int argc, char** argv) {
   }
 
   const std::string metric = std::string(to_string(config.metric));
+  const std::string publish_threads = config.publish_threads ? std::to_string(config.publish_threads) : "default";
   std::printf("bench_updates: %zu x 2 store (%s) on %s, loaded in %.1f s; query thread: Q=%zu K=%zu back to back; "
-              "push API: %s\n", n, metric.c_str(), store.backend_name().c_str(), load_s, q, k,
-              batch_api ? "push(span) of 1024 moves" : "one try_push per move");
+              "push API: %s; publish threads: %s\n", n, metric.c_str(), store.backend_name().c_str(), load_s, q, k,
+              batch_api ? "push(span) of 1024 moves" : "one try_push per move", publish_threads.c_str());
   std::printf("%-9s %-8s %5s %12s %12s %9s %11s %11s | %9s %9s %9s %9s %10s\n", "batch", "queries", "reps", "moves/s",
               "publish m/s", "push ms", "publish ms", "pub p99 ms", "q batches", "p50 us", "p99 us", "p99.9 us",
               "batches/s");
@@ -397,8 +399,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", args["--csv"].c_str());
     return 1;
   }
-  std::fprintf(csv, "# backend,%s,n,%zu,dim,2,metric,%s,load_s,%.2f,api,%s\n", store.backend_name().c_str(), n,
-               metric.c_str(), load_s, batch_api ? "batch" : "single");
+  std::fprintf(csv, "# backend,%s,n,%zu,dim,2,metric,%s,load_s,%.2f,api,%s,publish_threads,%s\n",
+               store.backend_name().c_str(), n, metric.c_str(), load_s, batch_api ? "batch" : "single",
+               publish_threads.c_str());
   std::fprintf(csv,
                "metric,N,batch,queries,Q,K,reps,moves_per_s,publish_moves_per_s,push_ms_p50,publish_ms_p50,"
                "publish_ms_p99,query_batches,query_p50_us,query_p99_us,query_p999_us,query_batches_per_s,rejected,producers\n");

@@ -32,8 +32,10 @@ struct TargetSpec {
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
-/// Most threads StoreConfig::cpu_threads may ask for.
+/// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
 inline constexpr std::size_t kMaxCpuThreads = 1024;
+/// Updates a publish must drain before it resolves them on several threads.
+inline constexpr std::size_t kParallelPublishMin = 8192;
 
 struct StoreConfig {
   std::size_t dim = 0;                        ///< vector dimension (2 for Haversine: lat, lon)
@@ -47,6 +49,11 @@ struct StoreConfig {
   /// kMaxCpuThreads); 0 = one per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers, so a
   /// process holding many stores caps them here. The answers do not depend on it.
   std::size_t cpu_threads = 0;
+  /// Threads publish() may use, the calling thread included (at most kMaxCpuThreads), to
+  /// resolve a large batch (kParallelPublishMin updates or more) of moves and target changes
+  /// only; 0 = one per hardware thread, up to 8. The pool starts at the first such batch. The
+  /// published state does not depend on it.
+  std::size_t publish_threads = 0;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers
   /// with garbage before every search, so a result the kernels fail to write cannot pass
   /// unnoticed, and synchronises after every kernel so an error names the kernel that failed.

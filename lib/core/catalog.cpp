@@ -1,7 +1,11 @@
 #include "core/catalog.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <limits>
+#include <system_error>
+#include <thread>
 
 #include "core/check.hpp"
 #include "core/metric_space.hpp"
@@ -28,12 +32,27 @@ std::size_t channel_entry(std::uint32_t slot, std::uint64_t stamp, std::vector<M
 // (an operation in between may erase or insert that id): it is only a hint, never used.
 constexpr std::size_t kPrefetchAhead = 16;
 
+// resolve_on_pool's entry for an op: its slot in the low 32 bits, bit 32 set for a target
+// write (else a vector write); kUnknownOp where the id is not in the store.
+constexpr std::uint64_t kTargetWrite = std::uint64_t(1) << 32;
+constexpr std::uint64_t kUnknownOp = ~std::uint64_t(0);
+
+/// Threads for publishes: StoreConfig::publish_threads, or one per hardware thread up to 8.
+std::size_t publish_threads_for(const StoreConfig& config) {
+  if (config.publish_threads > 0) return config.publish_threads;
+  return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
+}
+
+/// First index of part p when [0, n) is cut into `parts` contiguous near-equal parts.
+std::size_t part_begin(std::size_t p, std::size_t parts, std::size_t n) noexcept { return n * p / parts; }
+
 }  // namespace
 
 Catalog::Catalog(const StoreConfig& config)
     : config_(config),
       stored_dim_(stored_dim(config.metric, config.dim)),
-      value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0) {}
+      value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      publish_threads_(publish_threads_for(config)) {}
 
 std::size_t Catalog::slots_needed(std::span<const QueuedOp> ops) const noexcept {
   std::size_t inserts = 0;
@@ -41,7 +60,7 @@ std::size_t Catalog::slots_needed(std::span<const QueuedOp> ops) const noexcept 
   return std::size_t(high_water_) + inserts;
 }
 
-void Catalog::reserve_for(std::size_t slots) {
+void Catalog::reserve_for(std::size_t slots, std::size_t ops) {
   if (slots > std::numeric_limits<std::uint32_t>::max()) {
     throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
   }
@@ -50,10 +69,199 @@ void Catalog::reserve_for(std::size_t slots) {
   for (auto* v : {&vector_marks_, &target_marks_, &id_marks_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
   }
+  if (ops >= kParallelPublishMin && publish_threads_ > 1) {
+    if (!pool_) {
+      try {
+        pool_ = std::make_unique<ThreadPool>(publish_threads_ - 1);
+        tallies_.resize(pool_->concurrency());
+        chunk_part_counts_.resize(tallies_.size() * counts_row());
+      } catch (const std::system_error&) {
+        publish_threads_ = 1;  // no threads to be had: publishes resolve on the caller alone
+        pool_.reset();
+      }
+    }
+    if (pool_) {
+      op_writes_.reserve(ops);
+      by_part_.reserve(ops);
+    }
+  }
 }
 
 void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                       PublishReport& report) {
+  if (pool_ && ops.size() >= kParallelPublishMin && by_part_.capacity() >= ops.size()) {
+    try {
+      if (resolve_on_pool(ops, queue, batch, report)) return;
+    } catch (const std::exception&) {
+      // Only handing work to the pool can throw (its job record), and the pool path changes
+      // nothing of the catalogue: resolving in order starts afresh with a new batch stamp.
+    }
+  }
+  resolve_in_order(ops, queue, batch, report);
+}
+
+bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+                              PublishReport& report) {
+  const std::size_t n = ops.size();
+  const std::size_t parts = tallies_.size();
+  const bool targets = config_.target.kind != TargetSpec::Kind::None;
+  // The part of the slot range a slot belongs to: parts cut it into near-equal ranges. A
+  // multiply and shift, not a division per op (the division alone cost more than the lookup).
+  const std::uint64_t part_scale = (std::uint64_t(parts) << 32) / std::max<std::uint64_t>(high_water_, 1);
+  auto part_of = [&](std::uint64_t slot) { return static_cast<std::size_t>((slot * part_scale) >> 32); };
+  op_writes_.resize(n);  // both within the capacity reserve_for made
+  by_part_.resize(n);
+
+  // 1. Each op's slot, over contiguous chunks of the batch (chunk c on task c), counted per
+  //    part of the slot range. The id index is only read, so an insert or an erase (which
+  //    change it, and the free slots, in queue order) sends the whole batch to resolve_in_order.
+  std::atomic<bool> structural{false};
+  const std::size_t row = counts_row();
+  pool_->parallel_for(parts, [&](std::size_t c) {
+    // Locals, not the tally, in the loop: its stores would alias the loads of the id index
+    // (all 64-bit), and the compiler would reload those every op.
+    std::size_t moved = 0, retargeted = 0, unknown = 0;
+    std::size_t* per_part = chunk_part_counts_.data() + c * row;
+    std::fill(per_part, per_part + parts, std::size_t(0));
+    std::uint64_t* writes = op_writes_.data();
+    const IdIndex& ids = ids_;
+    const std::size_t end = part_begin(c + 1, parts, n);
+    for (std::size_t i = part_begin(c, parts, n); i < end; ++i) {
+      if (i + kPrefetchAhead < end) ids.prefetch(ops[i + kPrefetchAhead].id);
+      const QueuedOp& op = ops[i];
+      if (op.kind == UpdateKind::Insert || op.kind == UpdateKind::Erase ||
+          ((i & 1023) == 0 && structural.load(std::memory_order_relaxed))) {
+        structural.store(true, std::memory_order_relaxed);
+        return;
+      }
+      const auto slot = ids.find(op.id);
+      if (!slot) {
+        writes[i] = kUnknownOp;
+        ++unknown;
+        continue;
+      }
+      const bool move = op.kind == UpdateKind::Move;
+      writes[i] = move ? *slot : *slot | kTargetWrite;
+      ++(move ? moved : retargeted);
+      if (move || targets) ++per_part[part_of(*slot)];  // a store without targets writes none
+    }
+    tallies_[c] = Tally{moved, retargeted, unknown};
+  });
+  if (structural.load()) return false;
+
+  // 2. by_part_ lists the writing ops part by part of the slot range, each part's in queue
+  //    order (chunk by chunk): a counting sort, chunk c on task c.
+  std::size_t at = 0;
+  for (std::size_t p = 0; p < parts; ++p) {
+    tallies_[p].first_op = at;
+    for (std::size_t c = 0; c < parts; ++c) {
+      const std::size_t count = chunk_part_counts_[c * row + p];
+      chunk_part_counts_[c * row + p] = at;  // now chunk c's first position in part p
+      at += count;
+    }
+    tallies_[p].end_op = at;
+  }
+  pool_->parallel_for(parts, [&](std::size_t c) {
+    std::size_t* next = chunk_part_counts_.data() + c * row;
+    const std::size_t end = part_begin(c + 1, parts, n);
+    for (std::size_t i = part_begin(c, parts, n); i < end; ++i) {
+      const std::uint64_t w = op_writes_[i];
+      if (w == kUnknownOp || ((w & kTargetWrite) && !targets)) continue;
+      by_part_[next[part_of(w & 0xffffffffu)]++] = static_cast<std::uint32_t>(i);
+    }
+  });
+
+  // 3. Each part finds, per channel, the last op of the batch that writes each of its slots,
+  //    and numbers those slots. A slot's marks belong to one part, so to one thread, and a
+  //    part's marks (a slice of the array) stay in that thread's cache.
+  batch.clear();
+  const std::uint64_t stamp = ++batch_stamp_;
+  auto for_each_write = [&](std::size_t p, auto&& visit) {
+    for (std::size_t k = tallies_[p].first_op; k < tallies_[p].end_op; ++k) {
+      const std::uint32_t i = by_part_[k];
+      const std::uint64_t w = op_writes_[i];
+      visit(i, static_cast<std::uint32_t>(w & 0xffffffffu), (w & kTargetWrite) != 0);
+    }
+  };
+  pool_->parallel_for(parts, [&](std::size_t p) {
+    Tally& t = tallies_[p];
+    t.vectors = t.targets = 0;
+    for_each_write(p, [&](std::uint32_t i, std::uint32_t slot, bool target) {
+      ChannelMark& mark = (target ? target_marks_ : vector_marks_)[slot];
+      if (mark.stamp != stamp) {
+        mark.stamp = stamp;
+        mark.pos = static_cast<std::uint32_t>(target ? t.targets++ : t.vectors++);
+      }
+      mark.src = i;
+    });
+  });
+
+  // 4. The parts' entries follow each other in the channels; each part writes its own.
+  std::size_t vectors = 0, target_entries = 0;
+  for (Tally& t : tallies_) {
+    t.vector_base = vectors;
+    t.target_base = target_entries;
+    vectors += t.vectors;
+    target_entries += t.targets;
+  }
+  const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+  batch.vector_slots.resize(vectors);  // all within the capacity ResolvedBatch::reserve made
+  batch.vectors.resize(vectors * stored_dim_);
+  batch.target_slots.resize(target_entries);
+  if (classes) {
+    batch.labels.resize(target_entries);
+  } else {
+    batch.values.resize(target_entries * value_count_);
+  }
+  pool_->parallel_for(parts, [&](std::size_t p) {
+    const Tally& t = tallies_[p];
+    for_each_write(p, [&](std::uint32_t i, std::uint32_t slot, bool target) {
+      const ChannelMark& mark = (target ? target_marks_ : vector_marks_)[slot];
+      if (mark.src != i) return;  // a later op of the batch writes this slot
+      const QueuedOp& op = ops[i];
+      if (!target) {
+        const std::size_t e = t.vector_base + mark.pos;
+        batch.vector_slots[e] = slot;
+        const auto stored = queue.vector_of(op);
+        std::copy(stored.begin(), stored.end(), batch.vectors.data() + e * stored_dim_);
+      } else {
+        const std::size_t e = t.target_base + mark.pos;
+        batch.target_slots[e] = slot;
+        if (classes) {
+          batch.labels[e] = op.label;
+        } else {
+          const auto v = queue.values_of(op);
+          std::copy(v.begin(), v.end(), batch.values.data() + e * value_count_);
+        }
+      }
+    });
+  });
+
+  // The report changes last: until here, a throw from the pool leaves it as it was.
+  std::size_t unknown = 0;
+  for (const Tally& t : tallies_) {
+    report.moved += t.moved;
+    report.retargeted += t.retargeted;
+    unknown += t.unknown;
+  }
+  if (unknown > 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (op_writes_[i] == kUnknownOp) report.rejected.push_back({ops[i].id, ops[i].kind, RejectReason::UnknownId});
+    }
+  }
+  finish(ops.size(), batch, report);
+  return true;
+}
+
+void Catalog::finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept {
+  batch.slot_count = high_water_;
+  report.drained += drained;
+  report.applied = report.inserted + report.moved + report.erased + report.retargeted;
+  report.size = ids_.size();
+}
+
+void Catalog::resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+                               PublishReport& report) {
   batch.clear();
   ++batch_stamp_;
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
@@ -145,10 +353,7 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
       }
     }
   }
-  batch.slot_count = high_water_;
-  report.drained += ops.size();
-  report.applied = report.inserted + report.moved + report.erased + report.retargeted;
-  report.size = ids_.size();
+  finish(ops.size(), batch, report);
 }
 
 }  // namespace streamknn::detail

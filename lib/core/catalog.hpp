@@ -5,12 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/free_slots.hpp"
 #include "core/id_index.hpp"
 #include "core/resolved_batch.hpp"
+#include "core/thread_pool.hpp"
 #include "core/update_queue.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/publish_report.hpp"
@@ -23,10 +25,13 @@ class Catalog {
 
   /// Slots the buffers must hold to apply ops (an upper bound: every insert may need a new slot).
   std::size_t slots_needed(std::span<const QueuedOp> ops) const noexcept;
-  /// Makes room in the host structures for `slots` (slots_needed of the batch) so that resolve()
-  /// cannot fail half-way.
-  void reserve_for(std::size_t slots);
-  /// Applies ops in order to the catalogue, filling batch (cleared first) and report.
+  /// Makes room in the host structures for a batch of `ops` updates needing `slots`
+  /// (slots_needed of the batch), so that resolve() cannot fail half-way. Starts the publish
+  /// pool at the first batch large enough to use it.
+  void reserve_for(std::size_t slots, std::size_t ops);
+  /// Applies ops in order to the catalogue, filling batch (cleared first) and report. A large
+  /// batch of moves and target changes only is resolved on the publish pool: the same report
+  /// and the same writes per channel, listed in another order.
   void resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                PublishReport& report);
 
@@ -34,6 +39,13 @@ class Catalog {
   std::uint32_t slot_count() const noexcept { return high_water_; }
 
  private:
+
+  void resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+                        PublishReport& report);
+  /// False, having changed nothing, if the batch holds an insert or an erase.
+  bool resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+                       PublishReport& report);
+  void finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept;
 
   StoreConfig config_;
   std::size_t stored_dim_;
@@ -43,12 +55,31 @@ class Catalog {
   std::uint32_t high_water_ = 0;
   // Position of a slot's write in each batch channel, valid when stamp == current batch (one
   // cache line per slot and channel: a publish of random moves misses on every one).
+  // `src` is the op that wrote it last (used by resolve_on_pool only).
   struct ChannelMark {
     std::uint64_t stamp = 0;
     std::uint32_t pos = 0;
+    std::uint32_t src = 0;
   };
   std::vector<ChannelMark> vector_marks_, target_marks_, id_marks_;
   std::uint64_t batch_stamp_ = 0;
+
+  std::size_t publish_threads_;          ///< threads of the pool, the publisher's included
+  std::unique_ptr<ThreadPool> pool_;     ///< started by the first large batch (reserve_for)
+  // resolve_on_pool's scratch. It cuts the batch into chunks and the slot range into parts,
+  // as many of each as the pool has threads.
+  std::vector<std::uint64_t> op_writes_;  ///< each op's slot and channel
+  std::vector<std::uint32_t> by_part_;    ///< the writing ops, part by part
+  std::vector<std::size_t> chunk_part_counts_;  ///< [chunk][part]: writes, then by_part_ offsets
+  /// Stride of chunk_part_counts_: rows 64 bytes apart or more, so no two chunks' threads
+  /// write one cache line.
+  std::size_t counts_row() const noexcept { return (tallies_.size() + 7) / 8 * 8 + 8; }
+  struct alignas(64) Tally {  // one per thread's cache line(s)
+    std::size_t moved = 0, retargeted = 0, unknown = 0;        // of chunk c
+    std::size_t first_op = 0, end_op = 0;                      // part p's range of by_part_
+    std::size_t vectors = 0, targets = 0, vector_base = 0, target_base = 0;  // part p's entries
+  };
+  std::vector<Tally> tallies_;  ///< [chunk or part]
 };
 
 }  // namespace streamknn::detail

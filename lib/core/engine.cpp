@@ -55,6 +55,9 @@ const StoreConfig& validated(const StoreConfig& config) {
   if (config.cpu_threads > kMaxCpuThreads) {
     fail_argument(where, ": cpu_threads=", config.cpu_threads, " exceeds the limit of ", kMaxCpuThreads);
   }
+  if (config.publish_threads > kMaxCpuThreads) {
+    fail_argument(where, ": publish_threads=", config.publish_threads, " exceeds the limit of ", kMaxCpuThreads);
+  }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {
     fail_argument(where, ": queue_capacity=", config.queue_capacity, " exceeds the limit of 16777216");
@@ -242,7 +245,7 @@ PublishReport Engine::publish() {
   // fail, so an OutOfMemory leaves the published state as it was and the updates pending.
   const std::size_t slots = catalog_.slots_needed(drained_);  // one pass over the batch
   try {
-    catalog_.reserve_for(slots);
+    catalog_.reserve_for(slots, drained_.size());
     batch_.reserve(drained_.size(), stored_dim_, value_floats(config_));
     report.rejected.reserve(drained_.size());
     backend_->reserve(slots, drained_.size());

@@ -16,7 +16,7 @@
 #include "core/metric_space.hpp"
 #include "cpu/cpu_search.hpp"
 #include "cpu/host_store.hpp"
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 #include "streamknn/error.hpp"
 
 namespace streamknn::detail {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cpu/host_store.hpp"
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 #include "streamknn/search.hpp"
 
 namespace streamknn::detail {

@@ -300,7 +300,8 @@ void bind_reference_set(py::module_& m) {
 A mutable reference set: push batches of updates, publish() them as a new snapshot, search it.
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
-             capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0)
+             capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0,
+             publish_threads=0)
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
@@ -308,6 +309,8 @@ n_classes: points carry a class label 0..n_classes-1; n_outputs: points carry th
 floats (regression, multi-output, Q-values); neither: points carry nothing.
 backend: 'auto' (CUDA where a device is usable, else CPU), 'cpu' or 'cuda'.
 cpu_threads: threads a CPU-backend search may use (0: one per hardware thread).
+publish_threads: threads publish() may use for a large batch of moves and target changes
+(0: one per hardware thread, up to 8).
 
 Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
 queued by insert / move / erase / set_target and become visible together at publish(); unknown
@@ -316,7 +319,8 @@ any thread; searches and publishes release the GIL.
 )doc")
       .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
-                       std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads) {
+                       std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
+                       std::size_t publish_threads) {
              StoreConfig config;
              config.dim = dim;
              config.metric = parse_metric(metric);
@@ -328,12 +332,14 @@ any thread; searches and publishes release the GIL.
              config.queue_capacity = queue_capacity;
              config.cuda_device = cuda_device;
              config.cpu_threads = cpu_threads;
+             config.publish_threads = publish_threads;
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
            py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
-           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0)
+           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
+           py::arg("publish_threads") = 0)
       .def(
           "insert",
           [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {
@@ -469,6 +475,7 @@ returns (q_before float32 (n, n_actions), ids uint64 (n, k), epoch). See streamk
       .def_property_readonly("backend_name", [](const Store& s) { return s.set().backend_name(); })
       .def_property_readonly("queue_capacity", [](const Store& s) { return s.set().config().queue_capacity; })
       .def_property_readonly("cpu_threads", [](const Store& s) { return s.set().config().cpu_threads; })
+      .def_property_readonly("publish_threads", [](const Store& s) { return s.set().config().publish_threads; })
       .def_property_readonly("size", [](const Store& s) { return s.set().size(); }, "Points in the published snapshot.")
       .def_property_readonly("epoch", [](const Store& s) { return s.set().epoch(); }, "Epoch of the published snapshot (0 = empty).")
       .def_property_readonly("pending", [](const Store& s) { return s.set().pending(); }, "Updates queued and not yet published.")

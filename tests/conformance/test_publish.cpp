@@ -211,3 +211,69 @@ TEST_CASE("set_target changes what the classifier and regressor see") {
   CHECK(p.values[1] == 8.0f);
   CHECK(p.epoch == 2);
 }
+
+TEST_CASE("a large batch of moves and target changes, resolved on several threads, lands as in queue order") {
+  // kParallelPublishMin updates or more, moves and set_targets only: publish() resolves them on
+  // its pool. Ids repeat (the last write wins) and some are unknown (rejected in queue order).
+  auto g = rng(811);
+  StoreConfig c = config_for(3, Metric::L2, TargetSpec::classes(4));
+  c.publish_threads = 4;
+  c.queue_capacity = 4 * kParallelPublishMin;
+  ReferenceSet store(c);
+  Model model;
+  model.dim = 3;
+  const PointId points = 12000;
+  for (PointId id = 0; id < points; ++id) {
+    auto v = uniform(g, 3);
+    const auto label = std::int32_t(g() % 4);
+    store.push(Update::insert(id, v, label));
+    model.vectors[id] = v;
+    model.labels[id] = label;
+  }
+  store.publish();
+  std::vector<Update> batch;
+  std::vector<std::vector<float>> positions;  // kept alive until the push
+  positions.reserve(3 * kParallelPublishMin);
+  std::vector<PointId> unknown;
+  std::size_t moves = 0, retargets = 0;
+  for (std::size_t i = 0; i < 3 * kParallelPublishMin; ++i) {
+    const PointId id = g() % (points + points / 50);  // about 2% unknown
+    const bool known = id < points;
+    if (g() % 4 == 0) {
+      const auto label = std::int32_t(g() % 4);
+      batch.push_back(Update::set_target(id, label));
+      if (known) model.labels[id] = label, ++retargets;
+    } else {
+      positions.push_back(uniform(g, 3));
+      batch.push_back(Update::move(id, positions.back()));
+      if (known) model.vectors[id] = positions.back(), ++moves;
+    }
+    if (!known) unknown.push_back(id);
+  }
+  store.push(batch);
+  const PublishReport r = store.publish();
+  CHECK(r.drained == batch.size());
+  CHECK(r.moved == moves);
+  CHECK(r.retargeted == retargets);
+  CHECK(r.applied == moves + retargets);
+  REQUIRE(r.rejected.size() == unknown.size());
+  for (std::size_t i = 0; i < unknown.size(); ++i) CHECK(r.rejected[i].id == unknown[i]);
+  CHECK(r.size == points);
+
+  // Every point sits where its last move put it and carries its last label.
+  const std::size_t k = 8;
+  std::vector<float> queries;
+  for (PointId id = 0; id < points; id += 97) queries.insert(queries.end(), model.vectors[id].begin(), model.vectors[id].end());
+  const Neighbors got = store.search(queries, k);
+  std::size_t bad = 0;
+  for (std::size_t q = 0; q < got.num_queries; ++q) {
+    const std::span<const float> qv(queries.data() + q * 3, 3);
+    if (!matches_reference(model, Metric::L2, qv, got.ids_of(q), got.distances_of(q), ref_knn(model, Metric::L2, qv, k))) {
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+  KnnClassifier clf(store, 1);
+  const auto predicted = clf.predict(queries);
+  for (std::size_t q = 0; q < got.num_queries; ++q) CHECK(predicted.labels[q] == model.labels[PointId(q * 97)]);
+}

@@ -1,8 +1,11 @@
 // Unit tests of the host machinery: the id index against std::unordered_map, the update
-// queue's capacity and FIFO order, the catalogue's slot reuse.
+// queue's capacity and FIFO order, the catalogue's slot reuse, and its resolution of a batch on
+// the publish pool against the resolution in queue order.
 #include <array>
 #include <atomic>
 #include <deque>
+#include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -238,7 +241,7 @@ TEST_CASE("Catalog reuses the lowest free slot and shrinks the scanned range") {
     for (const auto& u : updates) REQUIRE(queue.try_push(u));
     std::vector<QueuedOp> ops;
     queue.drain(100, ops);
-    catalog.reserve_for(catalog.slots_needed(ops));
+    catalog.reserve_for(catalog.slots_needed(ops), ops.size());
     ResolvedBatch batch;
     PublishReport report;
     catalog.resolve(ops, queue, batch, report);
@@ -260,4 +263,121 @@ TEST_CASE("Catalog reuses the lowest free slot and shrinks the scanned range") {
   CHECK(b.id_slots.size() == 1);
   CHECK(b.ids[0] == 2);
   CHECK(b.vector_slots.size() == 1);
+}
+
+namespace {
+
+/// A channel of a resolved batch as slot -> written data, so batches that list their writes in
+/// different orders compare equal when they write the same.
+template <class T>
+std::map<std::uint32_t, std::vector<T>> by_slot(const std::vector<std::uint32_t>& slots, const std::vector<T>& data) {
+  std::map<std::uint32_t, std::vector<T>> out;
+  const std::size_t width = slots.empty() ? 0 : data.size() / slots.size();
+  REQUIRE(width * slots.size() == data.size());
+  for (std::size_t e = 0; e < slots.size(); ++e) {
+    if (out.count(slots[e]) != 0) FAIL_CHECK("slot ", slots[e], " written twice in one channel");
+    out[slots[e]].assign(data.begin() + std::ptrdiff_t(e * width), data.begin() + std::ptrdiff_t((e + 1) * width));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Catalog: a large batch resolved on the publish pool writes what resolving in order writes") {
+  for (const TargetSpec target : {TargetSpec::none(), TargetSpec::classes(5), TargetSpec::outputs(3)}) {
+    for (const bool with_erase : {false, true}) {
+      CAPTURE(int(target.kind));
+      CAPTURE(with_erase);
+      auto g = rng(41 + std::uint64_t(target.kind) * 2 + with_erase);
+      StoreConfig c;
+      c.dim = 2;
+      c.target = target;
+      StoreConfig one = c, four = c;
+      one.publish_threads = 1;
+      four.publish_threads = 4;
+      Catalog in_order(one), on_pool(four);
+      const std::size_t points = 20000, batch_ops = 3 * kParallelPublishMin;
+      UpdateQueue queue(batch_ops, 2, target.kind == TargetSpec::Kind::Outputs ? 3 : 0);
+      auto update_for = [&](UpdateKind kind, PointId id) {
+        static thread_local std::vector<float> v, values;
+        v = uniform(g, 2);
+        values = uniform(g, 3);
+        switch (kind) {
+          case UpdateKind::Insert:
+            if (target.kind == TargetSpec::Kind::Classes) return Update::insert(id, v, std::int32_t(g() % 5));
+            if (target.kind == TargetSpec::Kind::Outputs) return Update::insert(id, v, values);
+            return Update::insert(id, v);
+          case UpdateKind::Move: return Update::move(id, v);
+          case UpdateKind::SetTarget:
+            if (target.kind == TargetSpec::Kind::Outputs) return Update::set_target(id, values);
+            return Update::set_target(id, std::int32_t(g() % 5));
+          case UpdateKind::Erase: break;
+        }
+        return Update::erase(id);
+      };
+      // expect_pool: whether the pool resolved the batch (checked for random writes only).
+      auto publish = [&](std::vector<Update> updates, std::optional<bool> expect_pool) {
+        for (const auto& u : updates) REQUIRE(queue.try_push(u));
+        std::vector<QueuedOp> ops;
+        queue.drain(updates.size(), ops);
+        ResolvedBatch a, b;
+        PublishReport ra, rb;
+        in_order.reserve_for(in_order.slots_needed(ops), ops.size());
+        on_pool.reserve_for(on_pool.slots_needed(ops), ops.size());
+        a.reserve(ops.size(), 2, 3);
+        b.reserve(ops.size(), 2, 3);
+        in_order.resolve(ops, queue, a, ra);
+        on_pool.resolve(ops, queue, b, rb);
+        queue.release(ops);
+        CHECK(a.slot_count == b.slot_count);
+        CHECK(by_slot(a.vector_slots, a.vectors) == by_slot(b.vector_slots, b.vectors));
+        CHECK(by_slot(a.target_slots, a.labels) == by_slot(b.target_slots, b.labels));
+        CHECK(by_slot(a.target_slots, a.values) == by_slot(b.target_slots, b.values));
+        CHECK(by_slot(a.id_slots, a.ids) == by_slot(b.id_slots, b.ids));
+        CHECK(ra.drained == rb.drained);
+        CHECK(ra.applied == rb.applied);
+        CHECK(ra.moved == rb.moved);
+        CHECK(ra.retargeted == rb.retargeted);
+        CHECK(ra.inserted == rb.inserted);
+        CHECK(ra.erased == rb.erased);
+        CHECK(ra.size == rb.size);
+        REQUIRE(ra.rejected.size() == rb.rejected.size());
+        for (std::size_t r = 0; r < ra.rejected.size(); ++r) {
+          CHECK(ra.rejected[r].id == rb.rejected[r].id);
+          CHECK(ra.rejected[r].kind == rb.rejected[r].kind);
+          CHECK(ra.rejected[r].reason == rb.rejected[r].reason);
+        }
+        // The pool lists the writes of each quarter of the slot range in turn (its 4 parts), so
+        // no write is followed by one more than a third of the range lower; in queue order,
+        // random slots often are. So this shows which path ran.
+        auto quarters_in_turn = [&](const ResolvedBatch& x) {
+          for (std::size_t e = 1; e < x.vector_slots.size(); ++e) {
+            if (std::size_t(x.vector_slots[e]) + x.slot_count / 3 < x.vector_slots[e - 1]) return false;
+          }
+          return true;
+        };
+        if (expect_pool) {
+          CHECK(quarters_in_turn(b) == *expect_pool);
+          CHECK_FALSE(quarters_in_turn(a));
+        }
+        return ra;
+      };
+      std::vector<Update> load;
+      for (PointId id = 1; id <= points; ++id) load.push_back(update_for(UpdateKind::Insert, id));
+      CHECK(publish(load, std::nullopt).inserted == points);
+      // Moves and target changes of random ids, many of them twice or more in the batch (the
+      // last write wins), some of ids the store never had (rejected in queue order).
+      std::vector<Update> batch;
+      for (std::size_t i = 0; i < batch_ops; ++i) {
+        const PointId id = 1 + g() % (points + points / 20);
+        batch.push_back(update_for(g() % 3 == 0 ? UpdateKind::SetTarget : UpdateKind::Move, id));
+      }
+      if (with_erase) batch[batch_ops / 2] = Update::erase(7);  // sends the batch to resolve_in_order
+      const PublishReport r = publish(batch, !with_erase);
+      CHECK(r.rejected.size() > 0);
+      CHECK(r.moved > 0);
+      CHECK(r.retargeted > 0);
+      CHECK(r.erased == (with_erase ? 1u : 0u));
+    }
+  }
 }

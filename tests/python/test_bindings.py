@@ -247,6 +247,25 @@ def test_bad_arguments_raise_value_error_with_the_library_message(backend, call,
     assert isinstance(info.value, streamknn.InvalidArgument) and isinstance(info.value, streamknn.Error)
 
 
+def test_publish_threads_keep_the_published_state():
+    # 12,000 moves (some ids twice, the last wins) in one publish: resolved on the publish pool
+    # when publish_threads allows it, in queue order with 1; the snapshots must be the same.
+    rng = np.random.default_rng(12)
+    points, queries = rng.random((10000, 3), dtype=np.float32), rng.random((30, 3), dtype=np.float32)
+    moved_ids = rng.integers(0, 10000, 12000)
+    moved_to = rng.random((12000, 3), dtype=np.float32)
+    answers = []
+    for threads in (1, 4):
+        store = streamknn.ReferenceSet(3, backend="cpu", queue_capacity=20000, publish_threads=threads)
+        store.insert(np.arange(10000), points)
+        store.publish()
+        store.move(moved_ids, moved_to)
+        report = store.publish()
+        assert report.moved == 12000 and store.publish_threads == threads
+        answers.append(store.search(queries, 5)[:2])
+    assert np.array_equal(answers[0][1], answers[1][1]) and np.array_equal(answers[0][0], answers[1][0])
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(dim=0), "dim must be at least 1"),
     (dict(dim=3, metric="manhattan"), "unknown metric 'manhattan'"),
@@ -256,6 +275,7 @@ def test_bad_arguments_raise_value_error_with_the_library_message(backend, call,
     (dict(dim=3, backend="tpu"), "unknown backend 'tpu'"),
     (dict(dim=3, queue_capacity=0), "queue_capacity must be at least 1"),
     (dict(dim=3, cpu_threads=1025), "cpu_threads=1025 exceeds the limit of 1024"),
+    (dict(dim=3, publish_threads=1025), "publish_threads=1025 exceeds the limit of 1024"),
 ])
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ValueError, match=message):

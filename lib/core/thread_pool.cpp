@@ -1,4 +1,4 @@
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 
 #include <exception>
 
@@ -42,17 +42,25 @@ bool spin_until(Ready&& ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(std::size_t workers) {
-  workers_.reserve(workers);
-  for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    workers_.reserve(workers);
+    for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (...) {
+    stop();  // the workers started so far (a joinable std::thread must not be destroyed)
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::run(Job& job) {

@@ -1,8 +1,9 @@
-// A small fork-join pool owned by one CPU backend (no global state). parallel_for runs the
-// calling thread alongside the workers, so concurrent callers always make progress. Idle
-// workers, and a caller waiting for the last task, poll for a short while (kSpin) before
-// they sleep: a search that follows another within that time starts and finishes without a
-// futex wake, which costs several microseconds (a third of a one-query low-dimension search).
+// A small fork-join pool owned by one CPU backend, or by one catalogue for its publishes (no
+// global state). parallel_for runs the calling thread alongside the workers, so concurrent
+// callers always make progress. Idle workers, and a caller waiting for the last task, poll for
+// a short while (kSpin) before they sleep: a search that follows another within that time
+// starts and finishes without a futex wake, which costs several microseconds (a third of a
+// one-query low-dimension search).
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,7 @@ class ThreadPool {
  private:
   struct Job;
   void worker_loop();
+  void stop() noexcept;  ///< stops and joins the workers
   static void run(Job& job);
 
   std::mutex mutex_;
