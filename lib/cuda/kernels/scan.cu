@@ -239,6 +239,68 @@ __device__ __forceinline__ void publish_first_bound(std::uint32_t* first_keys, s
   }
 }
 
+/// The block's merge for one query over a multi-chunk store (the end of scan_kernel): entry i of
+/// warp w's list lands at i plus the number of entries of the other lists closer than it;
+/// entries beyond k or beyond the bound are dropped. Only the entries within the bound take
+/// part, a prefix of each list (`within`), so the loop runs over those alone, spread evenly over
+/// the block's threads, and each binary search stops at the other list's prefix (the entries
+/// past it rank above the bound, so they are closer than none of these). The kernel's loop over
+/// every warp's k slots put up to four rounds of binary searches over whole lists one after
+/// another in a thread at k = 128 (ncu, ImageNet-like Q = 1: the block's last barrier waited
+/// 5.5% of the warps' time at k = 128, 3.0% at k = 64). Out of line, so that its registers do
+/// not add to the scan loop's: inlined, it took the multi-chunk kernel from 4 to 16 bytes of
+/// spill loads; out of line, none.
+__device__ __noinline__ void merge_one_query(const unsigned char* warp_area, std::size_t warp_bytes, std::size_t lists,
+                                             std::size_t counts, std::uint32_t warps, std::uint32_t k,
+                                             std::uint32_t bound, Candidate* out, std::uint32_t* kept) {
+  auto list_of = [&](std::uint32_t w) {
+    return reinterpret_cast<const Candidate*>(warp_area + w * warp_bytes + lists);
+  };
+  __shared__ std::uint32_t within[32], first_of[33];
+  if (threadIdx.x < 32) {
+    const std::uint32_t w = threadIdx.x;
+    std::uint32_t n = 0;
+    if (w < warps) {
+      const Candidate* list = list_of(w);
+      for (std::uint32_t hi = *reinterpret_cast<const std::uint32_t*>(warp_area + w * warp_bytes + counts); n < hi;) {
+        const std::uint32_t mid = (n + hi) / 2;
+        if (ordered_bits(list[mid].rank) <= bound) {
+          n = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+    }
+    std::uint32_t sum = n;
+    for (int d = 1; d < 32; d <<= 1) {
+      const std::uint32_t up = __shfl_up_sync(kFullMask, sum, d);
+      if (w >= std::uint32_t(d)) sum += up;
+    }
+    within[w] = n;
+    first_of[w] = sum - n;
+    if (w == 31) first_of[32] = sum;
+  }
+  __syncthreads();
+  const std::uint32_t total = first_of[32];
+  for (std::uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
+    // Its list: the last one starting at or before e (an empty list starts where the next does).
+    std::uint32_t w = 0;
+    for (std::uint32_t step = 16; step > 0; step >>= 1) {
+      if (w + step < warps && first_of[w + step] <= e) w += step;
+    }
+    const std::uint32_t i = e - first_of[w];
+    const Candidate c = list_of(w)[i];
+    std::uint32_t at = i;
+    for (std::uint32_t other = 0; other < warps && at < k; ++other) {
+      if (other != w) at += count_closer(list_of(other), within[other], c);
+    }
+    if (at < k) {
+      out[at] = c;
+      atomicAdd(kept, 1u);
+    }
+  }
+}
+
 template <int QG, bool kScreen>
 constexpr int max_threads() {
   return kScreen ? kScreenMaxWarps * 32 : QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
@@ -849,64 +911,73 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
     }
   }
   __syncthreads();
-  auto list_of = [&](std::uint32_t w, std::uint32_t j) {
-    if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
-    return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
-           std::size_t(j) * k;
-  };
-  auto count_of = [&](std::uint32_t w, std::uint32_t j) {
-    return reinterpret_cast<const std::uint32_t*>(shared + layout.warp_base + w * layout.warp_bytes + layout.counts)[j];
-  };
-  // 32-bit index arithmetic (at most 16 queries x 32 warps x 4096 entries): 64-bit divisions
-  // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
-  const std::uint32_t per_query = warps * k, entries = nq * per_query;
-  constexpr std::uint32_t kSearchTogether = 8;
-  const std::uint32_t top_step = floor_pow2(k);
-  for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
-    const std::uint32_t j = e / per_query, rest = e - j * per_query;
-    const std::uint32_t w = rest / k, i = rest - w * k;
-    if (i >= count_of(w, j)) continue;
-    const Candidate c = list_of(w, j)[i];
-    if (ordered_bits(c.rank) > bound[j]) continue;
-    // Its position: i plus the entries closer than it in each other list. One query over a
-    // one-chunk store steps the binary searches of kSearchTogether lists together, so their loads
-    // are in flight at once: one search after another was a chain of about 5 x 7 dependent loads
-    // per entry (clock64 stamps: the merge took 3 us of the 9 us scan at 100,000 x 2, Q = 1).
-    // Same call against the plain searches: 100,000 x 2 Q = 1-4 0.95-0.96x. Elsewhere the stepped
-    // searches changed the kernels' code: MNIST-like Q = 1 1.04x slower, larger groups up to 92
-    // bytes of new spills; they keep the plain searches.
-    std::uint32_t at = i;
-    if constexpr (QG == 1 && kOneChunk != 0) {
-      for (std::uint32_t first = 0; first < warps; first += kSearchTogether) {
-        std::uint32_t pos[kSearchTogether], length[kSearchTogether];
-#pragma unroll
-        for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
-          const std::uint32_t other = first + u;
-          length[u] = other < warps && other != w ? count_of(other, j) : 0;
-          pos[u] = 0;
-        }
-        // Binary lifting: pos[u] grows to the number of entries closer than c (a prefix: sorted).
-        for (std::uint32_t step = top_step; step > 0; step >>= 1) {
+  if constexpr (QG == 1 && kOneChunk == 0) {
+    static_assert(!kGlobalLists, "one query keeps its warps' lists in shared memory");
+    merge_one_query(shared + layout.warp_base, layout.warp_bytes, layout.lists, layout.counts, warps, k, bound[0],
+                    p.candidates + (std::size_t(q0) * gridDim.x + blockIdx.x) * k, &kept[0]);
+  } else {
+    // One query over a one-chunk store keeps this loop: merge_one_query's preamble and call
+    // cost 1.01-1.05x on the low-dimension shapes' Q = 1-16 (run-2026-11-24-s15/call7).
+    auto list_of = [&](std::uint32_t w, std::uint32_t j) {
+      if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
+      return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
+             std::size_t(j) * k;
+    };
+    auto count_of = [&](std::uint32_t w, std::uint32_t j) {
+      return reinterpret_cast<const std::uint32_t*>(shared + layout.warp_base + w * layout.warp_bytes +
+                                                    layout.counts)[j];
+    };
+    // 32-bit index arithmetic (at most 16 queries x 32 warps x 4096 entries): 64-bit divisions
+    // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
+    const std::uint32_t per_query = warps * k, entries = nq * per_query;
+    constexpr std::uint32_t kSearchTogether = 8;
+    const std::uint32_t top_step = floor_pow2(k);
+    for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
+      const std::uint32_t j = e / per_query, rest = e - j * per_query;
+      const std::uint32_t w = rest / k, i = rest - w * k;
+      if (i >= count_of(w, j)) continue;
+      const Candidate c = list_of(w, j)[i];
+      if (ordered_bits(c.rank) > bound[j]) continue;
+      // Its position: i plus the entries closer than it in each other list. One query over a
+      // one-chunk store steps the binary searches of kSearchTogether lists together, so their
+      // loads are in flight at once: one search after another was a chain of about 5 x 7
+      // dependent loads per entry (clock64 stamps: the merge took 3 us of the 9 us scan at
+      // 100,000 x 2, Q = 1). Same call against the plain searches: 100,000 x 2 Q = 1-4
+      // 0.95-0.96x. Elsewhere the stepped searches changed the kernels' code: MNIST-like Q = 1
+      // 1.04x slower, larger groups up to 92 bytes of new spills; they keep the plain searches.
+      std::uint32_t at = i;
+      if constexpr (QG == 1 && kOneChunk != 0) {
+        for (std::uint32_t first = 0; first < warps; first += kSearchTogether) {
+          std::uint32_t pos[kSearchTogether], length[kSearchTogether];
 #pragma unroll
           for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
-            const std::uint32_t probe = pos[u] + step;
-            if (probe <= length[u]) {
-              const Candidate probed = list_of(first + u, j)[probe - 1];
-              if (closer(probed.rank, probed.id, c.rank, c.id)) pos[u] = probe;
+            const std::uint32_t other = first + u;
+            length[u] = other < warps && other != w ? count_of(other, j) : 0;
+            pos[u] = 0;
+          }
+          // Binary lifting: pos[u] grows to the number of entries closer than c (a prefix: sorted).
+          for (std::uint32_t step = top_step; step > 0; step >>= 1) {
+#pragma unroll
+            for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
+              const std::uint32_t probe = pos[u] + step;
+              if (probe <= length[u]) {
+                const Candidate probed = list_of(first + u, j)[probe - 1];
+                if (closer(probed.rank, probed.id, c.rank, c.id)) pos[u] = probe;
+              }
             }
           }
-        }
 #pragma unroll
-        for (std::uint32_t u = 0; u < kSearchTogether; ++u) at += pos[u];
+          for (std::uint32_t u = 0; u < kSearchTogether; ++u) at += pos[u];
+        }
+      } else {
+        for (std::uint32_t other = 0; other < warps && at < k; ++other) {
+          if (other != w) at += count_closer(list_of(other, j), count_of(other, j), c);
+        }
       }
-    } else {
-      for (std::uint32_t other = 0; other < warps && at < k; ++other) {
-        if (other != w) at += count_closer(list_of(other, j), count_of(other, j), c);
+      if (at < k) {
+        p.candidates[(std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k + at] = c;
+        atomicAdd(&kept[j], 1u);
       }
-    }
-    if (at < k) {
-      p.candidates[(std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k + at] = c;
-      atomicAdd(&kept[j], 1u);
     }
   }
   __syncthreads();
