@@ -298,10 +298,10 @@ TEST_CASE("Catalog: a large batch resolved on the publish pool writes what resol
       Catalog in_order(one), on_pool(four);
       const std::size_t points = 20000, batch_ops = 3 * kParallelPublishMin;
       UpdateQueue queue(batch_ops, 2, target.kind == TargetSpec::Kind::Outputs ? 3 : 0);
+      std::deque<std::vector<float>> storage;  // the updates' vectors and values, until pushed
       auto update_for = [&](UpdateKind kind, PointId id) {
-        static thread_local std::vector<float> v, values;
-        v = uniform(g, 2);
-        values = uniform(g, 3);
+        const std::vector<float>& v = storage.emplace_back(uniform(g, 2));
+        const std::vector<float>& values = storage.emplace_back(uniform(g, 3));
         switch (kind) {
           case UpdateKind::Insert:
             if (target.kind == TargetSpec::Kind::Classes) return Update::insert(id, v, std::int32_t(g() % 5));
