@@ -72,12 +72,13 @@ void Catalog::reserve_for(std::size_t slots, std::size_t ops) {
   if (ops >= kParallelPublishMin && publish_threads_ > 1) {
     if (!pool_) {
       try {
-        pool_ = std::make_unique<ThreadPool>(publish_threads_ - 1);
-        tallies_.resize(pool_->concurrency());
+        // The pool is kept only with its scratch in place (a bad_alloc here leaves no pool).
+        auto pool = std::make_unique<ThreadPool>(publish_threads_ - 1);
+        tallies_.resize(pool->concurrency());
         chunk_part_counts_.resize(tallies_.size() * counts_row());
+        pool_ = std::move(pool);
       } catch (const std::system_error&) {
         publish_threads_ = 1;  // no threads to be had: publishes resolve on the caller alone
-        pool_.reset();
       }
     }
     if (pool_) {
