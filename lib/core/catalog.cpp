@@ -1,7 +1,7 @@
 #include "core/catalog.hpp"
 
 #include <algorithm>
-#include <atomic>
+#include <cassert>
 #include <exception>
 #include <limits>
 #include <system_error>
@@ -54,13 +54,17 @@ Catalog::Catalog(const StoreConfig& config)
       value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
       publish_threads_(publish_threads_for(config)) {}
 
-std::size_t Catalog::slots_needed(std::span<const QueuedOp> ops) const noexcept {
-  std::size_t inserts = 0;
-  for (const QueuedOp& op : ops) inserts += op.kind == UpdateKind::Insert;
-  return std::size_t(high_water_) + inserts;
+Catalog::BatchShape Catalog::shape_of(std::span<const QueuedOp> ops) const noexcept {
+  std::size_t inserts = 0, erases = 0;
+  for (const QueuedOp& op : ops) {
+    inserts += op.kind == UpdateKind::Insert;
+    erases += op.kind == UpdateKind::Erase;
+  }
+  return {ops.size(), std::size_t(high_water_) + inserts, inserts == 0 && erases == 0};
 }
 
-void Catalog::reserve_for(std::size_t slots, std::size_t ops) {
+void Catalog::reserve_for(const BatchShape& shape) {
+  const std::size_t slots = shape.slots;
   if (slots > std::numeric_limits<std::uint32_t>::max()) {
     throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
   }
@@ -69,7 +73,7 @@ void Catalog::reserve_for(std::size_t slots, std::size_t ops) {
   for (auto* v : {&vector_marks_, &target_marks_, &id_marks_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
   }
-  if (ops >= kParallelPublishMin && publish_threads_ > 1) {
+  if (on_pool(shape)) {
     if (!pool_) {
       try {
         // The pool is kept only with its scratch in place (a bad_alloc here leaves no pool).
@@ -82,17 +86,19 @@ void Catalog::reserve_for(std::size_t slots, std::size_t ops) {
       }
     }
     if (pool_) {
-      op_writes_.reserve(ops);
-      by_part_.reserve(ops);
+      op_writes_.reserve(shape.ops);
+      by_part_.reserve(shape.ops);
     }
   }
 }
 
-void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
-                      PublishReport& report) {
-  if (pool_ && ops.size() >= kParallelPublishMin && by_part_.capacity() >= ops.size()) {
+void Catalog::resolve(std::span<const QueuedOp> ops, const BatchShape& shape, const UpdateQueue& queue,
+                      ResolvedBatch& batch, PublishReport& report) {
+  assert(shape.ops == ops.size());
+  if (on_pool(shape) && pool_ && by_part_.capacity() >= ops.size()) {
     try {
-      if (resolve_on_pool(ops, queue, batch, report)) return;
+      resolve_on_pool(ops, queue, batch, report);
+      return;
     } catch (const std::exception&) {
       // Only handing work to the pool can throw (its job record), and the pool path changes
       // nothing of the catalogue: resolving in order starts afresh with a new batch stamp.
@@ -101,7 +107,7 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, R
   resolve_in_order(ops, queue, batch, report);
 }
 
-bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                               PublishReport& report) {
   const std::size_t n = ops.size();
   const std::size_t parts = tallies_.size();
@@ -115,9 +121,8 @@ bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
   by_part_.resize(n);
 
   // 1. Each op's slot, over contiguous chunks of the batch (chunk c on task c), counted per
-  //    part of the slot range. The id index is only read, so an insert or an erase (which
-  //    change it, and the free slots, in queue order) sends the whole batch to resolve_in_order.
-  std::atomic<bool> structural{false};
+  //    part of the slot range. Moves and target changes only read the id index (inserts and
+  //    erases change it, and the free slots, in queue order: they keep resolve_in_order).
   const std::size_t row = counts_row();
   pool_->parallel_for(parts, [&](std::size_t c) {
     // Locals, not the tally, in the loop: its stores would alias the loads of the id index
@@ -131,11 +136,7 @@ bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
     for (std::size_t i = part_begin(c, parts, n); i < end; ++i) {
       if (i + kPrefetchAhead < end) ids.prefetch(ops[i + kPrefetchAhead].id);
       const QueuedOp& op = ops[i];
-      if (op.kind == UpdateKind::Insert || op.kind == UpdateKind::Erase ||
-          ((i & 1023) == 0 && structural.load(std::memory_order_relaxed))) {
-        structural.store(true, std::memory_order_relaxed);
-        return;
-      }
+      assert(op.kind == UpdateKind::Move || op.kind == UpdateKind::SetTarget);
       const auto slot = ids.find(op.id);
       if (!slot) {
         writes[i] = kUnknownOp;
@@ -149,7 +150,6 @@ bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
     }
     tallies_[c] = Tally{moved, retargeted, unknown};
   });
-  if (structural.load()) return false;
 
   // 2. by_part_ lists the writing ops part by part of the slot range, each part's in queue
   //    order (chunk by chunk): a counting sort, chunk c on task c.
@@ -252,7 +252,6 @@ bool Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
     }
   }
   finish(ops.size(), batch, report);
-  return true;
 }
 
 void Catalog::finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept {

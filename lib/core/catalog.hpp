@@ -23,16 +23,20 @@ class Catalog {
  public:
   explicit Catalog(const StoreConfig& config);
 
-  /// Slots the buffers must hold to apply ops (an upper bound: every insert may need a new slot).
-  std::size_t slots_needed(std::span<const QueuedOp> ops) const noexcept;
-  /// Makes room in the host structures for a batch of `ops` updates needing `slots`
-  /// (slots_needed of the batch), so that resolve() cannot fail half-way. Starts the publish
-  /// pool at the first batch large enough to use it.
-  void reserve_for(std::size_t slots, std::size_t ops);
-  /// Applies ops in order to the catalogue, filling batch (cleared first) and report. A large
-  /// batch of moves and target changes only is resolved on the publish pool: the same report
-  /// and the same writes per channel, listed in another order.
-  void resolve(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+  /// What a drained batch asks of the catalogue, from one pass over it.
+  struct BatchShape {
+    std::size_t ops = 0;
+    std::size_t slots = 0;    ///< slots the buffers must hold (an upper bound: every insert may need a new one)
+    bool moves_only = false;  ///< moves and target changes only: no id or slot changes
+  };
+  BatchShape shape_of(std::span<const QueuedOp> ops) const noexcept;
+  /// Makes room in the host structures for a batch of that shape, so that resolve() cannot fail
+  /// half-way. Starts the publish pool at the first batch it would serve.
+  void reserve_for(const BatchShape& shape);
+  /// Applies ops (of that shape) in order to the catalogue, filling batch (cleared first) and
+  /// report. A large batch of moves and target changes only is resolved on the publish pool: the
+  /// same report and the same writes per channel, listed in another order.
+  void resolve(std::span<const QueuedOp> ops, const BatchShape& shape, const UpdateQueue& queue, ResolvedBatch& batch,
                PublishReport& report);
 
   std::size_t size() const noexcept { return ids_.size(); }
@@ -42,8 +46,12 @@ class Catalog {
 
   void resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                         PublishReport& report);
-  /// False, having changed nothing, if the batch holds an insert or an erase.
-  bool resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
+  /// Whether a batch of that shape is resolved on the publish pool.
+  bool on_pool(const BatchShape& shape) const noexcept {
+    return shape.moves_only && shape.ops >= kParallelPublishMin && publish_threads_ > 1;
+  }
+  /// The batch must be moves and target changes only (BatchShape::moves_only).
+  void resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                        PublishReport& report);
   void finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept;
 

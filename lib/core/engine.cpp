@@ -243,9 +243,10 @@ PublishReport Engine::publish() {
 
   // Everything this publish may allocate is reserved first; past this block nothing can
   // fail, so an OutOfMemory leaves the published state as it was and the updates pending.
-  const std::size_t slots = catalog_.slots_needed(drained_);  // one pass over the batch
+  const Catalog::BatchShape shape = catalog_.shape_of(drained_);  // one pass over the batch
+  const std::size_t slots = shape.slots;
   try {
-    catalog_.reserve_for(slots, drained_.size());
+    catalog_.reserve_for(shape);
     batch_.reserve(drained_.size(), stored_dim_, value_floats(config_));
     report.rejected.reserve(drained_.size());
     backend_->reserve(slots, drained_.size());
@@ -258,7 +259,7 @@ PublishReport Engine::publish() {
     throw;
   }
 
-  catalog_.resolve(drained_, queue_, batch_, report);
+  catalog_.resolve(drained_, shape, queue_, batch_, report);
   queue_.release(drained_);
   drained_.clear();
   carried_.store(0, std::memory_order_relaxed);
