@@ -133,6 +133,18 @@ void Engine::stored_row(std::span<const float> rows, std::size_t q, const char* 
   to_stored_form(config_.metric, row, out);
 }
 
+std::vector<float> Engine::stored_rows(std::span<const float> rows, const char* label, const char* caller) const {
+  // L2 and inner product store a row as given, and a finite row is valid: the whole batch is
+  // then one check and one copy. Row by row into a zero-filled buffer it took 49 us for 64
+  // queries of 784 dims on the GPU host, before the search could start (12% of the search).
+  const bool stored_as_given = config_.metric == Metric::L2 || config_.metric == Metric::InnerProduct;
+  if (stored_as_given && first_non_finite(rows) == rows.size()) return std::vector<float>(rows.begin(), rows.end());
+  const std::size_t n = rows.size() / config_.dim;
+  std::vector<float> out(n * stored_dim_);
+  for (std::size_t q = 0; q < n; ++q) stored_row(rows, q, label, caller, out.data() + q * stored_dim_);
+  return out;
+}
+
 // The checks of validate() without building any message: push() runs it for every update, and
 // formatting the context (caller, kind, id) cost more than the rest of a push. At least as
 // strict as validate(): when it says no, validate() runs and throws the named error.
@@ -289,14 +301,13 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   request.k = k;
   request.aggregate = aggregate;
   try {
-    request.queries.resize(num_queries * stored_dim_);
+    request.queries = stored_rows(queries, "query", caller);
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries of dim ", config_.dim,
                              "; submit it in smaller batches"));
   }
-  for (std::size_t q = 0; q < num_queries; ++q) {
-    stored_row(queries, q, "query", caller, request.queries.data() + q * stored_dim_);
-    if (!visible.empty() && visible[q].begin > visible[q].end) {
+  for (std::size_t q = 0; q < visible.size(); ++q) {
+    if (visible[q].begin > visible[q].end) {
       fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");
     }
   }
@@ -393,9 +404,8 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   request.actions = actions;
   request.targets = targets;
   request.alpha = alpha;
-  request.states.resize(n * stored_dim_);
+  request.states = stored_rows(states, "state", caller);
   for (std::size_t q = 0; q < n; ++q) {
-    stored_row(states, q, "state", caller, request.states.data() + q * stored_dim_);
     if (actions[q] < 0 || std::uint32_t(actions[q]) >= outputs) {
       fail_argument(caller, ": actions[", q, "] = ", actions[q], " is outside [0, ", outputs, ")");
     }

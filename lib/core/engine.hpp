@@ -66,6 +66,9 @@ class Engine {
   /// Row q of rows (dim floats each), validated (named "<label> q" in errors), in stored form.
   void stored_row(std::span<const float> rows, std::size_t q, const char* label, const char* caller,
                   float* out) const;
+  /// Every row of rows, validated and in stored form (one copy where the stored form is the
+  /// input and every value is finite, else row by row, which names the first bad row).
+  std::vector<float> stored_rows(std::span<const float> rows, const char* label, const char* caller) const;
 
   StoreConfig config_;
   std::size_t stored_dim_;

@@ -733,8 +733,13 @@ class CudaBackend final : public Backend {
       c.layout = ChunkLayout{};
       throw;
     }
-    if (changed || l.in_bytes != c.layout.in_bytes || l.out_bytes != c.layout.out_bytes) c.graphs.clear();
-    c.layout = l;  // graphs captured the old addresses and offsets
+    // A graph holds the arrays' addresses and the offsets of its own layout, which its key
+    // decides (a graph runs one chunk: its query count and k give the layout). So only arrays
+    // that moved end the cached graphs; a batch of another size or k leaves them. Clearing them
+    // whenever the layout changed made every call of a caller that alternates batch sizes
+    // capture and instantiate its graph again.
+    if (changed) c.graphs.clear();
+    c.layout = l;
     return l;
   }
 

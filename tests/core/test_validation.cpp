@@ -1,6 +1,8 @@
 // Every validation error path: the exception type, and a message naming what was wrong.
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "support/test_support.hpp"
 
@@ -84,6 +86,19 @@ TEST_CASE("bad queries name the query and the problem") {
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(q, kMaxK + 1); }), "exceeds the maximum of 4096"));
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(three, 1); }), "3 floats, not a multiple of dim=2"));
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(q, 1); }), "query 1[1] is NaN"));
+  // A large batch is checked in one pass, then row by row to name the first bad value; the
+  // largest finite and the smallest subnormal values are accepted.
+  ReferenceSet wide(config_for(784));
+  std::vector<float> batch(64 * 784, 0.5f);
+  batch[5] = std::numeric_limits<float>::max();
+  batch[6] = -std::numeric_limits<float>::denorm_min();
+  CHECK(wide.search(batch, 1).num_queries == 64);
+  batch[37 * 784 + 500] = std::numeric_limits<float>::infinity();
+  CHECK(contains(message_of<InvalidArgument>([&] { wide.search(batch, 1); }), "query 37[500] is +Inf"));
+  batch[3 * 784 + 1] = -std::numeric_limits<float>::infinity();
+  CHECK(contains(message_of<InvalidArgument>([&] { wide.search(batch, 1); }), "query 3[1] is -Inf"));
+  batch[2 * 784 + 783] = std::bit_cast<float>(0xffc00123u);  // a negative NaN with a payload
+  CHECK(contains(message_of<InvalidArgument>([&] { wide.search(batch, 1); }), "query 2[783] is NaN"));
   const IdRange backwards[1] = {{5, 3}};
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(std::span(q, 2), 1, backwards); }), "begin > end"));
   const IdRange two_ranges[2] = {{0, 1}, {0, 1}};
