@@ -16,6 +16,7 @@
 #   lowbatch  bench_search gis1m,gis10m K 16 Q 32,64,256,1024 (--reps 10 --sets 2)
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
+#   nine12    bench_search mnist,imagenet,googlenews,small K 64,128 Q 9,10,12, then --metric ip (--reps 10 --sets 2)
 # and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
 # logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
 # files), with the table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
@@ -74,6 +75,11 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         ipbatch)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 16,24,32,64 --metric ip \
             --reps 10 --sets 2 --csv "$DIR/$tag-ipbatch.csv" > "$DIR/$tag-ipbatch.log" 2>&1 ;;
+        nine12)
+          "$bin/bench_search" --shapes mnist,imagenet,googlenews,small --k 64,128 --q 9,10,12 --reps 10 --sets 2 \
+            --csv "$DIR/$tag-nine12.csv" > "$DIR/$tag-nine12.log" 2>&1
+          "$bin/bench_search" --shapes mnist,imagenet,googlenews,small --k 64,128 --q 9,12 --metric ip --reps 10 \
+            --sets 2 --csv "$DIR/$tag-nine12ip.csv" > "$DIR/$tag-nine12ip.log" 2>&1 ;;
         q1)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 1 --reps 20 --sets 2 \
             --csv "$DIR/$tag-q1.csv" > "$DIR/$tag-q1.log" 2>&1 ;;

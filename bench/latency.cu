@@ -2,7 +2,8 @@
 // store, K = 16, over many queries: p50 / p99 / p99.9, beside the raw floor of the same card:
 // a pinned H2D of the query + one empty kernel + a D2H of the answer + a stream sync, issued
 // directly and as a CUDA graph; and where the time goes: the host part of a search (submit) and
-// the wait for its answers (get), and the same search on a one-point store (the fixed costs).
+// the wait for its answers (get), the same search on a one-point store (the fixed costs), and a
+// caller whose batches hold 1, 2, 3 and 4 queries in turn.
 //   latency [--n 100000] [--queries 100000] [--k 16] [--metric l2|haversine] [--csv latency.csv]
 //           [--samples FILE]   (every timed query of each path, for its distribution)
 #include <cuda_runtime.h>
@@ -152,6 +153,17 @@ int main(int argc, char** argv) {
     get_us.push_back(std::chrono::duration<double, std::micro>(c - b).count());
   }
   const auto submit_part = percentiles(submit_us), get_part = percentiles(get_us);
+  // A caller whose batches vary: 1, 2, 3, 4 queries in turn (each call's own latency).
+  std::vector<std::vector<float>> mixed(4096);
+  for (std::size_t i = 0; i < mixed.size(); ++i) {
+    for (std::size_t j = 0; j <= i % 4; ++j) {
+      const auto& q = qs[(i * 4 + j) % qs.size()];
+      mixed[i].insert(mixed[i].end(), q.begin(), q.end());
+    }
+  }
+  for (int i = 0; i < 1000; ++i) store.search(mixed[i % mixed.size()], k);
+  const auto mixed_us = time_us(queries, [&](int i) { store.search(mixed[i % mixed.size()], k); });
+  const auto mixed_part = percentiles(mixed_us);
   StoreConfig tiny_config = config;
   tiny_config.capacity_hint = 1;
   tiny_config.queue_capacity = 16;
@@ -175,11 +187,12 @@ int main(int argc, char** argv) {
   row("  of which submit (host, until queued)", submit_part);
   row("  of which get (wait + unpack)", get_part);
   row("streamknn search, one-point store", one_point);
+  row("streamknn, batches of 1, 2, 3, 4 in turn", mixed_part);
   if (std::FILE* csv = std::fopen(args["--csv"].c_str(), "w")) {
     std::fprintf(csv, "path,n,k,metric,p50_us,p99_us,p999_us,mean_us\n");
     for (auto [name, p] : {std::pair<const char*, Percentiles>{"raw", raw}, {"raw_graph", raw_graph},
                            {"zero_copy", zero_copy}, {"streamknn", ours}, {"submit", submit_part}, {"get", get_part},
-                           {"one_point_store", one_point}}) {
+                           {"one_point_store", one_point}, {"mixed_batches_1_4", mixed_part}}) {
       std::fprintf(csv, "%s,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f\n", name, n, k, to_string(metric).data(), p.p50, p.p99,
                    p.p999, p.mean);
     }

@@ -1,11 +1,13 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
-//          [--reps 30] [--sets 3] [--csv out.csv]
+//          [--reps 30] [--sets 3] [--csv out.csv] [--split 1]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
 // Floor = max(store bytes / measured read bandwidth, 3 N D Q flops / measured FP32 rate)
 // (direct-form distances: a subtract and an FMA per element). Prints a table and writes CSV.
+// --split 1 times the searches as submit() and Ticket::get() and prints each part's median
+// under the row (the host's part of a search against its wait for the device and the unpacking).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,7 +45,8 @@ int main(int argc, char** argv) {
                                           {"--sets", "3"},
                                           {"--csv", "search.csv"},
                                           {"--backend", "cuda"},
-                                          {"--metric", "l2"}};
+                                          {"--metric", "l2"},
+                                          {"--split", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
                                            {"imagenet", {"ImageNet-like", 1275219, 128}},
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
                                            {"gis10m", {"low-dim 10M x 2", 10000000, 2}}};
   const auto ks = numbers(args["--k"]), qs = numbers(args["--q"]);
   const int reps = std::stoi(args["--reps"]), sets = std::stoi(args["--sets"]);
+  const bool split_times = args["--split"] != "0";
   const bench::Ceilings ceil = bench::measure_ceilings();
   std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
               ceil.read_gbps, ceil.fp32_tflops);
@@ -95,11 +99,20 @@ int main(int argc, char** argv) {
         std::vector<std::vector<float>> query_sets(sets, std::vector<float>(q * shape.d));
         for (auto& qset : query_sets) fill(qset.data(), qset.size());
         for (int w = 0; w < 3; ++w) store.search(query_sets[0], k);  // warm-up (graphs, workspace)
-        std::vector<double> ms;
+        std::vector<double> ms, submit_ms, get_ms;
         for (int r = 0; r < reps; ++r) {
           const auto& qset = query_sets[r % sets];
           const auto a = std::chrono::steady_clock::now();
-          const Neighbors nn = store.search(qset, k);
+          Neighbors nn;
+          if (split_times) {
+            Ticket<Neighbors> ticket = store.submit(qset, k);
+            const auto submitted = std::chrono::steady_clock::now();
+            nn = ticket.get();
+            submit_ms.push_back(std::chrono::duration<double, std::milli>(submitted - a).count());
+            get_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - submitted).count());
+          } else {
+            nn = store.search(qset, k);
+          }
           const auto b = std::chrono::steady_clock::now();
           ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
           if (nn.ids.size() != q * k) std::printf("bad result size\n");
@@ -113,6 +126,7 @@ int main(int argc, char** argv) {
                     q, med, q / (med * 1e-3), floor_ms, 100 * floor_ms / med);
         std::fprintf(csv, "%s,%zu,%zu,%zu,%zu,%.5f,%.5f,%.5f,%.1f,%.5f,%.4f\n", shape.name.c_str(), shape.n, shape.d, k, q,
                      med, p10, p90, q / (med * 1e-3), floor_ms, floor_ms / med);
+        if (split_times) std::printf("#   submit %.4f ms, get %.4f ms (medians)\n", median(submit_ms), median(get_ms));
         std::fflush(stdout);
       }
     }
