@@ -180,18 +180,19 @@ void check_shapes(std::uint64_t salt, std::initializer_list<StoreShape> shapes, 
 }  // namespace
 
 TEST_CASE("GPU equals CPU when one caller alternates batch sizes and k (cached graphs)") {
-  // Small batches replay a CUDA graph per (batch size, k, ..) of one pooled context. A graph holds
-  // the offsets of its own batch's staging layout, so a caller that alternates sizes and k reuses
-  // each graph while the arrays stay where they are, and captures again only after they grew:
-  // each answer here must equal the CPU's, with the outputs poisoned before every search, over a
-  // sequence that goes back and forth (and grows the arrays once in the middle).
+  // Batches of up to 16 replay a CUDA graph per (batch size, k, ..) of one pooled context, larger
+  // ones launch directly into the same staging. A graph holds the offsets of its own batch's
+  // staging layout, so a caller that alternates sizes and k reuses each graph while the arrays
+  // stay where they are, and captures again only after they grew: each answer here must equal
+  // the CPU's, with the outputs poisoned before every search, over a sequence that goes back and
+  // forth (and grows the arrays once in the middle).
   auto g = rng(5010);
   for (const Metric metric : {Metric::L2, Metric::Haversine}) {
     const std::size_t dim = metric == Metric::Haversine ? 2 : 24;
     Twin t(dim, metric, TargetSpec::none());
     fill(t, metric, 30'000, g, 0.1);
-    const std::pair<std::size_t, std::size_t> batches[] = {{1, 16}, {3, 5},  {16, 16}, {2, 64}, {1, 5},
-                                                           {16, 5}, {5, 16}, {1, 16}, {3, 5}, {2, 64}};
+    const std::pair<std::size_t, std::size_t> batches[] = {{1, 16}, {3, 5},  {16, 16}, {2, 64}, {40, 16}, {1, 5},
+                                                           {16, 5}, {64, 5}, {5, 16}, {1, 16}, {3, 5},   {40, 16}};
     std::size_t bad = 0;
     for (int round = 0; round < 3; ++round) {
       for (const auto& [nq, k] : batches) {
@@ -205,6 +206,15 @@ TEST_CASE("GPU equals CPU when one caller alternates batch sizes and k (cached g
         CHECK(b == 0);
         bad += b;
       }
+    }
+    // More shapes than a context keeps graphs for (64): the cache is dropped when full and
+    // refilled, every answer still the CPU's.
+    for (std::size_t k = 1; k <= 70; ++k) {
+      const auto queries = points_for(metric, g, 1 + k % 3, dim);
+      const std::size_t b = compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, metric, queries);
+      CAPTURE(k);
+      CHECK(b == 0);
+      bad += b;
     }
     CHECK(bad == 0);
   }
