@@ -20,6 +20,9 @@ inline std::size_t stored_dim(Metric metric, std::size_t dim) noexcept {
 /// True when the ranking value is a squared L2 distance between stored forms.
 inline bool ranks_by_squared_l2(Metric metric) noexcept { return metric != Metric::InnerProduct; }
 
+/// True when the stored form is the user vector itself (to_stored_form copies it).
+inline bool stored_as_given(Metric metric) noexcept { return metric == Metric::L2 || metric == Metric::InnerProduct; }
+
 /// Writes the stored form of a user vector (already validated) into out[0..stored_dim).
 void to_stored_form(Metric metric, std::span<const float> in, float* out) noexcept;
 
