@@ -60,6 +60,7 @@ struct Plan {
   std::uint32_t sample_tiles = 0;   // tiles that sample holds at the store's capacity
   std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
   bool first_bound = false;         // the scan bounds itself from its first tiles (ScanParams::first_keys)
+  std::uint32_t dense_stride = 0;   // > 0: the dense screen (DenseParams) in place of sample and scan
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -78,6 +79,11 @@ constexpr std::uint32_t kSmallStoreDenseStep = 4;   // the same for 16+ queries 
 /// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
 /// in this many tiles.
 constexpr std::uint64_t kScreenSparse = 4;
+/// The dense screen's workspace (a row of screened values per query of a chunk): it bounds the
+/// queries of one launch chunk.
+constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
+constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
+constexpr std::uint32_t kDenseMinQueries = 16;
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -117,6 +123,7 @@ struct QueryContext {
   DeviceArray<Candidate> candidates, warp_lists;
   DeviceArray<std::uint32_t> lengths, slot, sample_keys, first_keys, first_arrivals;
   DeviceArray<double> class_scratch;
+  DeviceArray<float> dense;                  // the dense screen's rows and group keys
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
   ChunkLayout layout;
   Event done;
@@ -126,7 +133,7 @@ struct QueryContext {
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t, bool>;
+                 std::uint32_t, std::uint32_t, bool, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -188,6 +195,7 @@ class CudaBackend final : public Backend {
                                    " (a query must fit in shared memory); use BackendKind::Cpu"));
     }
     configure_select();
+    configure_dense();
   }
 
   ~CudaBackend() override {
@@ -454,6 +462,16 @@ class CudaBackend final : public Backend {
     s.one_chunk_width = chunks_ == 1 ? int(chunk_floats_for(stored_dim_)) : 0;
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kTile);
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+    if (dense_pays(nq, k, filtered, tiles)) {
+      plan.dense_stride = tiles * kTile;
+      s.blocks_per_group = 1;
+      plan.stride = k;
+      // Rows of the workspace the budget holds; chunks of a multiple of the product kernel's
+      // 64-query tile when the batch is split.
+      const std::size_t rows = kDenseBudget / (dense_workspace_words(1, plan.dense_stride) * 4);
+      plan.chunk_queries = nq <= rows ? nq : std::max<std::uint32_t>(kDenseMinQueries, std::uint32_t(rows / 64 * 64));
+      return plan;
+    }
     const std::size_t budget = std::min<std::size_t>(props_.sharedMemPerBlockOptin, props_.sharedMemPerMultiprocessor / 2 - 2048);
     const std::vector<int> groups(std::begin(kQueryGroups), std::end(kQueryGroups));
     std::size_t gi = 0;
@@ -529,6 +547,15 @@ class CudaBackend final : public Backend {
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
     plan.first_bound = first_bound_pays(plan, tiles);
     return plan;
+  }
+
+  /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
+  /// included), no id ranges, k <= kDenseMaxK, batches of kDenseMinQueries or more over stores
+  /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM),
+  /// with vectors of kDenseMinChunks chunks or more.
+  bool dense_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
+    if (filtered || config_.metric == Metric::InnerProduct || chunks_ < kDenseMinChunks || k > kDenseMaxK) return false;
+    return nq >= kDenseMinQueries && tiles < 64 * std::uint32_t(props_.multiProcessorCount) && tiles <= kDenseMaxGroups;
   }
 
   /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
@@ -729,6 +756,7 @@ class CudaBackend final : public Backend {
         }
       }
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
+      if (plan.dense_stride) changed |= c.fit(c.dense, dense_workspace_words(qc, plan.dense_stride), "dense screen rows");
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
       changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging", props_.canMapHostMemory != 0);
@@ -765,10 +793,7 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
     if (config_.debug) poison(c, n, k, stream);
     const StoreView* view = store_.buffer(buffer).view.get();
-    if (plan.sample_step) sample_bound(c, plan, !r.visible.empty(), view, n, stream);
-    ScanParams scan = scan_params(c, plan, !r.visible.empty(), view, n);
-    launch_scan(scan, plan.shape, stream);
-    debug_sync("scan_kernel");
+    find_candidates(c, plan, !r.visible.empty(), view, n, stream);
     // Where the answers go: the staging itself (mapped where the device can map host memory), or
     // the output block that is copied to it.
     const bool to_host = n <= kHostWriteMaxQueries && c.host_out.device_ptr() != nullptr;
@@ -806,6 +831,32 @@ class CudaBackend final : public Backend {
                                  cudaMemcpyDeviceToHost, stream),
                  "cudaMemcpyAsync(results)", concat(n, " queries, k=", k));
     }
+  }
+
+  /// Each query's sorted candidate lists for the selection: the dense screen, or the sample pass
+  /// (where the plan has one) and the scan.
+  void find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
+                       cudaStream_t stream) const {
+    if (plan.dense_stride) {
+      DenseParams dense;
+      dense.store = view;
+      dense.queries = c.in<float>(c.layout.queries);
+      dense.num_queries = n;
+      dense.k = plan.k;
+      dense.chunks = chunks_;
+      dense.row_stride = plan.dense_stride;
+      dense.screened = c.dense.get();
+      dense.group_keys = reinterpret_cast<std::uint32_t*>(c.dense.get() + std::size_t(plan.chunk_queries) * plan.dense_stride);
+      dense.candidates = c.candidates.get();
+      dense.lengths = c.lengths.get();
+      dense.screen = screen_bounds(chunks_ * 4);
+      launch_dense(dense, stream);
+      debug_sync("dense screen kernels");
+      return;
+    }
+    if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
+    launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
+    debug_sync("scan_kernel");
   }
 
   ScanParams scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view,
@@ -927,9 +978,7 @@ class CudaBackend final : public Backend {
     if (config_.debug) check_cuda(cudaMemsetAsync(c.slot.get(), 0xA5, std::size_t(n) * k * 4, stream), "cudaMemsetAsync(poison slots)");
     const bool filtered = r.visible != nullptr;
     const StoreView* view = store_.buffer(buffer).view.get();
-    if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
-    launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
-    debug_sync("scan_kernel");
+    find_candidates(c, plan, filtered, view, n, stream);
     const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
     SelectParams select = select_params(c, plan, n);
     select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
@@ -987,7 +1036,8 @@ class CudaBackend final : public Backend {
                                      plan.shape.screen,
                                      plan.sample_step,
                                      std::uint32_t(plan.sample_keys()),
-                                     plan.first_bound};
+                                     plan.first_bound,
+                                     plan.dense_stride};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();

@@ -156,6 +156,36 @@ std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k);
 int configure_scan(const ScanShape& shape, std::uint32_t k);
 void launch_scan(const ScanParams& params, const ScanShape& shape, cudaStream_t stream);
 
+/// The dense screen (kernels/dense.cu), for batches over small stores of many dimensions, in
+/// place of the sample pass and the scan: a tiled matrix product gives every (query, slot) pair
+/// its screened value fl(|x|^2 - 2 x.q), then one block per query selects the k smallest of
+/// those, ranks them exactly, and ranks every other pair whose screened value could hide a rank
+/// within the k-th (ScreenBounds). It hands the selection one sorted list of k per query
+/// (ScanParams' layout with one block). L2 ranks only (cosine included), no id ranges.
+struct DenseParams {
+  const StoreView* store = nullptr;
+  const float* queries = nullptr;          // num_queries x chunks float4, as ScanParams
+  std::uint32_t num_queries = 0;
+  std::uint32_t k = 0;                     // at most kDenseMaxK
+  std::uint32_t chunks = 0;                // float4 chunks per vector (the store's)
+  std::uint32_t row_stride = 0;            // floats per row of `screened` (>= the store's slots)
+  float* screened = nullptr;               // workspace: num_queries rows of row_stride
+  std::uint32_t* group_keys = nullptr;     // workspace: num_queries rows of row_stride / kTile
+  Candidate* candidates = nullptr;         // per query k entries, sorted by (rank, id)
+  std::uint32_t* lengths = nullptr;        // per query
+  ScreenBounds screen;                     // screen_bounds(padded dim)
+};
+inline constexpr std::uint32_t kDenseMaxK = 1024;
+/// Most tiles per row: the selection holds a row's group keys in shared memory.
+inline constexpr std::uint32_t kDenseMaxGroups = 16384;
+/// 4-byte words of the workspace one launch of num_queries queries needs (rows, group keys).
+inline std::size_t dense_workspace_words(std::uint32_t num_queries, std::uint32_t row_stride) {
+  return std::size_t(num_queries) * (row_stride + row_stride / kTile);
+}
+/// Raises the dense kernels' shared-memory limits; call once per device.
+void configure_dense();
+void launch_dense(const DenseParams& params, cudaStream_t stream);
+
 struct SelectParams {
   const Candidate* candidates = nullptr;   // as written by the scan (see ScanParams)
   const std::uint32_t* lengths = nullptr;

@@ -6,7 +6,7 @@
 // its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
 // where every rank ties; batches screened by dot products in groups of 16 and 32 (and a
 // store where only the screen's margin keeps the answer); stores of about one tile per warp; the
-// selection's first prefix; aggregation
+// selection's first prefix; the dense screen of batches over small stores; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
 // publishes.
 #include <chrono>
@@ -546,6 +546,54 @@ TEST_CASE("GPU equals CPU where the screen's 32 queries of many dims take one bl
                 StoreShape{784, 24'000, 20, 64, Metric::InnerProduct, 0.1, false},
                 StoreShape{800, 12'000, 5, 17, Metric::Cosine, 0.0, true}},
                /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("GPU equals CPU where batches over small stores of many dims take the dense screen") {
+  // Batches of 16+ queries over stores of fewer than 64 tiles per SM with 64+ dims (L2, cosine):
+  // a tiled product screens every pair, one block per query ranks the k smallest screened values
+  // exactly and then every pair the screen's margin cannot rule out. Query tiles of 16, 32 and
+  // 64 (partial ones too), k from 1 to kDenseMaxK and k above the valid points, erased slots,
+  // duplicates (ties broken by id), a store of one repeated point (every pair ties: the
+  // selection's batches fill and merge many times), dims up to 2,000, and a batch split into
+  // launch chunks by the workspace budget (1,100 queries over 70,000 slots).
+  check_shapes(5320,
+               {StoreShape{784, 70'000, 64, 64, Metric::L2, 0.1, false},
+                StoreShape{784, 70'000, 128, 16, Metric::L2, 0.0, false},
+                StoreShape{100, 30'000, 1, 17, Metric::L2, 0.3, true},
+                StoreShape{64, 5'000, 1'024, 40, Metric::L2, 0.0, false},
+                StoreShape{1'024, 2'000, 700, 33, Metric::Cosine, 0.2, false},
+                StoreShape{300, 500, 600, 20, Metric::L2, 0.5, false},
+                StoreShape{2'000, 3'000, 10, 24, Metric::L2, 0.0, true},
+                StoreShape{128, 50'000, 50, 100, Metric::L2, 0.0, false, true},
+                StoreShape{65, 3'000, 16, 1'000, Metric::Cosine, 0.1, false},
+                StoreShape{64, 70'000, 8, 1'100, Metric::L2, 0.05, false}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("the dense screen keeps every pair within the bound where the norms dwarf the distances") {
+  // As the screen's case above, on a small store (the dense path): |x|^2 about 10^10 against
+  // neighbours about 100 apart, so only the proven margin keeps the answer.
+  auto g = rng(5330);
+  const std::size_t dim = 64, n = 20'000, q = 40, k = 20;
+  Twin t(dim, Metric::L2, TargetSpec::none());
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  auto far_point = [&] {
+    std::vector<float> v(dim);
+    for (float& x : v) x = 10'000.0f + noise(g);
+    return v;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = far_point();
+    t.push(Update::insert(PointId(i), v));
+    t.model.vectors[PointId(i)] = v;
+  }
+  t.publish();
+  std::vector<float> queries;
+  for (std::size_t i = 0; i < q; ++i) {
+    const auto v = far_point();
+    queries.insert(queries.end(), v.begin(), v.end());
+  }
+  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
 }
 
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {

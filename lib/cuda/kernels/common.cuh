@@ -173,6 +173,29 @@ __device__ __forceinline__ float rank_of(float acc) {
   return kInnerProduct ? __fadd_rn(-acc, 0.0f) : acc;
 }
 
+/// 16 bytes global -> shared, asynchronous, through L2 only (cp.async.cg).
+__device__ __forceinline__ void copy_async16(float4* to, const float4* from) {
+  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(from) : "memory");
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+/// As copy_async16, but fills the 16 bytes with zeros instead of reading them where !load
+/// (from must still be a valid address).
+__device__ __forceinline__ void copy_async16_or_zero(float4* to, const float4* from, bool load) {
+  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  const unsigned bytes = load ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address), "l"(from), "r"(bytes)
+               : "memory");
+}
+
+/// Asks L2 to fetch the line holding `at` (no register waits on it).
+__device__ __forceinline__ void prefetch_l2(const void* at) { asm volatile("prefetch.global.L2 [%0];" ::"l"(at)); }
+
 inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }

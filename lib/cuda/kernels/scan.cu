@@ -56,18 +56,6 @@ __host__ __device__ constexpr int ring_stages(int qg, int one_chunk_width, bool 
   return screen || staged_loads(qg, one_chunk_width) ? kStages : 0;
 }
 
-/// 16 bytes global -> shared, asynchronous, through L2 only (cp.async.cg).
-__device__ __forceinline__ void copy_async16(float4* to, const float4* from) {
-  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(from) : "memory");
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/// Waits until at most `pending` of this thread's committed groups are still in flight.
-template <int pending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
-}
-
 /// Shared memory: the query group, its id ranges and (screen) squared norms, read-only; then per
 /// warp: its lists, their lengths, its thresholds, the ranks of the current tile (screen: a queue
 /// of pairs instead), a sort scratch and, with staged loads or the screen, its ring of point

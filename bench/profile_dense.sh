@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Per-kernel GPU time of the dense screen (product and selection) and the selection after it,
+# with Nsight Compute, for bench_search rows: bench/profile_dense.sh BIN "SHAPE K Q" ...
+# (e.g. "mnist 64 16"). Prints one line per kernel: name, launches, mean duration (us), DRAM %,
+# issue-active %, registers, grid. Clock control is left to the card (--clock-control none).
+set -uo pipefail
+BIN=${1:?usage: bench/profile_dense.sh BIN \"SHAPE K Q\" ...}
+shift
+ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
+for row in "$@"; do
+  read -r shape k q <<< "$row"
+  echo "=== $shape K=$k Q=$q"
+  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"dense|select|scan|sample" \
+    --launch-skip 8 --launch-count 12 -f -o /tmp/profile-dense \
+    "$BIN/bench_search" --shapes "$shape" --k "$k" --q "$q" --reps 10 --sets 1 > /tmp/profile-dense.log 2>&1 ||
+    { tail -5 /tmp/profile-dense.log; continue; }
+  "$ncu_bin" --import /tmp/profile-dense.ncu-rep --csv --page raw > /tmp/profile-dense.csv 2>/dev/null
+  /usr/bin/env python3 - /tmp/profile-dense.csv <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+if len(rows) < 3:
+    sys.exit("  no kernel profiled")
+head, units, data = rows[0], rows[1], rows[2:]
+col = {h: i for i, h in enumerate(head)}
+by = collections.OrderedDict()
+for r in data:
+    by.setdefault(r[col["Kernel Name"]].split("(")[0].split("<")[0], []).append(r)
+def mean(rs, m):
+    return sum(float(r[col[m]].replace(",", "")) for r in rs) / len(rs)
+for name, rs in by.items():
+    print(f"  {name:32s} n={len(rs):3d} {mean(rs, 'gpu__time_duration.sum'):9.1f} {units[col['gpu__time_duration.sum']]}"
+          f"  dram {mean(rs, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):5.1f}%"
+          f"  issue {mean(rs, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):5.1f}%"
+          f"  regs {rs[0][col['launch__registers_per_thread']]}  grid {rs[0][col['launch__grid_size']]}")
+PY
+done

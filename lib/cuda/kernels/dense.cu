@@ -1,0 +1,457 @@
+// The dense screen (DenseParams): batches over small stores of many dimensions.
+//
+// The scan streams the store once per query group and keeps per-warp lists; on a small store
+// every warp sees one or two tiles, so its lists never tighten and the dot products run from a
+// per-warp ring. Here the dot products are one tiled matrix product instead (a block's points
+// and queries staged in shared memory with cp.async, each thread 4 queries x TM points), which
+// writes every pair's screened value V = fl(|x|^2 - 2 x.q), less its margin C |x|^2, to a
+// workspace row per query. Then one block per query:
+//   A. radix-selects the k-th smallest V (its key);
+//   B. ranks every pair at or below it exactly (the direct form, the chunk order of every other
+//      path) and keeps the k best by (rank, id): at least k distinct points, so their k-th rank
+//      T bounds the answer's;
+//   C. ranks every other pair whose V passes the screen for T (ScreenBounds: a pair whose exact
+//      rank is <= T always passes) and merges it in.
+// Every answer is an exact rank, and every pair that could be among the k best was ranked.
+#include <math_constants.h>
+
+#include <algorithm>
+
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kProductThreads = 256;
+constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
+constexpr int kProductStages = 3;  // stages in flight: two loading while one is multiplied
+
+/// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
+inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
+__device__ __forceinline__ std::uint32_t screened_key(float w) { return w == w ? ordered_bits(w) : kEmptyKey; }
+
+/// Shared memory of one product block: the stages' point and query chunks, then the points' norms.
+template <int BN, int TM>
+constexpr std::size_t product_shared_bytes() {
+  constexpr int BM = kProductThreads / (BN / 4) * TM;
+  return std::size_t(kProductStages) * kStepChunks * (BM + BN) * sizeof(float4) + BM * sizeof(float);
+}
+
+/// BN queries x BM points per block; thread (tm, tn) holds points tm + PT i (i < TM) against
+/// queries tn + QT j (j < 4), so a warp's point loads are consecutive float4s (no bank conflict)
+/// and its query loads are broadcasts.
+template <int BN, int TM>
+__global__ void __launch_bounds__(kProductThreads) dense_product_kernel(DenseParams p) {
+  constexpr int QT = BN / 4, PT = kProductThreads / QT, BM = PT * TM;
+  static_assert(QT >= TM, "thread tn < TM keeps point tn's norm");
+  extern __shared__ __align__(16) unsigned char shared[];
+  float4* const point_stages = reinterpret_cast<float4*>(shared);   // [stage][u][BM]
+  float4* const query_stages = point_stages + kProductStages * kStepChunks * BM;  // [stage][u][BN]
+  float* const point_norms = reinterpret_cast<float*>(query_stages + kProductStages * kStepChunks * BN);
+
+  const StoreView store = *p.store;
+  const std::uint32_t slots = min(store.slot_count, p.row_stride), chunks = store.chunks;
+  const std::uint32_t first_slot = blockIdx.x * BM;
+  if (first_slot >= slots) return;  // the whole block: the grid is sized for the plan's capacity
+  const std::uint32_t q0 = blockIdx.y * BN, nq = min(std::uint32_t(BN), p.num_queries - q0);
+  const float4* const vectors = static_cast<const float4*>(store.vectors);
+  const float4* const query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  const std::uint32_t tm = threadIdx.x % PT, tn = threadIdx.x / PT;
+  const std::uint32_t steps = (chunks + kStepChunks - 1) / kStepChunks;
+
+  auto issue = [&](std::uint32_t step) {
+    float4* const to_points = point_stages + (step % kProductStages) * kStepChunks * BM;
+    float4* const to_queries = query_stages + (step % kProductStages) * kStepChunks * BN;
+    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BM; i += kProductThreads) {
+      const std::uint32_t u = i / BM, m = i % BM, c = step * kStepChunks + u, slot = first_slot + m;
+      const bool load = c < chunks && slot < slots;
+      const float4* from = vectors + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile;
+      copy_async16_or_zero(to_points + i, load ? from : vectors, load);
+    }
+    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BN; i += kProductThreads) {
+      const std::uint32_t u = i / BN, n = i % BN, c = step * kStepChunks + u;
+      const bool load = c < chunks && n < nq;
+      copy_async16_or_zero(to_queries + i, load ? query_rows + std::size_t(n) * chunks + c : query_rows, load);
+    }
+  };
+
+  float dot[TM][4];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) dot[i][j] = 0.0f;
+  }
+  float norm = 0.0f;  // point tn's (threads tn < TM)
+#pragma unroll
+  for (int s = 0; s + 1 < kProductStages; ++s) {
+    if (std::uint32_t(s) < steps) issue(s);
+    commit_async();
+  }
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    wait_async<kProductStages - 2>();
+    __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
+    if (step + kProductStages - 1 < steps) issue(step + kProductStages - 1);
+    commit_async();
+    const float4* const points = point_stages + (step % kProductStages) * kStepChunks * BM;
+    const float4* const queries = query_stages + (step % kProductStages) * kStepChunks * BN;
+#pragma unroll
+    for (int u = 0; u < kStepChunks; ++u) {
+      float4 x[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) x[i] = points[u * BM + tm + PT * i];
+      if (tn < std::uint32_t(TM)) {
+        const float4 own = points[u * BM + tm + PT * tn];
+        norm = __fmaf_rn(own.x, own.x, norm);
+        norm = __fmaf_rn(own.y, own.y, norm);
+        norm = __fmaf_rn(own.z, own.z, norm);
+        norm = __fmaf_rn(own.w, own.w, norm);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 q = queries[u * BN + tn + QT * j];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          dot[i][j] = __fmaf_rn(q.x, x[i].x, dot[i][j]);
+          dot[i][j] = __fmaf_rn(q.y, x[i].y, dot[i][j]);
+          dot[i][j] = __fmaf_rn(q.z, x[i].z, dot[i][j]);
+          dot[i][j] = __fmaf_rn(q.w, x[i].w, dot[i][j]);
+        }
+      }
+    }
+  }
+  if (tn < std::uint32_t(TM)) point_norms[tm + PT * tn] = norm;
+  __syncthreads();
+  // V = fl(N - 2P): one rounding (2P is exact), the value ScreenBounds is proven for, stored as
+  // W = V - C N rounded down, so that the screen's test V <= C N + limit needs no norm later:
+  // a pair that passes it has W <= limit. An empty slot gets NaN (never selected); a point whose
+  // norm may have overflowed gets -inf, so it is always among the pairs ranked exactly.
+  // Each group of 32 slots also gets its smallest key per query (kEmptyKey: none), so the
+  // selection reads only the groups that can hold what it looks for.
+  float* const rows = p.screened + std::size_t(q0) * p.row_stride;
+  const std::uint32_t group_stride = p.row_stride / kTile, lane = threadIdx.x & 31;
+  std::uint32_t keys[TM][4];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const std::uint32_t slot = first_slot + tm + PT * i;
+    const float n2 = point_norms[tm + PT * i];
+    const bool live = slot < slots && store.valid[slot] != 0, huge = n2 >= p.screen.huge;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const std::uint32_t n = tn + QT * j;
+      const float w =
+          !live ? CUDART_NAN_F : huge ? -CUDART_INF_F : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, dot[i][j], n2));
+      if (slot < slots && n < nq) rows[std::size_t(n) * p.row_stride + slot] = w;
+      keys[i][j] = screened_key(w);
+    }
+  }
+  if constexpr (PT >= 32) {
+    // A warp's lanes hold 32 consecutive slots of one query tile row: group tm / 32 + (PT / 32) i.
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const std::uint32_t group = (first_slot + tm - lane + PT * i) / kTile;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const std::uint32_t smallest = __reduce_min_sync(kFullMask, keys[i][j]), n = tn + QT * j;
+        if (lane == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
+      }
+    }
+  } else {
+    // Half warps (16 lanes, one query each) hold slots tm + 16 i: group i / 2 pairs two of them.
+    static_assert(PT == 16 && TM % 2 == 0);
+    const unsigned half = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+#pragma unroll
+    for (int g = 0; g < TM / 2; ++g) {
+      const std::uint32_t group = first_slot / kTile + g;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const std::uint32_t smallest = __reduce_min_sync(half, min(keys[2 * g][j], keys[2 * g + 1][j])), n = tn + QT * j;
+        if (lane % 16 == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
+      }
+    }
+  }
+}
+
+constexpr int kSelectThreads = 512;
+constexpr std::uint32_t kSelectWarps = kSelectThreads / 32;
+constexpr std::uint32_t kWindowPerThread = 4;
+constexpr int kGroupLoads = 4;  // groups a warp of the selection loads at once
+constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
+
+__host__ __device__ constexpr std::uint32_t pow2_at_least(std::uint32_t n) {
+  std::uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+/// Slots a batch holds: a merge's leftover (< k) plus a window, rounded to 16 bytes.
+__host__ __device__ constexpr std::uint32_t batch_entries(std::uint32_t k) {
+  return (pow2_at_least(k) + kWindow + 3) / 4 * 4;
+}
+/// The best list (k) and a full batch sorted together.
+__host__ __device__ constexpr std::uint32_t merge_entries(std::uint32_t k) { return pow2_at_least(k + batch_entries(k)); }
+/// Shared memory of one selection block: the merge buffer, the batch's slots, the query, the
+/// row's group keys.
+std::size_t select_shared_bytes(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups) {
+  return std::size_t(merge_entries(k)) * sizeof(Candidate) + std::size_t(batch_entries(k)) * 4 +
+         std::size_t(chunks) * sizeof(float4) + std::size_t(groups) * 4;
+}
+
+/// counts[digit] += 1 for every active lane, one shared atomic per distinct digit in the warp
+/// (the keys of a row share their leading digits, so per-lane atomics on one counter serialised:
+/// 117-183 us for a selection). Every lane of the warp calls it.
+__device__ __forceinline__ void count_digit(std::uint32_t* counts, std::uint32_t digit, bool active) {
+  const unsigned voters = __ballot_sync(kFullMask, active);
+  if (!active) return;
+  const unsigned peers = __match_any_sync(voters, digit);
+  if (__ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(&counts[digit], std::uint32_t(__popc(peers)));
+}
+
+/// The want-th smallest (1-based) of the keys that key_at(i) gives for i < n, other than
+/// kEmptyKey: MSB first, 8 bits a pass, `passes` passes over the keys. Returns kEmptyKey when
+/// fewer than want keys exist. Every thread calls it.
+template <class KeyAt>
+__device__ std::uint32_t kth_key(std::uint32_t n, std::uint32_t want, std::uint32_t* counts, std::uint32_t* words,
+                                 KeyAt key_at) {
+  std::uint32_t prefix = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const std::uint32_t shift = 24 - 8 * pass;
+    const std::uint32_t high_mask = pass == 0 ? 0u : ~0u << (shift + 8);
+    for (std::uint32_t i = threadIdx.x; i < 256; i += kSelectThreads) counts[i] = 0;
+    __syncthreads();
+    for (std::uint32_t base = 0; base < n; base += kSelectThreads) {  // uniform: every lane counts
+      const std::uint32_t i = base + threadIdx.x;
+      const std::uint32_t key = i < n ? key_at(i) : kEmptyKey;
+      count_digit(counts, (key >> shift) & 0xffu, key != kEmptyKey && (key & high_mask) == prefix);
+    }
+    __syncthreads();
+    if (pass == 0) {
+      std::uint32_t total = 0;
+      for (std::uint32_t i = threadIdx.x & 31; i < 256; i += 32) total += counts[i];
+      if (__reduce_add_sync(kFullMask, total) < want) return kEmptyKey;  // every warp reads the same counts
+    }
+    const RadixStep step = radix_step(counts, want, words);
+    prefix |= step.digit << shift;
+    want = step.want;
+    __syncthreads();  // words and counts are read before the next pass clears them
+  }
+  return prefix;
+}
+
+/// A pair's exact L2 rank: the direct form in chunk order, as every other path ranks it, with
+/// kRankLoads of the point's chunks loaded before they are added (a loop of one load at a time,
+/// as the compiler left it, took 130 us of a 188 us selection: 196 chunks, each a DRAM latency).
+constexpr int kRankLoads = 16;
+__device__ __forceinline__ float exact_rank(const float4* point, const float4* query, std::uint32_t chunks) {
+  float acc[1] = {0.0f};
+  for (std::uint32_t c0 = 0; c0 < chunks; c0 += kRankLoads) {
+    float4 x[kRankLoads];
+#pragma unroll
+    for (int u = 0; u < kRankLoads; ++u) {
+      x[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kRankLoads; ++u) {
+      if (c0 + u < chunks) accumulate<1, false>(acc, x[u], [&](int) { return query[c0 + u]; });
+    }
+  }
+  return acc[0];
+}
+
+__global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParams p) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const std::uint32_t q = blockIdx.x, k = p.k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const StoreView store = *p.store;
+  const std::uint32_t slots = min(store.slot_count, p.row_stride), chunks = store.chunks;
+  const std::uint32_t groups = (slots + kTile - 1) / kTile;
+  const std::uint32_t batch_cap = batch_entries(k);
+  Candidate* const merged = reinterpret_cast<Candidate*>(shared);  // best list first, then the batch
+  std::uint32_t* const batch = reinterpret_cast<std::uint32_t*>(merged + merge_entries(k));  // slots to rank
+  float4* const query = reinterpret_cast<float4*>(batch + batch_cap);
+  std::uint32_t* const group_keys = reinterpret_cast<std::uint32_t*>(query + chunks);
+  __shared__ std::uint32_t counts[256], words[3];
+  __shared__ std::uint32_t batch_count, best_count;
+  __shared__ float query_norm;
+  __shared__ bool overflow;
+
+  const float* const row = p.screened + std::size_t(q) * p.row_stride;
+  const float4* const query_row = reinterpret_cast<const float4*>(p.queries) + std::size_t(q) * chunks;
+  const std::uint32_t* const group_row = p.group_keys + std::size_t(q) * (p.row_stride / kTile);
+  float qn = 0.0f;
+  for (std::uint32_t c = threadIdx.x; c < chunks; c += kSelectThreads) {
+    const float4 v = query_row[c];
+    query[c] = v;
+    qn = __fmaf_rn(v.x, v.x, __fmaf_rn(v.y, v.y, __fmaf_rn(v.z, v.z, __fmaf_rn(v.w, v.w, qn))));
+  }
+  for (std::uint32_t g = threadIdx.x; g < groups; g += kSelectThreads) group_keys[g] = __ldcg(group_row + g);
+  // |q|^2 in any order (ScreenBounds allows it).
+  if (threadIdx.x == 0) {
+    query_norm = 0.0f;
+    batch_count = 0;
+    best_count = 0;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) qn = __fadd_rn(qn, __shfl_xor_sync(kFullMask, qn, offset));
+  if (lane == 0) atomicAdd(&query_norm, qn);
+
+  // A. A key with at least k slots at or below it: the k-th smallest group minimum (k groups,
+  // each with a slot at or below it), or where fewer than k groups hold a value, the k-th key of
+  // the whole row (or every value, where there are at most k).
+  std::uint32_t first_bound = kth_key(groups, k, counts, words, [&](std::uint32_t g) { return group_keys[g]; });
+  if (first_bound == kEmptyKey) {
+    first_bound = kth_key(slots, k, counts, words, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
+    if (first_bound == kEmptyKey) first_bound = ordered_bits(CUDART_INF_F);  // at most k values: all of them
+  }
+  auto in_first = [&](float v) { return v == v && ordered_bits(v) <= first_bound; };
+
+  // Ranks the batch's slots exactly and merges them with the best list (sorted by (rank, id)),
+  // keeping the k best. Every thread calls it.
+  auto rank_and_merge = [&] {
+    __syncthreads();
+    const std::uint32_t n = batch_count, best = best_count;
+    if (n == 0) return;
+    // Every chunk of the batch's points into L2 first, spread over the block, so each thread's
+    // chain of loads below waits on L2, not on DRAM.
+    for (std::uint32_t i = threadIdx.x; i < n * chunks; i += kSelectThreads) {
+      const std::uint32_t slot = batch[i / chunks], c = i % chunks;
+      prefetch_l2(static_cast<const float4*>(store.vectors) + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile);
+    }
+    for (std::uint32_t i = threadIdx.x; i < n; i += kSelectThreads) {
+      const std::uint32_t slot = batch[i];
+      const float4* point =
+          static_cast<const float4*>(store.vectors) + std::size_t(slot / kTile) * chunks * kTile + slot % kTile;
+      merged[best + i] = Candidate{exact_rank(point, query, chunks), slot, store.ids[slot]};
+    }
+    const std::uint32_t total = best + n, size = pow2_at_least(total);
+    for (std::uint32_t i = total + threadIdx.x; i < size; i += kSelectThreads) merged[i] = Candidate{CUDART_INF_F, ~0u, kNoId};
+    __syncthreads();
+    block_bitonic_sort(merged, size, [](const Candidate& a, const Candidate& b) { return closer(a.rank, a.id, b.rank, b.id); });
+    if (threadIdx.x == 0) {
+      best_count = min(total, k);
+      batch_count = 0;
+    }
+    __syncthreads();
+  };
+  // Ranks and merges every slot that passes `take`, reading only the groups whose smallest key is
+  // at most group_bound (a warp per group). Usually the batch holds them all; where it overflows
+  // (ties: many slots share the bound's value, or the screen cannot tell them apart) the pass is
+  // dropped and run again over the whole row a window at a time, merging whenever the batch
+  // reaches k, so that each next window fits.
+  auto gather = [&](std::uint32_t group_bound, auto take) {
+    if (threadIdx.x == 0) overflow = false;
+    __syncthreads();
+    for (std::uint32_t g0 = warp * 32; g0 < groups; g0 += kSelectWarps * 32) {
+      const std::uint32_t g = g0 + lane;
+      unsigned hits = __ballot_sync(kFullMask, g < groups && group_keys[g] <= group_bound);
+      while (hits != 0) {
+        // Up to kGroupLoads groups' values loaded together, then tested.
+        std::uint32_t at_slot[kGroupLoads];
+        float value[kGroupLoads];
+#pragma unroll
+        for (int u = 0; u < kGroupLoads; ++u) {
+          at_slot[u] = hits != 0 ? (g0 + __ffs(hits) - 1) * kTile + lane : slots;
+          hits &= hits - 1;
+          value[u] = at_slot[u] < slots ? __ldcg(row + at_slot[u]) : CUDART_NAN_F;
+        }
+#pragma unroll
+        for (int u = 0; u < kGroupLoads; ++u) {
+          if (at_slot[u] < slots && take(at_slot[u], value[u])) {
+            const std::uint32_t at = atomicAdd(&batch_count, 1u);
+            if (at < batch_cap) {
+              batch[at] = at_slot[u];
+            } else {
+              overflow = true;
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (!overflow) {
+      rank_and_merge();
+      return;
+    }
+    if (threadIdx.x == 0) batch_count = 0;
+    for (std::uint32_t base = 0; base < slots; base += kWindow) {
+      __syncthreads();
+#pragma unroll
+      for (std::uint32_t r = 0; r < kWindowPerThread; ++r) {
+        const std::uint32_t s = base + r * kSelectThreads + threadIdx.x;
+        if (s < slots && take(s, row[s])) batch[atomicAdd(&batch_count, 1u)] = s;
+      }
+      __syncthreads();
+      const bool full = batch_count >= k;
+      __syncthreads();  // every thread has read the count before the next window adds to it
+      if (full) rank_and_merge();
+    }
+    rank_and_merge();
+  };
+
+  // B. Every pair at or below the first bound: at least k distinct points, or every value.
+  gather(first_bound, [&](std::uint32_t, float v) { return in_first(v); });
+
+  // C. The other pairs the screen cannot rule out for T, the best list's k-th rank (+inf while it
+  // holds fewer than k: then every remaining valid slot is ranked). limit + 0 turns -0 into +0,
+  // whose key is above every key of a value that compares equal.
+  const float bound = best_count == k ? merged[k - 1].rank : CUDART_INF_F;
+  const ScreenBounds b = p.screen;
+  const float qn_all = query_norm;
+  const float limit = __fadd_rn(__double2float_ru(b.bound_scale * double(bound) - b.query_scale * double(qn_all) + b.slack), 0.0f);
+  const bool huge_query = qn_all >= b.huge;
+  gather(huge_query ? kEmptyKey : ordered_bits(limit), [&](std::uint32_t s, float v) {
+    if (v == v) return !in_first(v) && (v <= limit || huge_query);
+    return huge_query && store.valid[s] != 0;  // NaN: an empty slot, or a query whose norm may overflow
+  });
+
+  const std::uint32_t best = best_count;
+  Candidate* const out = p.candidates + std::size_t(q) * k;
+  for (std::uint32_t i = threadIdx.x; i < best; i += kSelectThreads) out[i] = merged[i];
+  if (threadIdx.x == 0) p.lengths[q] = best;
+}
+
+template <int BN, int TM>
+void launch_product(const DenseParams& p, cudaStream_t stream) {
+  constexpr int BM = kProductThreads / (BN / 4) * TM;
+  const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + BN - 1) / BN);
+  dense_product_kernel<BN, TM><<<grid, kProductThreads, product_shared_bytes<BN, TM>(), stream>>>(p);
+  check_launch("dense_product_kernel");
+}
+
+template <int BN, int TM>
+void configure_product() {
+  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(product_shared_bytes<BN, TM>())),
+             "cudaFuncSetAttribute(dense_product_kernel)");
+}
+
+}  // namespace
+
+void configure_dense() {
+  configure_product<16, 4>();
+  configure_product<32, 8>();
+  configure_product<64, 8>();
+  check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(select_shared_bytes(kDenseMaxK, 4096, kDenseMaxGroups))),
+             "cudaFuncSetAttribute(dense_select_kernel)");
+}
+
+void launch_dense(const DenseParams& p, cudaStream_t stream) {
+  if (p.num_queries == 0) return;
+  if (p.k == 0 || p.k > kDenseMaxK) throw CudaError("dense screen: k must be in [1, " + std::to_string(kDenseMaxK) + "]");
+  if (p.row_stride % kTile != 0 || p.row_stride / kTile > kDenseMaxGroups) {
+    throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
+                    std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
+  }
+  if (p.num_queries <= 16) {
+    launch_product<16, 4>(p, stream);
+  } else if (p.num_queries <= 32) {
+    launch_product<32, 8>(p, stream);
+  } else {
+    launch_product<64, 8>(p, stream);
+  }
+  dense_select_kernel<<<p.num_queries, kSelectThreads, select_shared_bytes(p.k, p.chunks, p.row_stride / kTile), stream>>>(p);
+  check_launch("dense_select_kernel");
+}
+
+}  // namespace streamknn::detail::gpu
