@@ -174,6 +174,7 @@ struct DenseParams {
   Candidate* candidates = nullptr;         // per query k entries, sorted by (rank, id)
   std::uint32_t* lengths = nullptr;        // per query
   ScreenBounds screen;                     // screen_bounds(padded dim)
+  std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
 };
 inline constexpr std::uint32_t kDenseMaxK = 1024;
 /// Most tiles per row: the selection holds a row's group keys in shared memory.

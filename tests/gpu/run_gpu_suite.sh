@@ -8,7 +8,8 @@
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the
 #                    one-query merge, mapped answers), aggregation, about one tile per scan warp
-#                    (full lists, the selection's radix passes). racecheck takes about 75 s.
+#                    (full lists, the selection's radix passes), the dense screen on small stores.
+#                    racecheck takes about 75 s.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
 #     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
@@ -81,6 +82,7 @@ for arg in "$@"; do
     --sanitize-kernels)
       cases="GPU equals CPU on small batches over one-chunk stores*,GPU aggregation equals the CPU's*"
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
+      cases+=",the dense screen on small stores*"
       for tool in memcheck racecheck synccheck; do
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$cases"

@@ -570,6 +570,20 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
                /*as_batch=*/true, /*each_alone=*/false);
 }
 
+TEST_CASE("the dense screen on small stores: each selection path (sanitizer-sized)") {
+  // Stores of a few thousand points so compute-sanitizer runs in seconds: the k-th group minimum
+  // (k below the store's 32-slot groups), the whole row's k-th (k above them), at most k values
+  // (every valid slot), ties on one repeated point (the batch overflows and runs window by
+  // window), a query tile of 16, 32 and 64.
+  check_shapes(5340,
+               {StoreShape{100, 3'000, 16, 40, Metric::L2, 0.2, false},
+                StoreShape{64, 2'000, 100, 17, Metric::Cosine, 0.1, true},
+                StoreShape{200, 1'500, 300, 33, Metric::L2, 0.3, false},
+                StoreShape{72, 400, 500, 16, Metric::L2, 0.2, false},
+                StoreShape{128, 2'000, 30, 64, Metric::L2, 0.0, false, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
 TEST_CASE("the dense screen keeps every pair within the bound where the norms dwarf the distances") {
   // As the screen's case above, on a small store (the dense path): |x|^2 about 10^10 against
   // neighbours about 100 apart, so only the proven margin keeps the answer.

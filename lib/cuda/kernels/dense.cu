@@ -24,27 +24,36 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr int kProductThreads = 256;
 constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
 constexpr int kProductStages = 3;  // stages in flight: two loading while one is multiplied
+
+/// The product's tiles by batch size: queries per block (bn), points per thread (tm) and threads;
+/// a block then covers threads / (bn / 4) * tm slots (128 here: about 4 blocks per SM on the
+/// MNIST-like store, where 256-slot blocks left a third of the SMs with one block more).
+struct ProductTile {
+  int bn, tm, threads;
+};
+// 64-slot blocks for 64 queries (4 points per thread, 1,094 blocks) measured the same end to end
+// (run-2026-11-24-s17/call13: MNIST-like K = 128 Q = 64 product 272 against 282 us).
+inline constexpr ProductTile kSmallTile{16, 4, 128}, kMidTile{32, 4, 256}, kLargeTile{64, 8, 256};
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 __device__ __forceinline__ std::uint32_t screened_key(float w) { return w == w ? ordered_bits(w) : kEmptyKey; }
 
 /// Shared memory of one product block: the stages' point and query chunks, then the points' norms.
-template <int BN, int TM>
+template <int BN, int TM, int THREADS>
 constexpr std::size_t product_shared_bytes() {
-  constexpr int BM = kProductThreads / (BN / 4) * TM;
+  constexpr int BM = THREADS / (BN / 4) * TM;
   return std::size_t(kProductStages) * kStepChunks * (BM + BN) * sizeof(float4) + BM * sizeof(float);
 }
 
 /// BN queries x BM points per block; thread (tm, tn) holds points tm + PT i (i < TM) against
 /// queries tn + QT j (j < 4), so a warp's point loads are consecutive float4s (no bank conflict)
 /// and its query loads are broadcasts.
-template <int BN, int TM>
-__global__ void __launch_bounds__(kProductThreads) dense_product_kernel(DenseParams p) {
-  constexpr int QT = BN / 4, PT = kProductThreads / QT, BM = PT * TM;
+template <int BN, int TM, int THREADS>
+__global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
+  constexpr int QT = BN / 4, PT = THREADS / QT, BM = PT * TM;
   static_assert(QT >= TM, "thread tn < TM keeps point tn's norm");
   extern __shared__ __align__(16) unsigned char shared[];
   float4* const point_stages = reinterpret_cast<float4*>(shared);   // [stage][u][BM]
@@ -64,13 +73,13 @@ __global__ void __launch_bounds__(kProductThreads) dense_product_kernel(DensePar
   auto issue = [&](std::uint32_t step) {
     float4* const to_points = point_stages + (step % kProductStages) * kStepChunks * BM;
     float4* const to_queries = query_stages + (step % kProductStages) * kStepChunks * BN;
-    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BM; i += kProductThreads) {
+    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BM; i += THREADS) {
       const std::uint32_t u = i / BM, m = i % BM, c = step * kStepChunks + u, slot = first_slot + m;
       const bool load = c < chunks && slot < slots;
       const float4* from = vectors + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile;
       copy_async16_or_zero(to_points + i, load ? from : vectors, load);
     }
-    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BN; i += kProductThreads) {
+    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BN; i += THREADS) {
       const std::uint32_t u = i / BN, n = i % BN, c = step * kStepChunks + u;
       const bool load = c < chunks && n < nq;
       copy_async16_or_zero(to_queries + i, load ? query_rows + std::size_t(n) * chunks + c : query_rows, load);
@@ -173,10 +182,12 @@ __global__ void __launch_bounds__(kProductThreads) dense_product_kernel(DensePar
   }
 }
 
-constexpr int kSelectThreads = 512;
+constexpr int kSelectThreads = 256;  // registers for exact_rank's loads in flight
 constexpr std::uint32_t kSelectWarps = kSelectThreads / 32;
 constexpr std::uint32_t kWindowPerThread = 4;
-constexpr int kGroupLoads = 4;  // groups a warp of the selection loads at once
+constexpr int kGroupLoads = 4;
+/// Room left for the selection's static shared memory (counts, words, scratch: about 1.5 KB).
+constexpr std::size_t kSelectStaticBytes = 2048;  // groups a warp of the selection loads at once
 constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
 
 __host__ __device__ constexpr std::uint32_t pow2_at_least(std::uint32_t n) {
@@ -190,72 +201,52 @@ __host__ __device__ constexpr std::uint32_t batch_entries(std::uint32_t k) {
 }
 /// The best list (k) and a full batch sorted together.
 __host__ __device__ constexpr std::uint32_t merge_entries(std::uint32_t k) { return pow2_at_least(k + batch_entries(k)); }
+/// float4s between two staged points: odd, so a quarter warp's loads of one chunk of eight
+/// points fall in different banks.
+__host__ __device__ constexpr std::uint32_t staged_stride(std::uint32_t chunks) { return chunks | 1u; }
 /// Shared memory of one selection block: the merge buffer, the batch's slots, the query, the
-/// row's group keys.
-std::size_t select_shared_bytes(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups) {
+/// row's group keys (to 16 bytes), then stage_points points staged for their exact ranks.
+std::size_t select_shared_bytes(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups, std::uint32_t stage_points) {
   return std::size_t(merge_entries(k)) * sizeof(Candidate) + std::size_t(batch_entries(k)) * 4 +
-         std::size_t(chunks) * sizeof(float4) + std::size_t(groups) * 4;
-}
-
-/// counts[digit] += 1 for every active lane, one shared atomic per distinct digit in the warp
-/// (the keys of a row share their leading digits, so per-lane atomics on one counter serialised:
-/// 117-183 us for a selection). Every lane of the warp calls it.
-__device__ __forceinline__ void count_digit(std::uint32_t* counts, std::uint32_t digit, bool active) {
-  const unsigned voters = __ballot_sync(kFullMask, active);
-  if (!active) return;
-  const unsigned peers = __match_any_sync(voters, digit);
-  if (__ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(&counts[digit], std::uint32_t(__popc(peers)));
+         std::size_t(chunks) * sizeof(float4) + std::size_t((groups + 3) / 4 * 4) * 4 +
+         std::size_t(stage_points) * staged_stride(chunks) * sizeof(float4);
 }
 
 /// The want-th smallest (1-based) of the keys that key_at(i) gives for i < n, other than
-/// kEmptyKey: MSB first, 8 bits a pass, `passes` passes over the keys. Returns kEmptyKey when
-/// fewer than want keys exist. Every thread calls it.
+/// kEmptyKey, or kEmptyKey when fewer than want exist. One pass finds the keys' common leading
+/// bits; then MSB-first passes of 8 bits below them (a row's keys share their leading bits, so
+/// counting from the top byte put every key on one shared counter: with a warp-aggregated count
+/// instead, 6-9 us of the selection). Every thread calls it.
 template <class KeyAt>
 __device__ std::uint32_t kth_key(std::uint32_t n, std::uint32_t want, std::uint32_t* counts, std::uint32_t* words,
-                                 KeyAt key_at) {
-  std::uint32_t prefix = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    const std::uint32_t shift = 24 - 8 * pass;
-    const std::uint32_t high_mask = pass == 0 ? 0u : ~0u << (shift + 8);
+                                 std::uint32_t* scratch, KeyAt key_at) {
+  __syncthreads();  // a previous call's scratch, counts and words are read
+  std::uint32_t all_and = ~0u, all_or = 0, count = 0;
+  for (std::uint32_t i = threadIdx.x; i < n; i += kSelectThreads) {
+    const std::uint32_t key = key_at(i);
+    if (key == kEmptyKey) continue;
+    all_and &= key;
+    all_or |= key;
+    ++count;
+  }
+  const BlockBits bits = block_and_or_sum(all_and, all_or, count, scratch);
+  if (bits.count < want) return kEmptyKey;
+  const KeyPrefix common = shared_prefix(bits);
+  std::uint32_t prefix = common.value;
+  for (std::uint32_t known = common.bits; known < 32; known += 8) {
     for (std::uint32_t i = threadIdx.x; i < 256; i += kSelectThreads) counts[i] = 0;
-    __syncthreads();
-    for (std::uint32_t base = 0; base < n; base += kSelectThreads) {  // uniform: every lane counts
-      const std::uint32_t i = base + threadIdx.x;
-      const std::uint32_t key = i < n ? key_at(i) : kEmptyKey;
-      count_digit(counts, (key >> shift) & 0xffu, key != kEmptyKey && (key & high_mask) == prefix);
+    __syncthreads();  // also: every thread has read the scratch and the previous pass's words
+    for (std::uint32_t i = threadIdx.x; i < n; i += kSelectThreads) {
+      const std::uint32_t key = key_at(i);
+      if (key != kEmptyKey && (known == 0 || (key ^ prefix) >> (32 - known) == 0)) atomicAdd(&counts[(key << known) >> 24], 1u);
     }
     __syncthreads();
-    if (pass == 0) {
-      std::uint32_t total = 0;
-      for (std::uint32_t i = threadIdx.x & 31; i < 256; i += 32) total += counts[i];
-      if (__reduce_add_sync(kFullMask, total) < want) return kEmptyKey;  // every warp reads the same counts
-    }
     const RadixStep step = radix_step(counts, want, words);
-    prefix |= step.digit << shift;
+    prefix |= (step.digit << 24) >> known;
     want = step.want;
-    __syncthreads();  // words and counts are read before the next pass clears them
   }
+  __syncthreads();  // words and counts are read before the caller's next use
   return prefix;
-}
-
-/// A pair's exact L2 rank: the direct form in chunk order, as every other path ranks it, with
-/// kRankLoads of the point's chunks loaded before they are added (a loop of one load at a time,
-/// as the compiler left it, took 130 us of a 188 us selection: 196 chunks, each a DRAM latency).
-constexpr int kRankLoads = 16;
-__device__ __forceinline__ float exact_rank(const float4* point, const float4* query, std::uint32_t chunks) {
-  float acc[1] = {0.0f};
-  for (std::uint32_t c0 = 0; c0 < chunks; c0 += kRankLoads) {
-    float4 x[kRankLoads];
-#pragma unroll
-    for (int u = 0; u < kRankLoads; ++u) {
-      x[u] = c0 + u < chunks ? __ldg(point + std::size_t(c0 + u) * kTile) : make_float4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kRankLoads; ++u) {
-      if (c0 + u < chunks) accumulate<1, false>(acc, x[u], [&](int) { return query[c0 + u]; });
-    }
-  }
-  return acc[0];
 }
 
 __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParams p) {
@@ -269,7 +260,8 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   std::uint32_t* const batch = reinterpret_cast<std::uint32_t*>(merged + merge_entries(k));  // slots to rank
   float4* const query = reinterpret_cast<float4*>(batch + batch_cap);
   std::uint32_t* const group_keys = reinterpret_cast<std::uint32_t*>(query + chunks);
-  __shared__ std::uint32_t counts[256], words[3];
+  float4* const staged = reinterpret_cast<float4*>(group_keys + (p.row_stride / kTile + 3) / 4 * 4);
+  __shared__ std::uint32_t counts[256], words[3], scratch[96];
   __shared__ std::uint32_t batch_count, best_count;
   __shared__ float query_norm;
   __shared__ bool overflow;
@@ -298,10 +290,19 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   // A. A key with at least k slots at or below it: the k-th smallest group minimum (k groups,
   // each with a slot at or below it), or where fewer than k groups hold a value, the k-th key of
   // the whole row (or every value, where there are at most k).
-  std::uint32_t first_bound = kth_key(groups, k, counts, words, [&](std::uint32_t g) { return group_keys[g]; });
+  std::uint32_t first_bound = kth_key(groups, k, counts, words, scratch, [&](std::uint32_t g) { return group_keys[g]; });
   if (first_bound == kEmptyKey) {
-    first_bound = kth_key(slots, k, counts, words, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
+    first_bound = kth_key(slots, k, counts, words, scratch, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
     if (first_bound == kEmptyKey) first_bound = ordered_bits(CUDART_INF_F);  // at most k values: all of them
+  }
+  // Widened by about the screen's margin (a guess: correctness rests on C below), so that C
+  // rarely finds a pair B left out: each such pair costs a second chain of exact-rank loads.
+  {
+    const float at = from_ordered_bits(first_bound);
+    if (first_bound != kEmptyKey && fabsf(at) < CUDART_INF_F) {
+      const float margin = 2.0f * p.screen.norm_scale * (fabsf(at) + 3.0f * query_norm);
+      if (margin < CUDART_INF_F) first_bound = ordered_bits(__fadd_ru(at, margin));
+    }
   }
   auto in_first = [&](float v) { return v == v && ordered_bits(v) <= first_bound; };
 
@@ -311,17 +312,29 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     __syncthreads();
     const std::uint32_t n = batch_count, best = best_count;
     if (n == 0) return;
-    // Every chunk of the batch's points into L2 first, spread over the block, so each thread's
-    // chain of loads below waits on L2, not on DRAM.
-    for (std::uint32_t i = threadIdx.x; i < n * chunks; i += kSelectThreads) {
-      const std::uint32_t slot = batch[i / chunks], c = i % chunks;
-      prefetch_l2(static_cast<const float4*>(store.vectors) + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile);
-    }
-    for (std::uint32_t i = threadIdx.x; i < n; i += kSelectThreads) {
-      const std::uint32_t slot = batch[i];
-      const float4* point =
-          static_cast<const float4*>(store.vectors) + std::size_t(slot / kTile) * chunks * kTile + slot % kTile;
-      merged[best + i] = Candidate{exact_rank(point, query, chunks), slot, store.ids[slot]};
+    // The batch's points in slices of p.stage_points, each copied to shared memory by the whole
+    // block (every chunk in flight at once), then ranked a thread per point from there: the
+    // ranking thread's own chain of loads, 32 at a time, took 25 us of a 44 us selection
+    // (MNIST-like: 196 chunks).
+    for (std::uint32_t first = 0; first < n; first += p.stage_points) {
+      const std::uint32_t m = min(p.stage_points, n - first);
+      for (std::uint32_t i = threadIdx.x; i < m * chunks; i += kSelectThreads) {
+        const std::uint32_t point = i / chunks, slot = batch[first + point], c = i % chunks;
+        copy_async16(staged + point * staged_stride(chunks) + c,
+                     static_cast<const float4*>(store.vectors) + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile);
+      }
+      commit_async();
+      wait_async<0>();
+      __syncthreads();
+      for (std::uint32_t i = threadIdx.x; i < m; i += kSelectThreads) {
+        const float4* const point = staged + std::size_t(i) * staged_stride(chunks);
+        float acc[1] = {0.0f};
+#pragma unroll 4
+        for (std::uint32_t c = 0; c < chunks; ++c) accumulate<1, false>(acc, point[c], [&](int) { return query[c]; });
+        const std::uint32_t slot = batch[first + i];
+        merged[best + first + i] = Candidate{acc[0], slot, store.ids[slot]};
+      }
+      __syncthreads();  // the slice is read before the next one lands
     }
     const std::uint32_t total = best + n, size = pow2_at_least(total);
     for (std::uint32_t i = total + threadIdx.x; i < size; i += kSelectThreads) merged[i] = Candidate{CUDART_INF_F, ~0u, kNoId};
@@ -410,29 +423,33 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   if (threadIdx.x == 0) p.lengths[q] = best;
 }
 
-template <int BN, int TM>
+template <int BN, int TM, int THREADS>
 void launch_product(const DenseParams& p, cudaStream_t stream) {
-  constexpr int BM = kProductThreads / (BN / 4) * TM;
+  constexpr int BM = THREADS / (BN / 4) * TM;
   const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + BN - 1) / BN);
-  dense_product_kernel<BN, TM><<<grid, kProductThreads, product_shared_bytes<BN, TM>(), stream>>>(p);
+  dense_product_kernel<BN, TM, THREADS><<<grid, THREADS, product_shared_bytes<BN, TM, THREADS>(), stream>>>(p);
   check_launch("dense_product_kernel");
 }
 
-template <int BN, int TM>
+template <int BN, int TM, int THREADS>
 void configure_product() {
-  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(product_shared_bytes<BN, TM>())),
+  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM, THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(product_shared_bytes<BN, TM, THREADS>())),
              "cudaFuncSetAttribute(dense_product_kernel)");
 }
 
 }  // namespace
 
 void configure_dense() {
-  configure_product<16, 4>();
-  configure_product<32, 8>();
-  configure_product<64, 8>();
+  configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.threads>();
+  configure_product<kMidTile.bn, kMidTile.tm, kMidTile.threads>();
+  configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.threads>();
+  int device = 0, optin = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(max shared memory per block)");
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(select_shared_bytes(kDenseMaxK, 4096, kDenseMaxGroups))),
+                                  optin - int(kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
 }
 
@@ -443,14 +460,25 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
-  if (p.num_queries <= 16) {
-    launch_product<16, 4>(p, stream);
-  } else if (p.num_queries <= 32) {
-    launch_product<32, 8>(p, stream);
+  if (p.num_queries <= kSmallTile.bn) {
+    launch_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.threads>(p, stream);
+  } else if (p.num_queries <= kMidTile.bn) {
+    launch_product<kMidTile.bn, kMidTile.tm, kMidTile.threads>(p, stream);
   } else {
-    launch_product<64, 8>(p, stream);
+    launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.threads>(p, stream);
   }
-  dense_select_kernel<<<p.num_queries, kSelectThreads, select_shared_bytes(p.k, p.chunks, p.row_stride / kTile), stream>>>(p);
+  // Points staged for their exact ranks: as many as the rest of the shared memory holds.
+  int device = 0, optin = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(max shared memory per block)");
+  const std::size_t fixed = select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, 0) + kSelectStaticBytes;
+  const std::size_t point_bytes = std::size_t(staged_stride(p.chunks)) * sizeof(float4);
+  DenseParams params = p;
+  params.stage_points = std::uint32_t(std::min<std::size_t>(kSelectThreads, (std::size_t(optin) - fixed) / point_bytes));
+  if (params.stage_points == 0) throw CudaError("dense screen: no shared memory left to stage a point of " + std::to_string(p.chunks) + " chunks");
+  dense_select_kernel<<<p.num_queries, kSelectThreads,
+                        select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
   check_launch("dense_select_kernel");
 }
 
