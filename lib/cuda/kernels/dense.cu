@@ -295,15 +295,6 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     first_bound = kth_key(slots, k, counts, words, scratch, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
     if (first_bound == kEmptyKey) first_bound = ordered_bits(CUDART_INF_F);  // at most k values: all of them
   }
-  // Widened by about the screen's margin (a guess: correctness rests on C below), so that C
-  // rarely finds a pair B left out: each such pair costs a second chain of exact-rank loads.
-  {
-    const float at = from_ordered_bits(first_bound);
-    if (first_bound != kEmptyKey && fabsf(at) < CUDART_INF_F) {
-      const float margin = 2.0f * p.screen.norm_scale * (fabsf(at) + 3.0f * query_norm);
-      if (margin < CUDART_INF_F) first_bound = ordered_bits(__fadd_ru(at, margin));
-    }
-  }
   auto in_first = [&](float v) { return v == v && ordered_bits(v) <= first_bound; };
 
   // Ranks the batch's slots exactly and merges them with the best list (sorted by (rank, id)),
