@@ -83,7 +83,7 @@ constexpr std::uint64_t kScreenSparse = 4;
 /// queries of one launch chunk.
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
 constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
-constexpr std::uint32_t kDenseMinQueries = 16;
+constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_pays
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -552,7 +552,10 @@ class CudaBackend final : public Backend {
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
   /// included), no id ranges, k <= kDenseMaxK, batches of kDenseMinQueries or more over stores
   /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM),
-  /// with vectors of kDenseMinChunks chunks or more.
+  /// with vectors of kDenseMinChunks chunks or more. Same H100 calls against the sample pass and
+  /// scan (run-2026-11-24-s17/): MNIST-like Q = 16-64 0.65-0.80x (call13), Q = 12 0.88-0.91x,
+  /// Q = 8 1.08-1.10x and Q = 4 1.09-1.27x slower (call18); 100,000 x 128 Q = 16-64 0.61-0.94x,
+  /// Q = 12 0.82x (K = 128) and 1.02x (K = 64), Q = 8 0.93x / 1.09x.
   bool dense_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (filtered || config_.metric == Metric::InnerProduct || chunks_ < kDenseMinChunks || k > kDenseMaxK) return false;
     return nq >= kDenseMinQueries && tiles < 64 * std::uint32_t(props_.multiProcessorCount) && tiles <= kDenseMaxGroups;

@@ -549,13 +549,14 @@ TEST_CASE("GPU equals CPU where the screen's 32 queries of many dims take one bl
 }
 
 TEST_CASE("GPU equals CPU where batches over small stores of many dims take the dense screen") {
-  // Batches of 16+ queries over stores of fewer than 64 tiles per SM with 64+ dims (L2, cosine):
-  // a tiled product screens every pair, one block per query ranks the k smallest screened values
-  // exactly and then every pair the screen's margin cannot rule out. Query tiles of 16, 32 and
-  // 64 (partial ones too), k from 1 to kDenseMaxK and k above the valid points, erased slots,
-  // duplicates (ties broken by id), a store of one repeated point (every pair ties: the
-  // selection's batches fill and merge many times), dims up to 2,000, and a batch split into
-  // launch chunks by the workspace budget (1,100 queries over 70,000 slots).
+  // Batches of 12+ queries over stores of fewer than 64 tiles per SM with 64+ dims (L2, cosine):
+  // a tiled product screens every pair, one block per query ranks the pairs at or below the
+  // k-th group minimum exactly and then every pair the screen's margin cannot rule out. Query
+  // tiles of 16, 32 and 64 (partial ones too; 12 and 13 queries), k from 1 to kDenseMaxK and k
+  // above the valid points, erased slots, duplicates (ties broken by id), a store of one
+  // repeated point (every pair ties: the selection's batches fill and merge many times), dims up
+  // to 2,000, and a batch split into launch chunks by the workspace budget (1,100 queries over
+  // 70,000 slots).
   check_shapes(5320,
                {StoreShape{784, 70'000, 64, 64, Metric::L2, 0.1, false},
                 StoreShape{784, 70'000, 128, 16, Metric::L2, 0.0, false},
@@ -566,7 +567,9 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
                 StoreShape{2'000, 3'000, 10, 24, Metric::L2, 0.0, true},
                 StoreShape{128, 50'000, 50, 100, Metric::L2, 0.0, false, true},
                 StoreShape{65, 3'000, 16, 1'000, Metric::Cosine, 0.1, false},
-                StoreShape{64, 70'000, 8, 1'100, Metric::L2, 0.05, false}},
+                StoreShape{64, 70'000, 8, 1'100, Metric::L2, 0.05, false},
+                StoreShape{300, 8'000, 40, 12, Metric::L2, 0.1, false},
+                StoreShape{128, 6'000, 9, 13, Metric::Cosine, 0.0, true}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 
