@@ -27,33 +27,36 @@ namespace {
 constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
 constexpr int kProductStages = 3;  // stages in flight: two loading while one is multiplied
 
-/// The product's tiles by batch size: queries per block (bn), points per thread (tm) and threads;
-/// a block then covers threads / (bn / 4) * tm slots (128 here: about 4 blocks per SM on the
-/// MNIST-like store, where 256-slot blocks left a third of the SMs with one block more).
+/// The product's tiles by batch size: queries per block (bn), points (tm) and queries (tn) per
+/// thread, and threads; a block covers threads / (bn / tn) * tm = 128 slots (about 4 blocks per
+/// SM on the MNIST-like store, where 256-slot blocks left a third of the SMs a block more).
+/// Measured on an H100 (run-2026-11-24-s17, ncu and same-call A/Bs): 64 queries in 8 x 8 tiles
+/// 250 us against 282 us in 8 x 4 (MNIST-like K = 128, search 0.93-0.94x, call22), 32 queries
+/// in 4 x 8 tiles 141 against 165 us (search 0.93-0.97x); 64-slot blocks (1,094 of them) for 64
+/// queries 272 against 282 us (call13), and 16 queries in 2 x 4 tiles 123 against 100 us
+/// (call17): not kept.
 struct ProductTile {
-  int bn, tm, threads;
+  int bn, tm, tn, threads;
 };
-// 64-slot blocks for 64 queries (4 points per thread, 1,094 blocks) measured the same end to end
-// (run-2026-11-24-s17/call13: MNIST-like K = 128 Q = 64 product 272 against 282 us).
-inline constexpr ProductTile kSmallTile{16, 4, 128}, kMidTile{32, 4, 256}, kLargeTile{64, 8, 256};
+inline constexpr ProductTile kSmallTile{16, 4, 4, 128}, kMidTile{32, 4, 8, 128}, kLargeTile{64, 8, 8, 128};
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 __device__ __forceinline__ std::uint32_t screened_key(float w) { return w == w ? ordered_bits(w) : kEmptyKey; }
 
 /// Shared memory of one product block: the stages' point and query chunks, then the points' norms.
-template <int BN, int TM, int THREADS>
+template <int BN, int TM, int TN, int THREADS>
 constexpr std::size_t product_shared_bytes() {
-  constexpr int BM = THREADS / (BN / 4) * TM;
+  constexpr int BM = THREADS / (BN / TN) * TM;
   return std::size_t(kProductStages) * kStepChunks * (BM + BN) * sizeof(float4) + BM * sizeof(float);
 }
 
 /// BN queries x BM points per block; thread (tm, tn) holds points tm + PT i (i < TM) against
-/// queries tn + QT j (j < 4), so a warp's point loads are consecutive float4s (no bank conflict)
+/// queries tn + QT j (j < TN), so a warp's point loads are consecutive float4s (no bank conflict)
 /// and its query loads are broadcasts.
-template <int BN, int TM, int THREADS>
+template <int BN, int TM, int TN, int THREADS>
 __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
-  constexpr int QT = BN / 4, PT = THREADS / QT, BM = PT * TM;
+  constexpr int QT = BN / TN, PT = THREADS / QT, BM = PT * TM;
   static_assert(QT >= TM, "thread tn < TM keeps point tn's norm");
   extern __shared__ __align__(16) unsigned char shared[];
   float4* const point_stages = reinterpret_cast<float4*>(shared);   // [stage][u][BM]
@@ -86,11 +89,11 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
     }
   };
 
-  float dot[TM][4];
+  float dot[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) dot[i][j] = 0.0f;
+    for (int j = 0; j < TN; ++j) dot[i][j] = 0.0f;
   }
   float norm = 0.0f;  // point tn's (threads tn < TM)
 #pragma unroll
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
         norm = __fmaf_rn(own.w, own.w, norm);
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < TN; ++j) {
         const float4 q = queries[u * BN + tn + QT * j];
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
@@ -140,14 +143,14 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   // selection reads only the groups that can hold what it looks for.
   float* const rows = p.screened + std::size_t(q0) * p.row_stride;
   const std::uint32_t group_stride = p.row_stride / kTile, lane = threadIdx.x & 31;
-  std::uint32_t keys[TM][4];
+  std::uint32_t keys[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const std::uint32_t slot = first_slot + tm + PT * i;
     const float n2 = point_norms[tm + PT * i];
     const bool live = slot < slots && store.valid[slot] != 0, huge = n2 >= p.screen.huge;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < TN; ++j) {
       const std::uint32_t n = tn + QT * j;
       const float w =
           !live ? CUDART_NAN_F : huge ? -CUDART_INF_F : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, dot[i][j], n2));
@@ -161,7 +164,7 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
     for (int i = 0; i < TM; ++i) {
       const std::uint32_t group = (first_slot + tm - lane + PT * i) / kTile;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < TN; ++j) {
         const std::uint32_t smallest = __reduce_min_sync(kFullMask, keys[i][j]), n = tn + QT * j;
         if (lane == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
       }
@@ -174,7 +177,7 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
     for (int g = 0; g < TM / 2; ++g) {
       const std::uint32_t group = first_slot / kTile + g;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < TN; ++j) {
         const std::uint32_t smallest = __reduce_min_sync(half, min(keys[2 * g][j], keys[2 * g + 1][j])), n = tn + QT * j;
         if (lane % 16 == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
       }
@@ -431,27 +434,27 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   if (threadIdx.x == 0) p.lengths[q] = best;
 }
 
-template <int BN, int TM, int THREADS>
+template <int BN, int TM, int TN, int THREADS>
 void launch_product(const DenseParams& p, cudaStream_t stream) {
-  constexpr int BM = THREADS / (BN / 4) * TM;
+  constexpr int BM = THREADS / (BN / TN) * TM;
   const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + BN - 1) / BN);
-  dense_product_kernel<BN, TM, THREADS><<<grid, THREADS, product_shared_bytes<BN, TM, THREADS>(), stream>>>(p);
+  dense_product_kernel<BN, TM, TN, THREADS><<<grid, THREADS, product_shared_bytes<BN, TM, TN, THREADS>(), stream>>>(p);
   check_launch("dense_product_kernel");
 }
 
-template <int BN, int TM, int THREADS>
+template <int BN, int TM, int TN, int THREADS>
 void configure_product() {
-  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM, THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(product_shared_bytes<BN, TM, THREADS>())),
+  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM, TN, THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(product_shared_bytes<BN, TM, TN, THREADS>())),
              "cudaFuncSetAttribute(dense_product_kernel)");
 }
 
 }  // namespace
 
 void configure_dense() {
-  configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.threads>();
-  configure_product<kMidTile.bn, kMidTile.tm, kMidTile.threads>();
-  configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.threads>();
+  configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>();
+  configure_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>();
+  configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>();
   int device = 0, optin = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
@@ -469,11 +472,11 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
   if (p.num_queries <= kSmallTile.bn) {
-    launch_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.threads>(p, stream);
+    launch_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>(p, stream);
   } else if (p.num_queries <= kMidTile.bn) {
-    launch_product<kMidTile.bn, kMidTile.tm, kMidTile.threads>(p, stream);
+    launch_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>(p, stream);
   } else {
-    launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.threads>(p, stream);
+    launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>(p, stream);
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds.
   int device = 0, optin = 0;
