@@ -3,14 +3,16 @@
 // The scan streams the store once per query group and keeps per-warp lists; on a small store
 // every warp sees one or two tiles, so its lists never tighten and the dot products run from a
 // per-warp ring. Here the dot products are one tiled matrix product instead (a block's points
-// and queries staged in shared memory with cp.async, each thread 4 queries x TM points), which
-// writes every pair's screened value V = fl(|x|^2 - 2 x.q), less its margin C |x|^2, to a
-// workspace row per query. Then one block per query:
-//   A. radix-selects the k-th smallest V (its key);
+// and queries staged in shared memory with cp.async, each thread TM points x TN queries), which
+// writes every pair's screened value V = fl(|x|^2 - 2 x.q), less its margin C |x|^2 rounded
+// down (W), to a workspace row per query, and each 32-slot group's smallest W per query. Then
+// one block per query:
+//   A. takes the k-th smallest group minimum: k groups each hold a slot at or below it, so at
+//      least k points are (where fewer than k groups hold a value: the row's own k-th W, or
+//      every value);
 //   B. ranks every pair at or below it exactly (the direct form, the chunk order of every other
-//      path) and keeps the k best by (rank, id): at least k distinct points, so their k-th rank
-//      T bounds the answer's;
-//   C. ranks every other pair whose V passes the screen for T (ScreenBounds: a pair whose exact
+//      path) and keeps the k best by (rank, id): their k-th rank T bounds the answer's;
+//   C. ranks every other pair whose W passes the screen for T (ScreenBounds: a pair whose exact
 //      rank is <= T always passes) and merges it in.
 // Every answer is an exact rank, and every pair that could be among the k best was ranked.
 #include <math_constants.h>
@@ -185,14 +187,14 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   }
 }
 
-constexpr int kSelectThreads = 256;  // registers for exact_rank's loads in flight
+constexpr int kSelectThreads = 256;  // 8 warps scan the groups; a thread per candidate ranks
 constexpr std::uint32_t kSelectWarps = kSelectThreads / 32;
 constexpr std::uint32_t kWindowPerThread = 4;
-constexpr int kGroupLoads = 4;
+constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
+constexpr int kGroupLoads = 4;                // groups a warp of the selection loads at once
 constexpr std::uint32_t kCountedMerge = 512;  // merges of at most this many entries order by counting
 /// Room left for the selection's static shared memory (counts, words, scratch: about 1.5 KB).
-constexpr std::size_t kSelectStaticBytes = 2048;  // groups a warp of the selection loads at once
-constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
+constexpr std::size_t kSelectStaticBytes = 2048;
 
 __host__ __device__ constexpr std::uint32_t pow2_at_least(std::uint32_t n) {
   std::uint32_t p = 1;
