@@ -79,8 +79,8 @@ constexpr std::uint32_t kSmallStoreDenseStep = 4;   // the same for 16+ queries 
 /// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
 /// in this many tiles.
 constexpr std::uint64_t kScreenSparse = 4;
-/// The dense screen's workspace (a row of screened values per query of a chunk): it bounds the
-/// queries of one launch chunk.
+/// The dense screen's workspace (a row of screened values and of group minima per query of a
+/// chunk): it bounds the queries of one launch chunk.
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
 constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
 constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_pays

@@ -1,6 +1,7 @@
 // GPU suite (skips without a CUDA device): search_device (streamknn/device.hpp) against search()
 // on the same store: random shapes (every metric, D 1..300, K 1..300 and K > size, Q 1..2000,
-// erased slots, per-query visible ranges, row strides wider than dim with NaN in the gap),
+// erased slots, per-query visible ranges, row strides wider than dim with NaN in the gap, batches
+// that take the dense screen),
 // result buffers poisoned before every call, ordering on the caller's stream (queries written
 // and results read by copies queued on that stream around the call, one synchronisation at
 // the end), validation on the device (the host path's messages), the refusals, and KNN-Q's
@@ -107,6 +108,8 @@ TEST_CASE("search_device gives search()'s answers on random shapes, ordered on t
       {4000, 33, 100, 64, Metric::L2, true},    {3000, 128, 16, 1, Metric::InnerProduct, false},
       {2000, 8, 40, 10, Metric::Cosine, false}, {2000, 2, 64, 12, Metric::Haversine, true},
       {20000, 300, 5, 300, Metric::L2, false},  {1, 1, 3, 4, Metric::L2, false},
+      {5000, 100, 24, 20, Metric::L2, false},   // the dense screen (12+ queries, small store, 64+ dims)
+      {3000, 64, 12, 50, Metric::Cosine, false},
   };
   for (const bool debug : {true, false}) {
     for (const Shape& s : shapes) {
