@@ -27,7 +27,9 @@ namespace streamknn::detail::gpu {
 namespace {
 
 constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
-constexpr int kProductStages = 3;  // stages in flight: two loading while one is multiplied
+// Stages in flight: two loading while one is multiplied. Five measured slower (fewer blocks per
+// SM: MNIST-like K = 64 Q = 16 product 118 against 100 us, run-2026-11-24-s17/call25).
+constexpr int kProductStages = 3;
 
 /// The product's tiles by batch size: queries per block (bn), points (tm) and queries (tn) per
 /// thread, and threads; a block covers threads / (bn / tn) * tm = 128 slots (about 4 blocks per
