@@ -27,8 +27,8 @@ namespace streamknn::detail::gpu {
 namespace {
 
 constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
-// Stages in flight: two loading while one is multiplied. Five measured slower (fewer blocks per
-// SM: MNIST-like K = 64 Q = 16 product 118 against 100 us, run-2026-11-24-s17/call25).
+// Stages in flight: two loading while one is multiplied. Four and five measured slower
+// (MNIST-like K = 64 Q = 16 product 107 and 118 against 100 us, run-2026-11-24-s17/call25-26).
 constexpr int kProductStages = 3;
 
 /// The product's tiles by batch size: queries per block (bn), points (tm) and queries (tn) per
