@@ -124,6 +124,8 @@ struct QueryContext {
   DeviceArray<std::uint32_t> lengths, slot, sample_keys, first_keys, first_arrivals;
   DeviceArray<double> class_scratch;
   DeviceArray<float> dense;                  // the dense screen's rows and group keys
+  DeviceArray<Candidate> dense_split;        // the dense selection's shares (DenseParams::split)
+  DeviceArray<std::uint32_t> dense_arrivals; // and its per-query arrival counts
   PinnedArray<unsigned char> host_in, host_out;  // one block per chunk
   ChunkLayout layout;
   Event done;
@@ -759,7 +761,16 @@ class CudaBackend final : public Backend {
         }
       }
       changed |= c.fit(c.slot, std::size_t(qc) * k, "result slots");
-      if (plan.dense_stride) changed |= c.fit(c.dense, dense_workspace_words(qc, plan.dense_stride), "dense screen rows");
+      if (plan.dense_stride) {
+        changed |= c.fit(c.dense, dense_workspace_words(qc, plan.dense_stride), "dense screen rows");
+        changed |= c.fit(c.dense_split, std::size_t(qc) * kDenseSplitMax, "dense selection shares");
+        if (c.fit(c.dense_arrivals, qc, "dense selection arrivals")) {
+          // Counted up by each query's selection blocks and reset by the last: zero before a launch.
+          check_cuda(cudaMemsetAsync(c.dense_arrivals.get(), 0, c.dense_arrivals.bytes(), query_stream_.get()),
+                     "cudaMemsetAsync(dense selection arrivals)");
+          changed = true;
+        }
+      }
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
       changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
       changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging", props_.canMapHostMemory != 0);
@@ -853,6 +864,12 @@ class CudaBackend final : public Backend {
       dense.candidates = c.candidates.get();
       dense.lengths = c.lengths.get();
       dense.screen = screen_bounds(chunks_ * 4);
+      // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
+      // was most of the selection).
+      const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+      dense.blocks_per_query = std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
+      dense.split = c.dense_split.get();
+      dense.arrivals = c.dense_arrivals.get();
       launch_dense(dense, stream);
       debug_sync("dense screen kernels");
       return;

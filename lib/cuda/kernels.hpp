@@ -176,7 +176,15 @@ struct DenseParams {
   std::uint32_t* lengths = nullptr;        // per query
   ScreenBounds screen;                     // screen_bounds(padded dim)
   std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
+  // Selection blocks per query (1 to kDenseMaxParts): each ranks a share of the pairs at or below
+  // the first bound, the last to arrive merges them (up to kDenseSplitMax of them; more, or an
+  // overflow, and the first block does it all).
+  std::uint32_t blocks_per_query = 1;
+  Candidate* split = nullptr;              // workspace: num_queries x kDenseSplitMax
+  std::uint32_t* arrivals = nullptr;       // per query: blocks arrived (zero before a launch; left zero)
 };
+inline constexpr std::uint32_t kDenseMaxParts = 8;
+inline constexpr std::uint32_t kDenseSplitMax = 512;
 inline constexpr std::uint32_t kDenseMaxK = 1024;
 /// Most tiles per row: the selection holds a row's group keys in shared memory.
 inline constexpr std::uint32_t kDenseMaxGroups = 16384;

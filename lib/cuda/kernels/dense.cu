@@ -259,7 +259,8 @@ __device__ std::uint32_t kth_key(std::uint32_t n, std::uint32_t want, std::uint3
 
 __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParams p) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const std::uint32_t q = blockIdx.x, k = p.k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::uint32_t parts = p.blocks_per_query, q = blockIdx.x / parts, part = blockIdx.x % parts;
+  const std::uint32_t k = p.k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const StoreView store = *p.store;
   const std::uint32_t slots = min(store.slot_count, p.row_stride), chunks = store.chunks;
   const std::uint32_t groups = (slots + kTile - 1) / kTile;
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   __shared__ std::uint32_t counts[256], words[3], scratch[96];
   __shared__ std::uint32_t batch_count, best_count;
   __shared__ float query_norm;
-  __shared__ bool overflow;
+  __shared__ bool overflow, last_part;
 
   const float* const row = p.screened + std::size_t(q) * p.row_stride;
   const float4* const query_row = reinterpret_cast<const float4*>(p.queries) + std::size_t(q) * chunks;
@@ -305,20 +306,16 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   }
   auto in_first = [&](float v) { return v == v && ordered_bits(v) <= first_bound; };
 
-  // Ranks the batch's slots exactly and merges them with the best list (sorted by (rank, id)),
-  // keeping the k best. Every thread calls it.
-  auto rank_and_merge = [&] {
-    __syncthreads();
-    const std::uint32_t n = batch_count, best = best_count;
-    if (n == 0) return;
-    // The batch's points in slices of p.stage_points, each copied to shared memory by the whole
-    // block (every chunk in flight at once), then ranked a thread per point from there: the
-    // ranking thread's own chain of loads, 32 at a time, took 25 us of a 44 us selection
-    // (MNIST-like: 196 chunks).
-    for (std::uint32_t first = 0; first < n; first += p.stage_points) {
-      const std::uint32_t m = min(p.stage_points, n - first);
+  // Ranks batch[from, from + count) exactly and hands each (index in the range, candidate) to
+  // `put`: the points in slices of p.stage_points, each copied to shared memory by the whole
+  // block (every chunk in flight at once), then ranked a thread per point from there (the
+  // ranking thread's own chain of loads, 32 at a time, took 25 us of a 44 us selection on the
+  // MNIST-like store: 196 chunks). Every thread calls it.
+  auto rank_slots = [&](std::uint32_t from, std::uint32_t count, auto put) {
+    for (std::uint32_t first = 0; first < count; first += p.stage_points) {
+      const std::uint32_t m = min(p.stage_points, count - first);
       for (std::uint32_t i = threadIdx.x; i < m * chunks; i += kSelectThreads) {
-        const std::uint32_t point = i / chunks, slot = batch[first + point], c = i % chunks;
+        const std::uint32_t point = i / chunks, slot = batch[from + first + point], c = i % chunks;
         copy_async16(staged + point * staged_stride(chunks) + c,
                      static_cast<const float4*>(store.vectors) + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile);
       }
@@ -326,17 +323,20 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
       wait_async<0>();
       __syncthreads();
       for (std::uint32_t i = threadIdx.x; i < m; i += kSelectThreads) {
-        const std::uint32_t slot = batch[first + i];
+        const std::uint32_t slot = batch[from + first + i];
         const std::uint64_t id = store.ids[slot];  // issued before the chain, used after it
         const float4* const point = staged + std::size_t(i) * staged_stride(chunks);
         float acc[1] = {0.0f};
 #pragma unroll 4
         for (std::uint32_t c = 0; c < chunks; ++c) accumulate<1, false>(acc, point[c], [&](int) { return query[c]; });
-        merged[best + first + i] = Candidate{acc[0], slot, id};
+        put(first + i, Candidate{acc[0], slot, id});
       }
       __syncthreads();  // the slice is read before the next one lands
     }
-    const std::uint32_t total = best + n;
+  };
+  // Keeps the k best by (rank, id) of merged[0, total) in merged[0, min(total, k)) and empties
+  // the batch. Every thread calls it.
+  auto merge_best = [&](std::uint32_t total) {
     Candidate* const ordered = reinterpret_cast<Candidate*>(staged);  // free once the points are ranked
     if (total <= kCountedMerge && std::size_t(total) <= std::size_t(p.stage_points) * staged_stride(chunks)) {
       // Each entry's place is the number of entries closer than it (ids are distinct): one
@@ -361,12 +361,19 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     }
     __syncthreads();
   };
-  // Ranks and merges every slot that passes `take`, reading only the groups whose smallest key is
-  // at most group_bound (a warp per group). Usually the batch holds them all; where it overflows
-  // (ties: many slots share the bound's value, or the screen cannot tell them apart) the pass is
-  // dropped and run again over the whole row a window at a time, merging whenever the batch
-  // reaches k, so that each next window fits.
-  auto gather = [&](std::uint32_t group_bound, auto take) {
+  // Ranks the batch exactly and merges it with the best list. Every thread calls it.
+  auto rank_and_merge = [&] {
+    __syncthreads();
+    const std::uint32_t n = batch_count, best = best_count;
+    if (n == 0) return;
+    rank_slots(0, n, [&](std::uint32_t i, const Candidate& c) { merged[best + i] = c; });
+    merge_best(best + n);
+  };
+  // Puts every slot that passes `take` into the batch, reading only the groups whose smallest
+  // key is at most group_bound (a warp per group). True where the batch overflowed (ties: many
+  // slots share the bound's value, or the screen cannot tell them apart); then the batch holds
+  // part of them only.
+  auto fill_batch = [&](std::uint32_t group_bound, auto take) {
     if (threadIdx.x == 0) overflow = false;
     __syncthreads();
     for (std::uint32_t g0 = warp * 32; g0 < groups; g0 += kSelectWarps * 32) {
@@ -396,10 +403,11 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
       }
     }
     __syncthreads();
-    if (!overflow) {
-      rank_and_merge();
-      return;
-    }
+    return overflow;
+  };
+  // After an overflow: every slot that passes `take`, over the whole row a window at a time,
+  // ranked and merged whenever the batch reaches k, so that each next window fits.
+  auto gather_by_windows = [&](auto take) {
     if (threadIdx.x == 0) batch_count = 0;
     for (std::uint32_t base = 0; base < slots; base += kWindow) {
       __syncthreads();
@@ -415,9 +423,59 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     }
     rank_and_merge();
   };
+  auto gather = [&](std::uint32_t group_bound, auto take) {
+    if (fill_batch(group_bound, take)) {
+      gather_by_windows(take);
+    } else {
+      rank_and_merge();
+    }
+  };
 
-  // B. Every pair at or below the first bound: at least k distinct points, or every value.
-  gather(first_bound, [&](std::uint32_t, float v) { return in_first(v); });
+  // B. Every pair at or below the first bound: at least k distinct points, or every value. With
+  // several blocks per query each ranks a share of them (the copies of their points into one SM
+  // were most of the selection), the last to finish merges them and goes on alone.
+  const auto take_first = [&](std::uint32_t, float v) { return in_first(v); };
+  const bool overflowed = fill_batch(first_bound, take_first);
+  const std::uint32_t n_first = batch_count;
+  const bool split = parts > 1 && !overflowed && n_first > 0 && n_first <= kDenseSplitMax &&
+                     std::size_t(n_first) <= std::size_t(p.stage_points) * staged_stride(chunks) * 4;
+  if (split) {
+    // The same slots in every block, in one order (ascending): each slot's place is the number
+    // of smaller ones.
+    std::uint32_t* const sorted = reinterpret_cast<std::uint32_t*>(staged);
+    for (std::uint32_t i = threadIdx.x; i < n_first; i += kSelectThreads) {
+      const std::uint32_t slot = batch[i];
+      std::uint32_t place = 0;
+      for (std::uint32_t j = 0; j < n_first; ++j) place += batch[j] < slot;
+      sorted[place] = slot;
+    }
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < n_first; i += kSelectThreads) batch[i] = sorted[i];
+    __syncthreads();
+    const std::uint32_t from = part * n_first / parts, to = (part + 1) * n_first / parts;
+    Candidate* const shares = p.split + std::size_t(q) * kDenseSplitMax;
+    rank_slots(from, to - from, [&](std::uint32_t i, const Candidate& c) { shares[from + i] = c; });
+    __threadfence();  // this block's candidates are visible before its arrival is counted
+    __syncthreads();
+    if (threadIdx.x == 0) last_part = atomicAdd(&p.arrivals[q], 1u) == parts - 1;
+    __syncthreads();
+    if (!last_part) return;
+    __threadfence();
+    for (std::uint32_t i = threadIdx.x; i < n_first; i += kSelectThreads) {
+      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(shares + i));
+      merged[i] = *reinterpret_cast<const Candidate*>(&raw);
+    }
+    if (threadIdx.x == 0) p.arrivals[q] = 0;  // zero again for the next launch
+    __syncthreads();
+    merge_best(n_first);
+  } else {
+    if (part != 0) return;
+    if (overflowed) {
+      gather_by_windows(take_first);
+    } else {
+      rank_and_merge();
+    }
+  }
 
   // C. The other pairs the screen cannot rule out for T, the best list's k-th rank (+inf while it
   // holds fewer than k: then every remaining valid slot is ranked). limit + 0 turns -0 into +0,
@@ -492,7 +550,7 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   DenseParams params = p;
   params.stage_points = std::uint32_t(std::min<std::size_t>(kSelectThreads, (std::size_t(optin) - fixed) / point_bytes));
   if (params.stage_points == 0) throw CudaError("dense screen: no shared memory left to stage a point of " + std::to_string(p.chunks) + " chunks");
-  dense_select_kernel<<<p.num_queries, kSelectThreads,
+  dense_select_kernel<<<p.num_queries * p.blocks_per_query, kSelectThreads,
                         select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
   check_launch("dense_select_kernel");
 }
