@@ -408,6 +408,9 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   // After an overflow: every slot that passes `take`, over the whole row a window at a time,
   // ranked and merged whenever the batch reaches k, so that each next window fits.
   auto gather_by_windows = [&](auto take) {
+    // Every thread has read the count fill_batch left (phase B's split test reads it): racecheck
+    // reported this reset racing that read (run-2026-11-24-s17/call28).
+    __syncthreads();
     if (threadIdx.x == 0) batch_count = 0;
     for (std::uint32_t base = 0; base < slots; base += kWindow) {
       __syncthreads();
