@@ -37,7 +37,7 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = os.path.join("run-2026-11-24-s17", "complete-11590f4")
+LATEST = os.path.join("run-2026-11-24-s17", "complete-ab89040")
 # The run docs/performance.md's one-query table comes from: run-2026-11-24-split's run of baa7f8b
 # (the one-query path is the same code in the latest commit; the later runs' host instances had
 # slower floors of their own).
