@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
                                    " (a query must fit in shared memory); use BackendKind::Cpu"));
     }
     configure_select();
-    configure_dense();
+    configure_dense(props_.sharedMemPerBlockOptin);
   }
 
   ~CudaBackend() override {
@@ -554,13 +554,15 @@ class CudaBackend final : public Backend {
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
   /// included), no id ranges, k <= kDenseMaxK, batches of kDenseMinQueries or more over stores
   /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM),
-  /// with vectors of kDenseMinChunks chunks or more. Same H100 calls against the sample pass and
+  /// with vectors of kDenseMinChunks chunks or more, where the selection's shared memory fits
+  /// (large k with very long vectors keep the scan). Same H100 calls against the sample pass and
   /// scan (run-2026-11-24-s17/): MNIST-like Q = 16-64 0.65-0.80x (call13), Q = 12 0.88-0.91x,
   /// Q = 8 1.08-1.10x and Q = 4 1.09-1.27x slower (call18); 100,000 x 128 Q = 16-64 0.61-0.94x,
   /// Q = 12 0.82x (K = 128) and 1.02x (K = 64), Q = 8 0.93x / 1.09x.
   bool dense_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (filtered || config_.metric == Metric::InnerProduct || chunks_ < kDenseMinChunks || k > kDenseMaxK) return false;
-    return nq >= kDenseMinQueries && tiles < 64 * std::uint32_t(props_.multiProcessorCount) && tiles <= kDenseMaxGroups;
+    return nq >= kDenseMinQueries && tiles < 64 * std::uint32_t(props_.multiProcessorCount) && tiles <= kDenseMaxGroups &&
+           dense_select_min_shared(k, chunks_, tiles) <= props_.sharedMemPerBlockOptin;
   }
 
   /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
@@ -864,6 +866,7 @@ class CudaBackend final : public Backend {
       dense.candidates = c.candidates.get();
       dense.lengths = c.lengths.get();
       dense.screen = screen_bounds(chunks_ * 4);
+      dense.shared_limit = props_.sharedMemPerBlockOptin;
       // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
       // was most of the selection).
       const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);

@@ -175,6 +175,7 @@ struct DenseParams {
   Candidate* candidates = nullptr;         // per query k entries, sorted by (rank, id)
   std::uint32_t* lengths = nullptr;        // per query
   ScreenBounds screen;                     // screen_bounds(padded dim)
+  std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
   std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
   // Selection blocks per query (1 to kDenseMaxParts): each ranks a share of the pairs at or below
   // the first bound, the last to arrive merges them (up to kDenseSplitMax of them; more, or an
@@ -192,8 +193,12 @@ inline constexpr std::uint32_t kDenseMaxGroups = 16384;
 inline std::size_t dense_workspace_words(std::uint32_t num_queries, std::uint32_t row_stride) {
   return std::size_t(num_queries) * (row_stride + row_stride / kTile);
 }
-/// Raises the dense kernels' shared-memory limits; call once per device.
-void configure_dense();
+/// Shared memory one dense selection block needs at least (one point staged at a time); plans
+/// that need more than the device allows keep the scan.
+std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups);
+/// Raises the dense kernels' shared-memory limits to the device's opt-in limit per block; call
+/// once per device.
+void configure_dense(std::size_t shared_limit);
 void launch_dense(const DenseParams& params, cudaStream_t stream);
 
 struct SelectParams {

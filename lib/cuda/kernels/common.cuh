@@ -47,6 +47,13 @@ __device__ __forceinline__ bool find_digit(const std::uint32_t* histogram, std::
 
 /// Largest power of two <= x (x >= 1).
 __device__ __forceinline__ std::uint32_t floor_pow2(std::uint32_t x) { return 1u << (31 - __clz(x)); }
+/// Smallest power of two >= n (1 for n = 0): sizes of bitonic sorts and of shared buffers, on the
+/// host and the device alike.
+__host__ __device__ constexpr std::uint32_t ceil_pow2(std::uint32_t n) {
+  std::uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
 
 /// The block-wide AND and OR of every thread's `bits_and` / `bits_or` and the sum of its `count`:
 /// warp reductions, one word per warp each in `scratch` (3 x 32 words), one block barrier. Every

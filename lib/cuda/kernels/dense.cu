@@ -198,17 +198,12 @@ constexpr std::uint32_t kCountedMerge = 512;  // merges of at most this many ent
 /// Room left for the selection's static shared memory (counts, words, scratch: about 1.5 KB).
 constexpr std::size_t kSelectStaticBytes = 2048;
 
-__host__ __device__ constexpr std::uint32_t pow2_at_least(std::uint32_t n) {
-  std::uint32_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 /// Slots a batch holds: a merge's leftover (< k) plus a window, rounded to 16 bytes.
 __host__ __device__ constexpr std::uint32_t batch_entries(std::uint32_t k) {
-  return (pow2_at_least(k) + kWindow + 3) / 4 * 4;
+  return (ceil_pow2(k) + kWindow + 3) / 4 * 4;
 }
 /// The best list (k) and a full batch sorted together.
-__host__ __device__ constexpr std::uint32_t merge_entries(std::uint32_t k) { return pow2_at_least(k + batch_entries(k)); }
+__host__ __device__ constexpr std::uint32_t merge_entries(std::uint32_t k) { return ceil_pow2(k + batch_entries(k)); }
 /// float4s between two staged points: odd, so a quarter warp's loads of one chunk of eight
 /// points fall in different banks.
 __host__ __device__ constexpr std::uint32_t staged_stride(std::uint32_t chunks) { return chunks | 1u; }
@@ -350,7 +345,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
       __syncthreads();
       for (std::uint32_t i = threadIdx.x; i < min(total, k); i += kSelectThreads) merged[i] = ordered[i];
     } else {
-      const std::uint32_t size = pow2_at_least(total);
+      const std::uint32_t size = ceil_pow2(total);
       for (std::uint32_t i = total + threadIdx.x; i < size; i += kSelectThreads) merged[i] = Candidate{CUDART_INF_F, ~0u, kNoId};
       __syncthreads();
       block_bitonic_sort(merged, size, [](const Candidate& a, const Candidate& b) { return closer(a.rank, a.id, b.rank, b.id); });
@@ -516,16 +511,16 @@ void configure_product() {
 
 }  // namespace
 
-void configure_dense() {
+std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups) {
+  return select_shared_bytes(k, chunks, groups, 1) + kSelectStaticBytes;
+}
+
+void configure_dense(std::size_t shared_limit) {
   configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>();
   configure_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>();
   configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>();
-  int device = 0, optin = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute(max shared memory per block)");
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  optin - int(kSelectStaticBytes)),
+                                  int(shared_limit - kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
 }
 
@@ -544,15 +539,16 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>(p, stream);
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds.
-  int device = 0, optin = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute(max shared memory per block)");
   const std::size_t fixed = select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, 0) + kSelectStaticBytes;
   const std::size_t point_bytes = std::size_t(staged_stride(p.chunks)) * sizeof(float4);
+  const std::size_t least = dense_select_min_shared(p.k, p.chunks, p.row_stride / kTile);
+  if (p.shared_limit < least) {
+    throw CudaError("dense screen: k=" + std::to_string(p.k) + " with " + std::to_string(p.chunks) + " chunks needs " +
+                    std::to_string(least) + " bytes of shared memory per block, more than the device's " +
+                    std::to_string(p.shared_limit));
+  }
   DenseParams params = p;
-  params.stage_points = std::uint32_t(std::min<std::size_t>(kSelectThreads, (std::size_t(optin) - fixed) / point_bytes));
-  if (params.stage_points == 0) throw CudaError("dense screen: no shared memory left to stage a point of " + std::to_string(p.chunks) + " chunks");
+  params.stage_points = std::uint32_t(std::min<std::size_t>(kSelectThreads, (p.shared_limit - fixed) / point_bytes));
   dense_select_kernel<<<p.num_queries * p.blocks_per_query, kSelectThreads,
                         select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
   check_launch("dense_select_kernel");
