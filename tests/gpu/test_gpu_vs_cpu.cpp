@@ -177,6 +177,34 @@ void check_shapes(std::uint64_t salt, std::initializer_list<StoreShape> shapes, 
   for (const StoreShape& s : shapes) check_shape(s, g, as_batch, each_alone);
 }
 
+/// n points and q queries of 64 dims, each element about 10,000 from the origin and the vectors
+/// about 1 apart per element (|x|^2 about 10^10, neighbours about 100 apart): k = 20 answers
+/// equal the CPU's. A screen's float dot products err by hundreds here, so only its proven
+/// margin keeps the answer.
+void check_far_points(std::uint64_t seed, std::size_t n, std::size_t q) {
+  auto g = rng(seed);
+  const std::size_t dim = 64, k = 20;
+  Twin t(dim, Metric::L2, TargetSpec::none());
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  auto far_point = [&] {
+    std::vector<float> v(dim);
+    for (float& x : v) x = 10'000.0f + noise(g);
+    return v;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = far_point();
+    t.push(Update::insert(PointId(i), v));
+    t.model.vectors[PointId(i)] = v;
+  }
+  t.publish();
+  std::vector<float> queries;
+  for (std::size_t i = 0; i < q; ++i) {
+    const auto v = far_point();
+    queries.insert(queries.end(), v.begin(), v.end());
+  }
+  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("GPU equals CPU when one caller alternates batch sizes and k (cached graphs)") {
@@ -499,27 +527,7 @@ TEST_CASE("the screen keeps every pair within the threshold where the norms dwar
   // 10^10, so the float dot products err by hundreds while neighbours are about 100 apart. A
   // screen without its proven margin drops true neighbours here (checked once with the margin
   // set to zero: 33 of 33 queries wrong); with it every answer equals the CPU's.
-  auto g = rng(5300);
-  const std::size_t dim = 64, n = 300'000, q = 33, k = 20;
-  Twin t(dim, Metric::L2, TargetSpec::none());
-  std::normal_distribution<float> noise(0.0f, 1.0f);
-  auto far_point = [&] {
-    std::vector<float> v(dim);
-    for (float& x : v) x = 10'000.0f + noise(g);
-    return v;
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto v = far_point();
-    t.push(Update::insert(PointId(i), v));
-    t.model.vectors[PointId(i)] = v;
-  }
-  t.publish();
-  std::vector<float> queries;
-  for (std::size_t i = 0; i < q; ++i) {
-    const auto v = far_point();
-    queries.insert(queries.end(), v.begin(), v.end());
-  }
-  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+  check_far_points(5300, 300'000, 33);
 }
 
 TEST_CASE("GPU equals CPU where the screen's 32 queries of many dims take one block per SM") {
@@ -590,27 +598,7 @@ TEST_CASE("the dense screen on small stores: each selection path (sanitizer-size
 TEST_CASE("the dense screen keeps every pair within the bound where the norms dwarf the distances") {
   // As the screen's case above, on a small store (the dense path): |x|^2 about 10^10 against
   // neighbours about 100 apart, so only the proven margin keeps the answer.
-  auto g = rng(5330);
-  const std::size_t dim = 64, n = 20'000, q = 40, k = 20;
-  Twin t(dim, Metric::L2, TargetSpec::none());
-  std::normal_distribution<float> noise(0.0f, 1.0f);
-  auto far_point = [&] {
-    std::vector<float> v(dim);
-    for (float& x : v) x = 10'000.0f + noise(g);
-    return v;
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto v = far_point();
-    t.push(Update::insert(PointId(i), v));
-    t.model.vectors[PointId(i)] = v;
-  }
-  t.publish();
-  std::vector<float> queries;
-  for (std::size_t i = 0; i < q; ++i) {
-    const auto v = far_point();
-    queries.insert(queries.end(), v.begin(), v.end());
-  }
-  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+  check_far_points(5330, 20'000, 40);
 }
 
 TEST_CASE("GPU equals CPU on stores of about one tile per scan warp (lists full of the answer)") {
