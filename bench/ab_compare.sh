@@ -7,6 +7,7 @@
 # Alternates the builds ROUNDS times (default 2; a last argument that is a number) over:
 #   latency   bench_latency --queries 20000 (one query host to host, 100,000 x 2, K = 16; l2, then haversine)
 #   lowdim    bench_search gis100k,gis1m,gis10m K 16 Q 1,2,4,16 (--reps 30 --sets 2)
+#   lowsmall  bench_search gis100k,gis1m,gis10m K 16,64 Q 1,2,3,4,6,8,12,16 (--reps 30 --sets 2)
 #   paper     bench_search mnist,imagenet K 64 Q 1,4 (--reps 20 --sets 2)
 #   q1        bench_search mnist,imagenet,googlenews K 64,128 Q 1 (--reps 20 --sets 2)
 #   small     bench_search mnist K 64,128 Q 1,2,4 (--reps 30 --sets 2)
@@ -51,6 +52,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         lowdim)
           "$bin/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,2,4,16 --reps 30 --sets 2 \
             --csv "$DIR/$tag-lowdim.csv" > "$DIR/$tag-lowdim.log" 2>&1 ;;
+        lowsmall)
+          "$bin/bench_search" --shapes gis100k,gis1m,gis10m --k 16,64 --q 1,2,3,4,6,8,12,16 --reps 30 --sets 2 \
+            --csv "$DIR/$tag-lowsmall.csv" > "$DIR/$tag-lowsmall.log" 2>&1 ;;
         paper)
           "$bin/bench_search" --shapes mnist,imagenet --k 64 --q 1,4 --reps 20 --sets 2 \
             --csv "$DIR/$tag-paper.csv" > "$DIR/$tag-paper.log" 2>&1 ;;

@@ -61,6 +61,7 @@ struct Plan {
   std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
   bool first_bound = false;         // the scan bounds itself from its first tiles (ScanParams::first_keys)
   std::uint32_t dense_stride = 0;   // > 0: the dense screen (DenseParams) in place of sample and scan
+  std::uint32_t direct_blocks = 0;  // > 0: the direct search (DirectParams) in place of sample and scan
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -84,6 +85,8 @@ constexpr std::uint64_t kScreenSparse = 4;
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
 constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
 constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_pays
+constexpr std::uint32_t kDirectMaxQueries = 16;  // see direct_pays
+constexpr std::uint32_t kDirectMaxSegments = 4;  // per block, see direct_pays
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -135,7 +138,7 @@ struct QueryContext {
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t, bool, std::uint32_t>;
+                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -198,6 +201,13 @@ class CudaBackend final : public Backend {
     }
     configure_select();
     configure_dense(props_.sharedMemPerBlockOptin);
+    if (chunks_ == 1) {
+      const int width = int(chunk_floats_for(stored_dim_));
+      const bool ip = config_.metric == Metric::InnerProduct;
+      for (int filtered = 0; filtered < 2; ++filtered) {
+        direct_resident_[filtered] = std::uint32_t(direct_blocks_per_sm(width, ip, filtered != 0) * props_.multiProcessorCount);
+      }
+    }
   }
 
   ~CudaBackend() override {
@@ -464,6 +474,13 @@ class CudaBackend final : public Backend {
     s.one_chunk_width = chunks_ == 1 ? int(chunk_floats_for(stored_dim_)) : 0;
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kTile);
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+    if (direct_pays(nq, k, filtered, capacity)) {
+      plan.direct_blocks = direct_blocks(capacity, nq, direct_resident_[filtered]);
+      s.blocks_per_group = int(plan.direct_blocks);
+      plan.stride = plan.direct_blocks * k;
+      plan.chunk_queries = nq;
+      return plan;
+    }
     if (dense_pays(nq, k, filtered, tiles)) {
       plan.dense_stride = tiles * kTile;
       s.blocks_per_group = 1;
@@ -549,6 +566,20 @@ class CudaBackend final : public Backend {
     plan.stride = std::uint32_t(s.blocks_per_group) * k;
     plan.first_bound = first_bound_pays(plan, tiles);
     return plan;
+  }
+
+  /// The direct search (DirectParams) instead of the sample pass and the scan: stores of one
+  /// float4 chunk (dims <= 4, every metric, with or without id ranges), k <= kDirectMaxK,
+  /// batches of at most kDirectMaxQueries queries, where each block streams at most
+  /// kDirectMaxSegments segments: every query reads the whole store, and a block's segments
+  /// are a chain of memory round trips. Same H100 call against the sample pass and the scan
+  /// (run-2026-11-24-s18/call8, K = 16 / 64): 100,000 x 2 Q = 1-16 0.60-0.90x; 1,000,000 x 2
+  /// Q = 1-4 0.83-0.95x, Q = 6 0.99 / 1.00x, Q = 8-16 1.01-1.40x; 10,000,000 x 2 Q = 1 0.96 /
+  /// 1.11x, Q = 2-16 1.17-3.8x.
+  bool direct_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t capacity) const {
+    if (chunks_ != 1 || k > kDirectMaxK || nq > kDirectMaxQueries) return false;
+    const std::uint64_t segments = (std::uint64_t(capacity) + kDirectSegment - 1) / kDirectSegment;
+    return segments * nq <= std::uint64_t(kDirectMaxSegments) * direct_resident_[filtered];
   }
 
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
@@ -849,10 +880,24 @@ class CudaBackend final : public Backend {
     }
   }
 
-  /// Each query's sorted candidate lists for the selection: the dense screen, or the sample pass
-  /// (where the plan has one) and the scan.
+  /// Each query's sorted candidate lists for the selection: the direct search, the dense screen,
+  /// or the sample pass (where the plan has one) and the scan.
   void find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
                        cudaStream_t stream) const {
+    if (plan.direct_blocks) {
+      DirectParams direct;
+      direct.store = view;
+      direct.queries = c.in<float>(c.layout.queries);
+      direct.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+      direct.num_queries = n;
+      direct.k = plan.k;
+      direct.bound = c.in<std::uint32_t>(c.layout.thresholds);
+      direct.candidates = c.candidates.get();
+      direct.lengths = c.lengths.get();
+      launch_direct(direct, plan.direct_blocks, int(chunk_floats_for(stored_dim_)), plan.shape.inner_product, stream);
+      debug_sync("direct_kernel");
+      return;
+    }
     if (plan.dense_stride) {
       DenseParams dense;
       dense.store = view;
@@ -1060,7 +1105,8 @@ class CudaBackend final : public Backend {
                                      plan.sample_step,
                                      std::uint32_t(plan.sample_keys()),
                                      plan.first_bound,
-                                     plan.dense_stride};
+                                     plan.dense_stride,
+                                     plan.direct_blocks};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();
@@ -1143,6 +1189,7 @@ class CudaBackend final : public Backend {
   std::uint32_t chunks_;
   DeviceScope scope_;  // the device is current while the members below are created
   cudaDeviceProp props_{};
+  std::uint32_t direct_resident_[2] = {};  // direct search blocks resident at once, without and with id ranges
   Stream update_stream_;
   mutable Stream query_stream_;
   mutable DeviceStore store_;

@@ -1,7 +1,7 @@
 // GPU suite (skips without a CUDA device): search_device (streamknn/device.hpp) against search()
 // on the same store: random shapes (every metric, D 1..300, K 1..300 and K > size, Q 1..2000,
 // erased slots, per-query visible ranges, row strides wider than dim with NaN in the gap, batches
-// that take the dense screen),
+// that take the dense screen or the direct search),
 // result buffers poisoned before every call, ordering on the caller's stream (queries written
 // and results read by copies queued on that stream around the call, one synchronisation at
 // the end), validation on the device (the host path's messages), the refusals, and KNN-Q's
@@ -110,6 +110,8 @@ TEST_CASE("search_device gives search()'s answers on random shapes, ordered on t
       {20000, 300, 5, 300, Metric::L2, false},  {1, 1, 3, 4, Metric::L2, false},
       {5000, 100, 24, 20, Metric::L2, false},   // the dense screen (12+ queries, small store, 64+ dims)
       {3000, 64, 12, 50, Metric::Cosine, false},
+      {50000, 2, 3, 20, Metric::Haversine, true},  // the direct search (1-4 queries, one chunk, k <= 64)
+      {20000, 4, 4, 64, Metric::InnerProduct, true},
   };
   for (const bool debug : {true, false}) {
     for (const Shape& s : shapes) {

@@ -6,7 +6,8 @@
 // its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
 // where every rank ties; batches screened by dot products in groups of 16 and 32 (and a
 // store where only the screen's margin keeps the answer); stores of about one tile per warp; the
-// selection's first prefix; the dense screen of batches over small stores; aggregation
+// selection's first prefix; the dense screen of batches over small stores; the direct search of
+// small batches over one-chunk stores; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
 // publishes.
 #include <chrono>
@@ -426,6 +427,41 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
              /*as_batch=*/true, /*each_alone=*/true);
 }
 
+TEST_CASE("GPU equals CPU where small batches over one-chunk stores take the direct search") {
+  // One to four queries at k <= 64 over stores of at most four stored elements: one kernel in
+  // place of the sample pass and the scan, whose blocks bound their segments by their group
+  // minima and the grid-wide bound and hand the selection their k best. Blocks of several
+  // segments (3,000,000 points, or four queries sharing the SMs), every metric kind, erased
+  // slots (90% of one store), duplicates, k = 1 and k = 64, and stores of one repeated point:
+  // every rank ties, so each segment admits all its points, the list is cut to k between
+  // segments by the k-th smallest id (a radix select down to the id's last byte), and the answer
+  // is the k smallest ids.
+  check_shapes(5260,
+             {StoreShape{2, 3'000'000, 16, 1, Metric::L2, 0.1, false},
+              StoreShape{2, 1'000'000, 16, 4, Metric::L2, 0.2, false},
+              StoreShape{2, 1'500'000, 16, 1, Metric::L2, 0.0, false, true},
+              StoreShape{2, 100'000, 64, 2, Metric::L2, 0.0, false, true},
+              StoreShape{4, 300'000, 64, 3, Metric::InnerProduct, 0.1, false},
+              StoreShape{3, 200'000, 33, 2, Metric::Cosine, 0.5, true},
+              StoreShape{2, 50'000, 64, 4, Metric::Haversine, 0.9, false},
+              StoreShape{1, 2'000'000, 1, 1, Metric::L2, 0.0, true}},
+             /*as_batch=*/true, /*each_alone=*/true);
+}
+
+TEST_CASE("the direct search: each path (sanitizer-sized)") {
+  // Small enough for compute-sanitizer: one block and many, lists cut between segments (four
+  // queries share the SMs, so blocks take several segments of one repeated point), all ties at
+  // k = 64, erased slots and an empty store.
+  check_shapes(5265,
+             {StoreShape{2, 20'000, 16, 2, Metric::L2, 0.1, false},
+              StoreShape{2, 1'000, 5, 1, Metric::L2, 0.0, false},
+              StoreShape{2, 700'000, 32, 4, Metric::L2, 0.0, false, true},
+              StoreShape{2, 80'000, 64, 1, Metric::L2, 0.0, false, true},
+              StoreShape{3, 30'000, 8, 3, Metric::InnerProduct, 0.5, true},
+              StoreShape{2, 0, 4, 1, Metric::L2, 0.0, false}},
+             /*as_batch=*/true, /*each_alone=*/false);
+}
+
 TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (large stores, no sample pass)") {
   // One query over a store of three tiles or more per scan warp and dim > 8 runs no sample pass:
   // the scan's blocks publish their first tiles' smallest ranks and the last block lowers the
@@ -700,6 +736,15 @@ TEST_CASE("GPU aggregation equals the CPU's: votes, probabilities, mean, weighte
       for (std::size_t q = 0; q < 100; ++q) {
         if (!std::equal(na.ids_of(q).begin(), na.ids_of(q).end(), nb.ids_of(q).begin())) continue;
         for (std::size_t o = 0; o < 3; ++o) CHECK(a.values_of(q)[o] == doctest::Approx(b.values_of(q)[o]).epsilon(1e-5));
+      }
+      // Three queries at k <= 64 take the direct search (a one-chunk store): the aggregation
+      // reads the slots it writes.
+      const std::vector<float> few(rq.begin(), rq.begin() + 3 * 4);
+      const auto fa = KnnRegressor(r.gpu, k, agg).predict(few), fb = KnnRegressor(r.cpu, k, agg).predict(few);
+      const auto fna = r.gpu.search(few, k), fnb = r.cpu.search(few, k);
+      for (std::size_t q = 0; q < 3; ++q) {
+        if (!std::equal(fna.ids_of(q).begin(), fna.ids_of(q).end(), fnb.ids_of(q).begin())) continue;
+        for (std::size_t o = 0; o < 3; ++o) CHECK(fa.values_of(q)[o] == doctest::Approx(fb.values_of(q)[o]).epsilon(1e-5));
       }
     }
   }

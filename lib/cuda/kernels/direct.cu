@@ -1,0 +1,231 @@
+// The direct search (DirectParams): small batches over stores of one float4 chunk.
+//
+// On such a store a point is one 8- or 16-byte load and a few flops, so a search is one pass
+// over the store's bytes plus the fixed cost of its kernels; the sample pass, its k-th and the
+// scan were three launches, each a chain of dependent steps (ncu, 1,000,000 x 2, Q = 1: 3.9 +
+// 5.9 + 13.4 us against 2.7 us to read the store). Here one kernel replaces them. Each block
+// (one query: grid.y) steps through segments of kDirectSegment slots, 8 per thread:
+//   1. ranks its points (accumulate and rank_of, so the scan's bits);
+//   2. in its first segment, while the grid-wide bound is still loose, takes the k-th smallest
+//      of the segment's 64 group minima (32 consecutive slots each): k groups each hold a point
+//      at or below it, so it bounds the query's k-th rank, and the grid-wide bound is lowered
+//      to it;
+//   3. appends every point at or below its bounds (the list's k-th, the grid's, the first
+//      segment's) to a list in shared memory; when the list could not take another segment,
+//      and after the last, it keeps its k best by (rank, id) and lowers the grid-wide bound to
+//      their k-th rank.
+// Each block then writes its list, sorted, for the selection kernel (the scan's layout).
+#include <math_constants.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/select.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerThread = int(kDirectSegment) / kThreads;  // 8
+constexpr std::uint32_t kGroups = kDirectSegment / kTile;  // 64: one per (warp, point of a thread)
+static_assert(kDirectMaxK <= kGroups, "the segment bound needs k groups");
+/// The block's list: a full list (up to 2 kDirectMaxK entries before it is cut to k) and a
+/// whole segment after it.
+constexpr std::uint32_t kListCapacity = kDirectSegment + 2 * kDirectMaxK;
+/// The key of no point (an empty group, an erased or filtered slot, a NaN rank): above every rank.
+constexpr std::uint32_t kNoKey = 0xffffffffu;
+
+template <int kWidth, bool kInnerProduct, bool kFiltered>
+__global__ void __launch_bounds__(kThreads) direct_kernel(DirectParams p) {
+  __shared__ Candidate list[kListCapacity];
+  __shared__ Candidate kept[kDirectMaxK];
+  __shared__ std::uint32_t group_min[kGroups];
+  __shared__ std::uint32_t count, kept_count, segment_bound;
+  const std::uint32_t q = blockIdx.y, k = p.k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::uint32_t slots = p.store->slot_count;
+  const void* const vectors = p.store->vectors;
+  const std::uint8_t* const valid = p.store->valid;
+  const std::uint64_t* const ids = p.store->ids;
+  const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
+  IdRangeDevice range{0, 0};
+  if constexpr (kFiltered) range = p.ranges[q];
+  std::uint32_t* const grid_bound = p.bound + q;
+  const unsigned lanes_below = (1u << lane) - 1;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+
+  // Keeps the list's k best (rank, id) (every thread calls it, n > k): their k-th rank then
+  // bounds the query's, here and grid-wide.
+  std::uint32_t own_bound = kNoKey;  // block-uniform
+  auto cut_to_k = [&](std::uint32_t n) {
+    const Candidate kth = smem_kth(list, n, k);  // n > k real entries: a real one
+    if (threadIdx.x == 0) kept_count = 0;
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < n; i += kThreads) {
+      const Candidate c = list[i];
+      if (!less_candidate(kth, c)) kept[atomicAdd(&kept_count, 1u)] = c;
+    }
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < k; i += kThreads) list[i] = kept[i];  // (rank, id) unique: k of them
+    own_bound = ordered_bits(kth.rank);
+    if (threadIdx.x == 0) {
+      count = k;
+      atomicMin(grid_bound, own_bound);
+    }
+    __syncthreads();
+  };
+
+  const std::uint32_t segments = (slots + kDirectSegment - 1) / kDirectSegment;
+  for (std::uint32_t segment = blockIdx.x; segment < segments; segment += gridDim.x) {
+    const std::uint32_t first = segment * kDirectSegment;
+    // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
+    // are one 32-slot group. Every load first, then the arithmetic.
+    float4 vector[kPerThread];
+    bool live[kPerThread];
+    std::uint64_t id[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+      vector[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      live[i] = false;
+      id[i] = kNoId;
+      if (slot < slots) {
+        if constexpr (kWidth == 2) {  // one float2 per slot (StoreView::chunk_floats)
+          const float2 v = __ldg(static_cast<const float2*>(vectors) + slot);
+          vector[i] = make_float4(v.x, v.y, 0.0f, 0.0f);
+        } else {
+          vector[i] = __ldg(static_cast<const float4*>(vectors) + slot);
+        }
+        live[i] = __ldg(valid + slot) != 0;
+        if constexpr (kFiltered) id[i] = __ldg(ids + slot);
+      }
+    }
+    // The grid-wide bound, read after the loads were issued (a bound read early is still one).
+    std::uint32_t limit = min(own_bound, __ldcg(grid_bound));
+    float rank[kPerThread];
+    std::uint32_t key[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      float acc[1] = {0.0f};
+      accumulate<1, kInnerProduct, kWidth>(acc, vector[i], [&](int) { return query; });
+      rank[i] = rank_of<kInnerProduct>(acc[0]);
+      bool admissible = live[i] && rank[i] == rank[i];  // a NaN rank is never admitted (as in the scan)
+      if constexpr (kFiltered) admissible = admissible && id[i] >= range.begin && id[i] < range.end;
+      key[i] = admissible ? ordered_bits(rank[i]) : kNoKey;
+    }
+    if (segment == blockIdx.x) {
+      // The block's first segment, while the grid-wide bound is still loose: the k-th smallest
+      // of its group minima (ties by group index), four threads per group counting the minima
+      // below their group's; an empty group's kNoKey bounds nothing.
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::uint32_t smallest = __reduce_min_sync(kFullMask, key[i]);
+        if (lane == 0) group_min[i * (kThreads / 32) + warp] = smallest;
+      }
+      __syncthreads();
+      const std::uint32_t g = threadIdx.x / 4, part = threadIdx.x % 4;
+      const std::uint32_t mine = group_min[g];
+      std::uint32_t before = 0;
+#pragma unroll
+      for (std::uint32_t j = part; j < kGroups; j += 4) {
+        const std::uint32_t other = group_min[j];
+        before += other < mine || (other == mine && j < g);
+      }
+      before += __shfl_xor_sync(kFullMask, before, 1);
+      before += __shfl_xor_sync(kFullMask, before, 2);
+      if (part == 0 && before == k - 1) {
+        segment_bound = mine;
+        if (mine != kNoKey) atomicMin(grid_bound, mine);
+      }
+      __syncthreads();
+      limit = min(limit, segment_bound);
+    }
+    // Every thread has read the list's length of the last segment before this barrier, and no
+    // thread appends before it; a segment with nothing to admit (most, once the bound is tight)
+    // ends here.
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) any |= key[i] != kNoKey && key[i] <= limit;
+    if (!__syncthreads_or(any)) continue;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const bool admit = key[i] != kNoKey && key[i] <= limit;
+      const unsigned admitted = __ballot_sync(kFullMask, admit);
+      if (admitted == 0) continue;
+      std::uint32_t at = 0;
+      if (lane == 0) at = atomicAdd(&count, std::uint32_t(__popc(admitted)));
+      at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & lanes_below);
+      if (admit) {
+        const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+        list[at] = Candidate{rank[i], slot, kFiltered ? id[i] : __ldg(ids + slot)};
+      }
+    }
+    __syncthreads();
+    const std::uint32_t n = count;
+    if (n > kListCapacity - kDirectSegment) cut_to_k(n);  // the next segment fits after it
+  }
+  __syncthreads();
+  if (const std::uint32_t n = count; n > k) cut_to_k(n);
+
+  // Hand the selection this block's list, sorted, as far as the grid-wide bound (what lies past
+  // it cannot be among the k best): the scan's layout, one list per block.
+  if (threadIdx.x == 0) segment_bound = __ldcg(grid_bound);
+  __syncthreads();
+  const std::uint32_t n = count, bound = segment_bound;  // n <= k
+  Candidate* const out = p.candidates + (std::size_t(q) * gridDim.x + blockIdx.x) * k;
+  // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
+  rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { out[before] = c; });
+  const std::uint32_t within = __syncthreads_count(threadIdx.x < n && ordered_bits(list[threadIdx.x].rank) <= bound);
+  if (threadIdx.x == 0) p.lengths[std::size_t(q) * gridDim.x + blockIdx.x] = within;
+}
+
+template <int kWidth, bool kInnerProduct>
+void launch_for(const DirectParams& p, dim3 grid, bool filtered, cudaStream_t stream) {
+  if (filtered) {
+    direct_kernel<kWidth, kInnerProduct, true><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    direct_kernel<kWidth, kInnerProduct, false><<<grid, kThreads, 0, stream>>>(p);
+  }
+}
+
+}  // namespace
+
+int direct_blocks_per_sm(int width, bool inner_product, bool filtered) {
+  const void* kernel = nullptr;
+  auto pick = [&](auto w, auto ip) {
+    kernel = filtered ? reinterpret_cast<const void*>(direct_kernel<w.value, ip.value, true>)
+                      : reinterpret_cast<const void*>(direct_kernel<w.value, ip.value, false>);
+  };
+  using Two = std::integral_constant<int, 2>;
+  using Four = std::integral_constant<int, 4>;
+  if (width == 2) {
+    inner_product ? pick(Two{}, std::true_type{}) : pick(Two{}, std::false_type{});
+  } else {
+    inner_product ? pick(Four{}, std::true_type{}) : pick(Four{}, std::false_type{});
+  }
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(direct_kernel)");
+  return std::max(per_sm, 1);
+}
+
+std::uint32_t direct_blocks(std::uint32_t capacity, std::uint32_t num_queries, std::uint32_t resident) {
+  const std::uint32_t segments = std::max<std::uint32_t>(1, (capacity + kDirectSegment - 1) / kDirectSegment);
+  return std::clamp<std::uint32_t>(resident / std::max<std::uint32_t>(num_queries, 1), 1, segments);
+}
+
+void launch_direct(const DirectParams& p, std::uint32_t blocks, int width, bool inner_product, cudaStream_t stream) {
+  const dim3 grid(blocks, p.num_queries);
+  const bool filtered = p.ranges != nullptr;
+  if (width == 2) {
+    inner_product ? launch_for<2, true>(p, grid, filtered, stream) : launch_for<2, false>(p, grid, filtered, stream);
+  } else {
+    inner_product ? launch_for<4, true>(p, grid, filtered, stream) : launch_for<4, false>(p, grid, filtered, stream);
+  }
+  check_launch("direct_kernel");
+}
+
+}  // namespace streamknn::detail::gpu
