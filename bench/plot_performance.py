@@ -38,10 +38,10 @@ from peers import read_rows  # noqa: E402  (the same directory: standard library
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
 LATEST = os.path.join("run-2026-11-24-s17", "complete-ab89040")
-# The run docs/performance.md's one-query table comes from: run-2026-11-24-split's run of baa7f8b
-# (the one-query path is the same code in the latest commit; the later runs' host instances had
-# slower floors of their own).
-LATENCY_RUN = os.path.join("run-2026-11-24-split", "complete-baa7f8b")
+# The run docs/performance.md's one-query and low-dimension tables come from: session 18's run of
+# 6bede95, the direct search (the paper shapes' kernels are LATEST's).
+LATENCY_RUN = os.path.join("run-2026-11-24-s18", "complete-3fcc359")
+LOWDIM_RUN = LATENCY_RUN
 
 
 def device_of(path):
@@ -150,7 +150,7 @@ def plot_qps(args, cmds):
 
 def plot_floor(args, cmds):
     panels = [(os.path.join(LATEST, "search.csv"), [64, 128], "linear"),
-              ("search-all-q-lock-version.csv", [64, 128], "linear"), (os.path.join(LATEST, "lowdim.csv"), [16], "log")]
+              ("search-all-q-lock-version.csv", [64, 128], "linear"), (os.path.join(LOWDIM_RUN, "lowdim.csv"), [16], "log")]
     panels = [(os.path.join(args.results, f), ks, scale) for f, ks, scale in panels
               if os.path.exists(os.path.join(args.results, f))]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.8), squeeze=False)

@@ -1,5 +1,6 @@
 // The CUDA backend: a DeviceStore (double buffer) written on an update stream, and a query
-// pipeline on a query stream: H2D of the queries from pinned staging, [sample,] scan, select,
+// pipeline on a query stream: H2D of the queries from pinned staging, the candidates' search
+// ([sample,] scan; the dense screen; or the direct search), select,
 // [aggregate,] the answers into pinned staging (written there by the last kernel for up to 16
 // queries, else a D2H copy), all stream-ordered, and for batches of up to 16 queries replayed
 // from a captured CUDA graph (one launch).
