@@ -12,9 +12,9 @@
 //      to it;
 //   3. appends every point at or below its bounds (the list's k-th, the grid's, the first
 //      segment's) to a list in shared memory; when the list could not take another segment,
-//      and after the last, it keeps its k best by (rank, id) and lowers the grid-wide bound to
-//      their k-th rank.
-// Each block then writes its list, sorted, for the selection kernel (the scan's layout).
+//      it keeps its k best by (rank, id) and lowers the grid-wide bound to their k-th rank.
+// Each block then writes its k best, ordered by counting, for the selection kernel (the scan's
+// layout).
 #include <math_constants.h>
 
 #include <algorithm>
@@ -32,14 +32,21 @@ constexpr int kThreads = 256;
 constexpr int kPerThread = int(kDirectSegment) / kThreads;  // 8
 constexpr std::uint32_t kGroups = kDirectSegment / kTile;  // 64: one per (warp, point of a thread)
 static_assert(kDirectMaxK <= kGroups, "the segment bound needs k groups");
+static_assert(2 * kDirectMaxK <= kThreads, "the last ordering by counting takes a thread per entry");
 /// The block's list: a full list (up to 2 kDirectMaxK entries before it is cut to k) and a
 /// whole segment after it.
 constexpr std::uint32_t kListCapacity = kDirectSegment + 2 * kDirectMaxK;
+/// Blocks per SM the unfiltered kernels are compiled for (48 registers, no spills): left to
+/// itself ptxas gave them 64 (4 blocks per SM), so four queries over 1,000,000 x 2 ran more
+/// segments per block, 1.10-1.18x slower (run-2026-11-24-s18/call13). The filtered kernels
+/// keep their point ids in registers: 3 blocks per SM, 80 registers (106 when left to itself).
+constexpr int kUnfilteredBlocksPerSm = 5;
+constexpr int kFilteredBlocksPerSm = 3;
 /// The key of no point (an empty group, an erased or filtered slot, a NaN rank): above every rank.
 constexpr std::uint32_t kNoKey = 0xffffffffu;
 
 template <int kWidth, bool kInnerProduct, bool kFiltered>
-__global__ void __launch_bounds__(kThreads) direct_kernel(DirectParams p) {
+__global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : kUnfilteredBlocksPerSm) direct_kernel(DirectParams p) {
   __shared__ Candidate list[kListCapacity];
   __shared__ Candidate kept[kDirectMaxK];
   __shared__ std::uint32_t group_min[kGroups];
@@ -168,18 +175,25 @@ __global__ void __launch_bounds__(kThreads) direct_kernel(DirectParams p) {
     if (n > kListCapacity - kDirectSegment) cut_to_k(n);  // the next segment fits after it
   }
   __syncthreads();
-  if (const std::uint32_t n = count; n > k) cut_to_k(n);
+  // At most kListCapacity - kDirectSegment entries (the loop cut longer lists): a thread each
+  // for the ordering by counting.
+  const std::uint32_t n = count;
 
-  // Hand the selection this block's list, sorted, as far as the grid-wide bound (what lies past
-  // it cannot be among the k best): the scan's layout, one list per block.
-  if (threadIdx.x == 0) segment_bound = __ldcg(grid_bound);
-  __syncthreads();
-  const std::uint32_t n = count, bound = segment_bound;  // n <= k
+  // Hand the selection this block's k best, sorted, as far as the grid-wide bound (what lies
+  // past it cannot be among the k best): the scan's layout, one list per block. The k best are
+  // those with fewer than k entries closer, so no cut is needed here. A bound read by any thread
+  // counts: the entries within the query's k-th pass every one of them and lead the list.
+  const std::uint32_t bound = __ldcg(grid_bound);
   Candidate* const out = p.candidates + (std::size_t(q) * gridDim.x + blockIdx.x) * k;
+  bool within = false;
   // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
-  rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { out[before] = c; });
-  const std::uint32_t within = __syncthreads_count(threadIdx.x < n && ordered_bits(list[threadIdx.x].rank) <= bound);
-  if (threadIdx.x == 0) p.lengths[std::size_t(q) * gridDim.x + blockIdx.x] = within;
+  rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
+    if (before >= k) return;
+    out[before] = c;
+    within = ordered_bits(c.rank) <= bound;
+  });
+  const std::uint32_t length = __syncthreads_count(within);
+  if (threadIdx.x == 0) p.lengths[std::size_t(q) * gridDim.x + blockIdx.x] = length;
 }
 
 template <int kWidth, bool kInnerProduct>
