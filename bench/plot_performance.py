@@ -39,8 +39,8 @@ from peers import read_rows  # noqa: E402  (the same directory: standard library
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
 LATEST = os.path.join("run-2026-11-24-s17", "complete-ab89040")
 # The run docs/performance.md's one-query and low-dimension tables come from: session 18's run of
-# 6bede95, the direct search (the paper shapes' kernels are LATEST's).
-LATENCY_RUN = os.path.join("run-2026-11-24-s18", "complete-3fcc359")
+# 6073df9, the direct search (the paper shapes' kernels are LATEST's).
+LATENCY_RUN = os.path.join("run-2026-11-24-s18", "complete-6073df9")
 LOWDIM_RUN = LATENCY_RUN
 
 
