@@ -406,10 +406,11 @@ TEST_CASE("GPU equals CPU on one-chunk stores, where each lane scores several ti
 }
 
 TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, ties in slot order)") {
-  // Stores of at most four stored elements, batches of one to four queries (graph replays):
-  // every metric kind, erased slots, duplicates, k near or above the store size, tiny and empty
-  // stores, and stores of one point repeated with ids in slot order, where every rank ties and
-  // the answer must be the k smallest ids (each warp's first tiles tie its whole list).
+  // Stores of at most four stored elements, batches of one to four queries (graph replays; k <=
+  // 64 takes the direct search, larger k the sample pass and the scan): every metric kind,
+  // erased slots, duplicates, k near or above the store size, tiny and empty stores, and stores
+  // of one point repeated with ids in slot order, where every rank ties and the answer must be
+  // the k smallest ids (a scan warp's first tiles, or a direct block's segment, tie its list).
   check_shapes(5230,
              {StoreShape{2, 100'000, 16, 1, Metric::L2, 0.1, false},
               StoreShape{2, 1'000'003, 16, 1, Metric::L2, 0.2, false},
