@@ -62,7 +62,7 @@ struct Plan {
   std::uint32_t sample_per_tile = 0;  // smallest ranks each sampled tile contributes
   bool first_bound = false;         // the scan bounds itself from its first tiles (ScanParams::first_keys)
   std::uint32_t dense_stride = 0;   // > 0: the dense screen (DenseParams) in place of sample and scan
-  std::uint32_t direct_blocks = 0;  // > 0: the direct search (DirectParams) in place of sample and scan
+  std::uint32_t direct_blocks = 0;  // > 0: the direct search (launch_direct) in place of sample and scan
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -569,7 +569,7 @@ class CudaBackend final : public Backend {
     return plan;
   }
 
-  /// The direct search (DirectParams) instead of the sample pass and the scan: stores of one
+  /// The direct search (launch_direct) instead of the sample pass and the scan: stores of one
   /// float4 chunk (dims <= 4, every metric, with or without id ranges), k <= kDirectMaxK,
   /// batches of at most kDirectMaxQueries queries, where each block streams at most
   /// kDirectMaxSegments segments: every query reads the whole store, and a block's segments
@@ -886,16 +886,8 @@ class CudaBackend final : public Backend {
   void find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
                        cudaStream_t stream) const {
     if (plan.direct_blocks) {
-      DirectParams direct;
-      direct.store = view;
-      direct.queries = c.in<float>(c.layout.queries);
-      direct.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
-      direct.num_queries = n;
-      direct.k = plan.k;
-      direct.bound = c.in<std::uint32_t>(c.layout.thresholds);
-      direct.candidates = c.candidates.get();
-      direct.lengths = c.lengths.get();
-      launch_direct(direct, plan.direct_blocks, int(chunk_floats_for(stored_dim_)), plan.shape.inner_product, stream);
+      launch_direct(scan_params(c, plan, filtered, view, n), plan.direct_blocks, int(chunk_floats_for(stored_dim_)),
+                    plan.shape.inner_product, stream);
       debug_sync("direct_kernel");
       return;
     }

@@ -206,18 +206,11 @@ void launch_dense(const DenseParams& params, cudaStream_t stream);
 /// blocks each stream segments of kDirectSegment slots per query, bound their first segment by
 /// the k-th smallest of its 32-slot groups' minima (k groups each hold a point at or below it)
 /// and every segment by the grid-wide bound, keep the k best (rank, id) of what passes, publish
-/// their k-th rank as the grid-wide bound, and hand the selection a sorted list each (ScanParams'
-/// layout: grid.x lists per query). Ranks are the scan's bits.
-struct DirectParams {
-  const StoreView* store = nullptr;
-  const float* queries = nullptr;          // num_queries float4 (one chunk each)
-  const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
-  std::uint32_t num_queries = 0;           // grid.y
-  std::uint32_t k = 0;                     // at most kDirectMaxK
-  std::uint32_t* bound = nullptr;          // per query: ordered-bits grid-wide bound (kNoBound before a launch)
-  Candidate* candidates = nullptr;         // per query: grid.x lists of k entries, sorted by (rank, id)
-  std::uint32_t* lengths = nullptr;        // per query: grid.x list lengths
-};
+/// their k-th rank as the grid-wide bound, and hand the selection a sorted list each. It takes
+/// the scan's parameters and writes the scan's layout (grid.x lists per query, grid.y queries):
+/// of ScanParams it reads store, queries, ranges, num_queries, k (at most kDirectMaxK),
+/// threshold (each query's grid-wide bound) and writes candidates and lengths. Ranks are the
+/// scan's bits.
 inline constexpr std::uint32_t kDirectMaxK = 64;
 /// Slots one direct block scores per step: 256 threads x 8, so 64 groups of 32 (>= kDirectMaxK).
 inline constexpr std::uint32_t kDirectSegment = 2048;
@@ -228,8 +221,7 @@ int direct_blocks_per_sm(int width, bool inner_product, bool filtered);
 /// a segment each, the resident blocks shared between the queries (then several segments each).
 std::uint32_t direct_blocks(std::uint32_t capacity, std::uint32_t num_queries, std::uint32_t resident);
 /// width: StoreView::chunk_floats (2 or 4).
-void launch_direct(const DirectParams& params, std::uint32_t blocks, int width, bool inner_product,
-                   cudaStream_t stream);
+void launch_direct(const ScanParams& params, std::uint32_t blocks, int width, bool inner_product, cudaStream_t stream);
 
 struct SelectParams {
   const Candidate* candidates = nullptr;   // as written by the scan (see ScanParams)

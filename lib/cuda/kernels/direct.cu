@@ -1,4 +1,4 @@
-// The direct search (DirectParams): small batches over stores of one float4 chunk.
+// The direct search (launch_direct): small batches over stores of one float4 chunk.
 //
 // On such a store a point is one 8- or 16-byte load and a few flops, so a search is one pass
 // over the store's bytes plus the fixed cost of its kernels; the sample pass, its k-th and the
@@ -46,7 +46,7 @@ constexpr int kFilteredBlocksPerSm = 3;
 constexpr std::uint32_t kNoKey = 0xffffffffu;
 
 template <int kWidth, bool kInnerProduct, bool kFiltered>
-__global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : kUnfilteredBlocksPerSm) direct_kernel(DirectParams p) {
+__global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : kUnfilteredBlocksPerSm) direct_kernel(ScanParams p) {
   __shared__ Candidate list[kListCapacity];
   __shared__ Candidate kept[kDirectMaxK];
   __shared__ std::uint32_t group_min[kGroups];
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
   const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
   IdRangeDevice range{0, 0};
   if constexpr (kFiltered) range = p.ranges[q];
-  std::uint32_t* const grid_bound = p.bound + q;
+  std::uint32_t* const grid_bound = p.threshold + q;
   const unsigned lanes_below = (1u << lane) - 1;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
@@ -174,9 +174,10 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
     const std::uint32_t n = count;
     if (n > kListCapacity - kDirectSegment) cut_to_k(n);  // the next segment fits after it
   }
-  __syncthreads();
-  // At most kListCapacity - kDirectSegment entries (the loop cut longer lists): a thread each
-  // for the ordering by counting.
+  // Every pass of the loop ended on a barrier after its last write to the list and its count
+  // (the admission's, a cut's, or the one that found nothing to admit), so both read the same
+  // here. At most kListCapacity - kDirectSegment entries (the loop cut longer lists): a thread
+  // each for the ordering by counting.
   const std::uint32_t n = count;
 
   // Hand the selection this block's k best, sorted, as far as the grid-wide bound (what lies
@@ -197,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
 }
 
 template <int kWidth, bool kInnerProduct>
-void launch_for(const DirectParams& p, dim3 grid, bool filtered, cudaStream_t stream) {
+void launch_for(const ScanParams& p, dim3 grid, bool filtered, cudaStream_t stream) {
   if (filtered) {
     direct_kernel<kWidth, kInnerProduct, true><<<grid, kThreads, 0, stream>>>(p);
   } else {
@@ -231,7 +232,7 @@ std::uint32_t direct_blocks(std::uint32_t capacity, std::uint32_t num_queries, s
   return std::clamp<std::uint32_t>(resident / std::max<std::uint32_t>(num_queries, 1), 1, segments);
 }
 
-void launch_direct(const DirectParams& p, std::uint32_t blocks, int width, bool inner_product, cudaStream_t stream) {
+void launch_direct(const ScanParams& p, std::uint32_t blocks, int width, bool inner_product, cudaStream_t stream) {
   const dim3 grid(blocks, p.num_queries);
   const bool filtered = p.ranges != nullptr;
   if (width == 2) {
