@@ -17,6 +17,18 @@ namespace streamknn::detail::gpu {
 namespace {
 
 constexpr int kSelectThreads = 512;
+/// The key of a loaded slot that holds no candidate (padding past a list's length): above every
+/// rank's ordered bits (a rank is never NaN). Loaded padding carries the NaN whose ordered bits
+/// it is, so an entry's key is read from its rank alone.
+constexpr std::uint32_t kNoKey = 0xffffffffu;
+
+/// The keys of the loaded entries: each one's ordered rank bits. (A separate array of keys took
+/// a quarter more shared memory per block, and batches run several selection blocks per SM.)
+struct LoadedKeys {
+  const Candidate* s;
+  __device__ __forceinline__ std::uint32_t operator[](std::uint32_t i) const { return ordered_bits(s[i].rank); }
+};
+
 
 /// Entries of the loaded prefixes: every list whole when they fit, else kSelectCapacity. Sized
 /// by the launch (with ceil_pow2(k) winners after them), so a batch of small k runs many blocks
@@ -26,13 +38,108 @@ __host__ __device__ inline std::uint32_t select_capacity(std::uint32_t blocks, s
   return all < kSelectCapacity ? std::uint32_t(all) : kSelectCapacity;
 }
 
+__host__ __device__ inline std::size_t select_shared_bytes(std::uint32_t capacity, std::uint32_t k) {
+  return (capacity + ceil_pow2(k)) * sizeof(Candidate);
+}
+
+/// rank_by_counting for the winners (n <= blockDim.x): each winner's count of closer winners,
+/// compared on their 32-bit keys four at a time (keys 16-byte aligned; those past n are read
+/// and ignored); a warp holding a tied key compares (rank, id) instead.
+template <class F>
+__device__ void order_winners(const Candidate* s, const std::uint32_t* keys, std::uint32_t n, F f) {
+  const std::uint32_t parts = min(32u, floor_pow2(max(blockDim.x / max(n, 1u), 1u)));
+  const std::uint32_t i = threadIdx.x / parts, part = threadIdx.x % parts;
+  std::uint32_t before = 0, equal = 0;
+  if (i < n) {
+    const std::uint32_t mine = keys[i];
+    const uint4* quads = reinterpret_cast<const uint4*>(keys);
+#pragma unroll 4
+    for (std::uint32_t j = part; j < (n + 3) / 4; j += parts) {
+      const uint4 o = quads[j];
+      const std::uint32_t x = o.x, y = 4 * j + 1 < n ? o.y : kNoKey, z = 4 * j + 2 < n ? o.z : kNoKey,
+                          w = 4 * j + 3 < n ? o.w : kNoKey;  // (mine is a real key: below kNoKey)
+      before += (x < mine) + (y < mine) + (z < mine) + (w < mine);
+      equal += (x == mine) + (y == mine) + (z == mine) + (w == mine);
+    }
+  }
+  for (std::uint32_t d = parts >> 1; d > 0; d >>= 1) {
+    before += __shfl_xor_sync(kFullMask, before, d);
+    equal += __shfl_xor_sync(kFullMask, equal, d);
+  }
+  if (__any_sync(kFullMask, equal > 1)) {  // another winner's key equals this one's
+    before = 0;
+    if (i < n) {
+      const Candidate mine = s[i];
+      for (std::uint32_t j = part; j < n; j += parts) before += less_candidate(s[j], mine);
+    }
+    for (std::uint32_t d = parts >> 1; d > 0; d >>= 1) before += __shfl_xor_sync(kFullMask, before, d);
+  }
+  if (i < n && part == 0) f(i, s[i], before);
+}
+
+/// True when key's first `bits` bits (0 to 32) are those of prefix.
+__device__ __forceinline__ bool top_bits_match(std::uint32_t key, std::uint32_t prefix, std::uint32_t bits) {
+  return bits == 0 || ((key ^ prefix) >> (32 - bits)) == 0;
+}
+
+/// The k-th smallest (rank, id) of s[0, n), given each entry's ordered rank bits (kNoKey for
+/// padding) and their block-wide AND, OR and count, taken while loading. smem_kth's method on
+/// the 32-bit keys alone: an 8-bit MSB-first radix pass at a time below the bits every key
+/// shares, while more than kCountRankMax keys match, then the (rank, id) order among those left.
+/// Ranks as close as 2^-24 apart with more than kCountRankMax ties left take smem_kth over the
+/// whole (rank, id) key. histogram[0] and *gathered are zero on entry (the loads' barrier orders
+/// that).
+__device__ Candidate kth_of_loaded(const Candidate* s, LoadedKeys keys, std::uint32_t n, std::uint32_t k,
+                                   const BlockBits& all, std::uint32_t (*histogram)[256], std::uint32_t* gathered) {
+  __shared__ std::uint32_t step_words[3];
+  __shared__ Candidate few[kCountRankMax];
+  __shared__ Candidate found_s;
+  const Candidate padding{CUDART_INF_F, ~0u, kNoId};
+  if (all.count < k) return padding;
+  const KeyPrefix common = shared_prefix(all);
+  std::uint32_t bits = common.bits, prefix = common.value, want = k, left = all.count;
+  for (int pass = 0; left > kCountRankMax && bits <= 24; ++pass) {
+    std::uint32_t* counts = histogram[pass & 1];
+    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const std::uint32_t key = keys[i];
+      if (key != kNoKey && top_bits_match(key, prefix, bits)) atomicAdd(&counts[(key >> (24 - bits)) & 0xffu], 1u);
+    }
+    // The next pass's histogram: its last reader finished before this pass's first barrier.
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[(pass + 1) & 1][b] = 0;
+    __syncthreads();
+    const RadixStep step = radix_step(counts, want, step_words);
+    want = step.want;
+    left = step.left;
+    prefix |= step.digit << (24 - bits);
+    bits += 8;
+  }
+  if (left > kCountRankMax) return smem_kth(s, n, k);  // ties closer than the rank's bits tell apart
+  // The `left` keys with the prefix hold exactly one with want - 1 of them closer by (rank, id).
+  // (An atomic per key: the stamps of a warp-aggregated append, a ballot and one atomic per
+  // warp, measured more time in the instructions every key pays than in the atomics it saves.)
+  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::uint32_t key = keys[i];
+    if (key != kNoKey && top_bits_match(key, prefix, bits)) few[atomicAdd(gathered, 1u)] = s[i];
+  }
+  __syncthreads();
+  rank_by_counting(few, left, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
+    if (before == want - 1) found_s = c;
+  });
+  __syncthreads();
+  return found_s;
+}
+
 /// first_take: entries of each list the first round loads (first_take(), on the host).
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, std::uint32_t first_take) {
   extern __shared__ __align__(16) unsigned char shared[];
   const std::uint32_t capacity = select_capacity(p.blocks, p.k);
-  Candidate* loaded = reinterpret_cast<Candidate*>(shared);     // capacity
-  Candidate* winners = loaded + capacity;                        // ceil_pow2(k)
-  __shared__ std::uint32_t won;
+  Candidate* loaded = reinterpret_cast<Candidate*>(shared);  // capacity
+  Candidate* winners = loaded + capacity;                   // ceil_pow2(k)
+  const LoadedKeys keys{loaded};
+  __shared__ std::uint32_t won, gathered;
+  __shared__ __align__(16) std::uint32_t winner_keys[kSelectThreads];  // the first winners' keys (order_winners)
+  __shared__ std::uint32_t histogram[2][256];
+  __shared__ std::uint32_t scratch[96];
   const std::uint32_t q = blockIdx.x, k = p.k, blocks = p.blocks;
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // The list lengths are staged in shared memory for every step after the first load.
@@ -43,6 +150,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
   const Lists lists{p.candidates + std::size_t(q) * blocks * k, blocks <= kStagedLengths ? lengths : global_lengths,
                     blocks, k};
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
+  const Candidate no_entry{__uint_as_float(0x7fffffffu), ~0u, kNoId};  // its key is kNoKey
   if (threadIdx.x == 0) won = 0;
   // Every list is sorted, so the answer is a prefix of each. Load as long a prefix of every
   // list as fits; the k-th key among them is the true k-th unless some list was cut before it.
@@ -58,7 +166,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
     // Four loads in flight per thread, each entry's list length read beside it (from global
     // memory in round 1, which also stages them): one memory round trip instead of two. The
     // entries past a list's length are read too (the workspace is always initialised) and
-    // replaced by padding.
+    // replaced by an entry of key kNoKey. The keys' AND, OR and count for the k-th search are
+    // taken here, from registers (a pass over shared memory and its barrier cost 2,500 of the
+    // 7,600 cycles the k-th took: clock64 stamps, MNIST-like k 128).
+    std::uint32_t keys_and = ~0u, keys_or = 0, real = 0;
     constexpr std::uint32_t kBatch = 4;
     for (std::uint32_t i0 = threadIdx.x; i0 < n; i0 += kBatch * blockDim.x) {
       Candidate c[kBatch];
@@ -74,27 +185,57 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
 #pragma unroll
       for (std::uint32_t u = 0; u < kBatch; ++u) {
         const std::uint32_t i = i0 + u * blockDim.x;
-        if (i < n) loaded[i] = entry[u] < length[u] ? c[u] : padding;
+        if (i >= n) continue;
+        const bool listed = entry[u] < length[u] && c[u].id != kNoId;
+        const std::uint32_t key = listed ? ordered_bits(c[u].rank) : kNoKey;
+        loaded[i] = listed ? c[u] : no_entry;
+        if (listed) {
+          keys_and &= key;
+          keys_or |= key;
+          ++real;
+        }
       }
     }
     if (round == 0) {
       for (std::uint32_t b = threadIdx.x; b < staged; b += blockDim.x) lengths[b] = global_lengths[b];
     }
+    for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[0][b] = 0;
+    if (threadIdx.x == 0) gathered = 0;
+    keys_and = __reduce_and_sync(kFullMask, keys_and);
+    keys_or = __reduce_or_sync(kFullMask, keys_or);
+    real = __reduce_add_sync(kFullMask, real);
+    if (lane == 0) {
+      scratch[warp] = keys_and;
+      scratch[32 + warp] = keys_or;
+      scratch[64 + warp] = real;
+    }
     __syncthreads();
-    const Candidate kth = k <= n ? smem_kth(loaded, n, k) : padding;
+    BlockBits all{~0u, 0, 0};
+    for (std::uint32_t w = 0; w < warps; ++w) {
+      all.all_and &= scratch[w];
+      all.all_or |= scratch[32 + w];
+      all.count += scratch[64 + w];
+    }
+    const Candidate kth = kth_of_loaded(loaded, keys, n, k, all, histogram, &gathered);
     // Exact when no list was cut before the k-th: a cut list's last loaded entry (in shared
-    // memory) is not closer than it.
+    // memory) is not closer than it. The winners are gathered beside that check and dropped if
+    // it fails (one barrier instead of two).
     bool exact = true;
     for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) {
       if (lists.length(b) > take) exact &= !less_candidate(loaded[b * take + take - 1], kth);
     }
-    done = __syncthreads_and(exact) != 0;
-    if (done) {
-      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const Candidate c = loaded[i];
-        if (c.id != kNoId && !less_candidate(kth, c)) winners[atomicAdd(&won, 1u)] = c;
-      }
+    for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const std::uint32_t key = keys[i];
+      if (key == kNoKey) continue;
+      const Candidate c = loaded[i];
+      if (less_candidate(kth, c)) continue;
+      const std::uint32_t at = atomicAdd(&won, 1u);
+      winners[at] = c;
+      if (at < kSelectThreads) winner_keys[at] = key;
     }
+    done = __syncthreads_and(exact) != 0;
+    // The next round's or the fallback's first append comes after at least one more barrier.
+    if (!done && threadIdx.x == 0) won = 0;
   }
   if (!done) {  // heavy ties or k near the store size: radix select over every candidate
     std::uint32_t total = 0;
@@ -122,8 +263,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
     p.out_id[row + j] = c.id;
     p.out_slot[row + j] = real ? c.slot : ~0u;
   };
-  if (n <= blockDim.x) {
-    // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
+  // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
+  if (n <= blockDim.x && done) {  // the winners' keys were kept as they were gathered
+    order_winners(winners, winner_keys, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { emit(before, c); });
+  } else if (n <= blockDim.x) {
     rank_by_counting(winners, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) { emit(before, c); });
   } else {
     const std::uint32_t padded = ceil_pow2(n);
@@ -139,7 +282,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
 
 void configure_select() {
   check_cuda(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int((kSelectCapacity + kMaxSelectK) * sizeof(Candidate))),
+                                  int(select_shared_bytes(kSelectCapacity, kMaxSelectK))),
              "cudaFuncSetAttribute(select_kernel)");
 }
 
@@ -158,7 +301,7 @@ std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k) {
 }
 
 void launch_select(const SelectParams& params, cudaStream_t stream) {
-  const std::size_t shared = (select_capacity(params.blocks, params.k) + ceil_pow2(params.k)) * sizeof(Candidate);
+  const std::size_t shared = select_shared_bytes(select_capacity(params.blocks, params.k), params.k);
   select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(params, first_take(params.blocks, params.k));
   check_launch("select_kernel");
 }
