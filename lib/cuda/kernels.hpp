@@ -237,7 +237,7 @@ struct SelectParams {
 /// Entries of each list the selection's first round loads. Random data puts about
 /// Poisson(k / blocks) entries of the answer in each list, and one list cut before its share
 /// sends the query to a second round over up to kSelectCapacity entries: the smallest take of
-/// at least 4 with blocks x P(share >= take) <= 1/256 (four shares once they average 8 or more),
+/// at least 2 with blocks x P(share >= take) <= 1/256 (four shares once they average 8 or more),
 /// never more than k.
 std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k);
 /// Largest k the selection supports, and the most candidates it sorts in shared memory.
