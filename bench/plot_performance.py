@@ -37,10 +37,9 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = os.path.join("run-2026-11-24-s17", "complete-ab89040")
-# The run docs/performance.md's one-query and low-dimension tables come from: session 18's run of
-# 6073df9, the direct search (the paper shapes' kernels are LATEST's).
-LATENCY_RUN = os.path.join("run-2026-11-24-s18", "complete-6073df9")
+LATEST = os.path.join("run-2026-11-24-s19", "complete-d2ad5a7-b")
+# The run docs/performance.md's one-query and low-dimension tables come from (the same one).
+LATENCY_RUN = LATEST
 LOWDIM_RUN = LATENCY_RUN
 
 
