@@ -29,7 +29,6 @@ struct LoadedKeys {
   __device__ __forceinline__ std::uint32_t operator[](std::uint32_t i) const { return ordered_bits(s[i].rank); }
 };
 
-
 /// Entries of the loaded prefixes: every list whole when they fit, else kSelectCapacity. Sized
 /// by the launch (with ceil_pow2(k) winners after them), so a batch of small k runs many blocks
 /// per SM: the full 196 KB allowed one, and 1,024 queries took 36 us (ncu, 1,000,000 x 2, k 16).
@@ -38,6 +37,7 @@ __host__ __device__ inline std::uint32_t select_capacity(std::uint32_t blocks, s
   return all < kSelectCapacity ? std::uint32_t(all) : kSelectCapacity;
 }
 
+/// Dynamic shared memory of a selection block: the loaded prefixes, then room for k winners.
 __host__ __device__ inline std::size_t select_shared_bytes(std::uint32_t capacity, std::uint32_t k) {
   return (capacity + ceil_pow2(k)) * sizeof(Candidate);
 }
