@@ -201,21 +201,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
     }
     for (std::uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[0][b] = 0;
     if (threadIdx.x == 0) gathered = 0;
-    keys_and = __reduce_and_sync(kFullMask, keys_and);
-    keys_or = __reduce_or_sync(kFullMask, keys_or);
-    real = __reduce_add_sync(kFullMask, real);
-    if (lane == 0) {
-      scratch[warp] = keys_and;
-      scratch[32 + warp] = keys_or;
-      scratch[64 + warp] = real;
-    }
-    __syncthreads();
-    BlockBits all{~0u, 0, 0};
-    for (std::uint32_t w = 0; w < warps; ++w) {
-      all.all_and &= scratch[w];
-      all.all_or |= scratch[32 + w];
-      all.count += scratch[64 + w];
-    }
+    // Its barrier also orders the loads, the staging and the zeroing above before any reader.
+    const BlockBits all = block_and_or_sum(keys_and, keys_or, real, scratch);
     const Candidate kth = kth_of_loaded(loaded, keys, n, k, all, histogram, &gathered);
     // Exact when no list was cut before the k-th: a cut list's last loaded entry (in shared
     // memory) is not closer than it. The winners are gathered beside that check and dropped if
