@@ -13,6 +13,9 @@
 #   small     bench_search mnist K 64,128 Q 1,2,4 (--reps 30 --sets 2)
 #   mnistbatch bench_search mnist K 64,128 Q 8,12,16,24,32,64 (--reps 20 --sets 2)
 #   mid       bench_search mnist,imagenet,googlenews K 64,128 Q 2,4,8,12 (--reps 10 --sets 2)
+#   sampled   bench_search googlenews,imagenet K 64,128 Q 8,12,16,32,64 (--reps 10 --sets 2)
+#   densefrom bench_search mnist,small K 64,128 Q 6,8,9,10,11,12 (--reps 20 --sets 2)
+#   densefew  bench_search mnist,small K 64,128 Q 4,5,6,7,8 (--reps 20 --sets 2)
 #   batch     bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   lowbatch  bench_search gis1m,gis10m K 16 Q 32,64,256,1024 (--reps 10 --sets 2)
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
@@ -67,6 +70,15 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         mid)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 2,4,8,12 --reps 10 --sets 2 \
             --csv "$DIR/$tag-mid.csv" > "$DIR/$tag-mid.log" 2>&1 ;;
+        sampled)
+          "$bin/bench_search" --shapes googlenews,imagenet --k 64,128 --q 8,12,16,32,64 --reps 10 --sets 2 \
+            --csv "$DIR/$tag-sampled.csv" > "$DIR/$tag-sampled.log" 2>&1 ;;
+        densefrom)
+          "$bin/bench_search" --shapes mnist,small --k 64,128 --q 6,8,9,10,11,12 --reps 20 --sets 2 \
+            --csv "$DIR/$tag-densefrom.csv" > "$DIR/$tag-densefrom.log" 2>&1 ;;
+        densefew)
+          "$bin/bench_search" --shapes mnist,small --k 64,128 --q 4,5,6,7,8 --reps 20 --sets 2 \
+            --csv "$DIR/$tag-densefew.csv" > "$DIR/$tag-densefew.log" 2>&1 ;;
         batch)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 16,24,32,64 --reps 10 --sets 2 \
             --csv "$DIR/$tag-batch.csv" > "$DIR/$tag-batch.log" 2>&1 ;;

@@ -3,12 +3,13 @@
 # direct search, the sample pass, the scan and the selection after them), with Nsight Compute,
 # for bench_search rows: bench/profile_dense.sh BIN "SHAPE K Q" ... (e.g. "mnist 64 16",
 # "gis1m 16 1"). Prints one line per kernel: name, launches, mean duration (us), DRAM %,
-# issue-active %, registers, grid. Clock control is left to the card (--clock-control none).
+# bytes read from DRAM (MB), issue-active %, registers, grid. Clock control is left to the card
+# (--clock-control none).
 set -uo pipefail
 BIN=${1:?usage: bench/profile_dense.sh BIN \"SHAPE K Q\" ...}
 shift
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
 for row in "$@"; do
   read -r shape k q <<< "$row"
   echo "=== $shape K=$k Q=$q"
@@ -27,11 +28,15 @@ col = {h: i for i, h in enumerate(head)}
 by = collections.OrderedDict()
 for r in data:
     by.setdefault(r[col["Kernel Name"]].split("(")[0].split("<")[0], []).append(r)
-def mean(rs, m):
-    return sum(float(r[col[m]].replace(",", "")) for r in rs) / len(rs)
+SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+         "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+def mean(rs, m):  # durations in us, bytes in MB, whatever unit ncu chose for the column
+    scale = SCALE.get(units[col[m]], 1.0)
+    return scale * sum(float(r[col[m]].replace(",", "")) for r in rs) / len(rs)
 for name, rs in by.items():
-    print(f"  {name:32s} n={len(rs):3d} {mean(rs, 'gpu__time_duration.sum'):9.1f} {units[col['gpu__time_duration.sum']]}"
+    print(f"  {name:32s} n={len(rs):3d} {mean(rs, 'gpu__time_duration.sum'):9.1f} us"
           f"  dram {mean(rs, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):5.1f}%"
+          f" {mean(rs, 'dram__bytes_read.sum'):8.1f} MB read"
           f"  issue {mean(rs, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):5.1f}%"
           f"  regs {rs[0][col['launch__registers_per_thread']]}  grid {rs[0][col['launch__grid_size']]}")
 PY

@@ -85,7 +85,11 @@ constexpr std::uint64_t kScreenSparse = 4;
 /// chunk): it bounds the queries of one launch chunk.
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
 constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
-constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_pays
+constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_min_queries
+constexpr std::uint32_t kDenseLongMinQueries = 5;     // from kDenseLongChunks chunks
+constexpr std::uint32_t kDenseLongChunks = 64;        // 256 dims
+constexpr std::uint32_t kDenseLargeKMinQueries = 6;   // from kDenseLargeK
+constexpr std::uint32_t kDenseLargeK = 128;
 constexpr std::uint32_t kDirectMaxQueries = 16;  // see direct_pays
 constexpr std::uint32_t kDirectMaxSegments = 4;  // per block, see direct_pays
 
@@ -489,7 +493,7 @@ class CudaBackend final : public Backend {
       // Rows of the workspace the budget holds; chunks of a multiple of the product kernel's
       // 64-query tile when the batch is split.
       const std::size_t rows = kDenseBudget / (dense_workspace_words(1, plan.dense_stride) * 4);
-      plan.chunk_queries = nq <= rows ? nq : std::max<std::uint32_t>(kDenseMinQueries, std::uint32_t(rows / 64 * 64));
+      plan.chunk_queries = nq <= rows ? nq : std::max<std::uint32_t>(dense_min_queries(k), std::uint32_t(rows / 64 * 64));
       return plan;
     }
     const std::size_t budget = std::min<std::size_t>(props_.sharedMemPerBlockOptin, props_.sharedMemPerMultiprocessor / 2 - 2048);
@@ -584,17 +588,31 @@ class CudaBackend final : public Backend {
   }
 
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
-  /// included), no id ranges, k <= kDenseMaxK, batches of kDenseMinQueries or more over stores
+  /// included), no id ranges, k <= kDenseMaxK, batches of dense_min_queries(k) or more over stores
   /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM),
   /// with vectors of kDenseMinChunks chunks or more, where the selection's shared memory fits
   /// (large k with very long vectors keep the scan). Same H100 calls against the sample pass and
-  /// scan (run-2026-11-24-s17/): MNIST-like Q = 16-64 0.65-0.80x (call13), Q = 12 0.88-0.91x,
-  /// Q = 8 1.08-1.10x and Q = 4 1.09-1.27x slower (call18); 100,000 x 128 Q = 16-64 0.61-0.94x,
-  /// Q = 12 0.82x (K = 128) and 1.02x (K = 64), Q = 8 0.93x / 1.09x.
+  /// scan (run-2026-11-24-s17/): MNIST-like Q = 16-64 0.65-0.80x (call13), Q = 12 0.88-0.91x;
+  /// 100,000 x 128 Q = 16-64 0.61-0.94x, Q = 12 0.82x (K = 128) and 1.02x (K = 64).
   bool dense_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (filtered || config_.metric == Metric::InnerProduct || chunks_ < kDenseMinChunks || k > kDenseMaxK) return false;
-    return nq >= kDenseMinQueries && tiles < 64 * std::uint32_t(props_.multiProcessorCount) && tiles <= kDenseMaxGroups &&
-           dense_select_min_shared(k, chunks_, tiles) <= props_.sharedMemPerBlockOptin;
+    return nq >= dense_min_queries(k) && tiles < 64 * std::uint32_t(props_.multiProcessorCount) &&
+           tiles <= kDenseMaxGroups && dense_select_min_shared(k, chunks_, tiles) <= props_.sharedMemPerBlockOptin;
+  }
+
+  /// The smallest batch the dense screen takes. Its product runs a tile of 16 queries whatever the
+  /// batch, and its selection a block per query, so below 16 queries it costs about the same
+  /// (MNIST-like: 0.147-0.167 ms at Q = 5-8), while the scan's cost grows with the batch and k.
+  /// Same H100 calls against the sample pass and scan (run-2026-11-24-s20/call3, call4, three
+  /// rounds):
+  /// - MNIST-like (196 chunks): Q = 5-7 0.83-0.86x (K = 64) and 0.74-0.83x (K = 128), Q = 8
+  ///   0.98-1.00x / 0.92-0.94x, Q = 9-11 0.84-0.86x / 0.80-0.83x; Q = 4 0.995x / 1.095x.
+  /// - 100,000 x 128 (32 chunks): K = 128 Q = 6-11 0.90-0.95x, Q = 5 1.00x, Q = 4 1.04x; K = 64
+  ///   Q = 4-11 1.05-1.12x slower.
+  /// The cut at 64 chunks lies between the two shapes measured (32 and 196 chunks).
+  std::uint32_t dense_min_queries(std::uint32_t k) const {
+    if (chunks_ >= kDenseLongChunks) return kDenseLongMinQueries;
+    return k >= kDenseLargeK ? kDenseLargeKMinQueries : kDenseMinQueries;
   }
 
   /// The sample pass's step, or 0 for none. Measured on an H100 (docs/performance.md):
@@ -1007,6 +1025,11 @@ class CudaBackend final : public Backend {
     const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
     sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
+    // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
+    // call, GoogleNews-like Q = 32 / 64 0.986-0.991 / 0.981-0.983x, inner product Q = 9-12
+    // 0.91-0.98x (run-2026-11-24-s20/call1-2).
+    const std::size_t sampled_bytes = std::size_t(plan.sample_tiles) * kTile * chunks_ * 4 * sizeof(float);
+    sample.tile_major = sampled_bytes > std::size_t(props_.l2CacheSize);
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     launch_sample(sample, plan.shape.inner_product, filtered, stream);

@@ -62,13 +62,14 @@ struct SampleParams {
   bool staged_queries = false;             // kSampleStagedGroup queries per warp from shared memory (batched loads)
   bool split_sums = false;                 // staged, L2: a block per sampled tile, its chunks split between warps
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
+  bool tile_major = false;                 // one tile's query groups in consecutive blocks (see sample.cu)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
   float order_margin = 0;                  // set by launch_sample: see order_margin (0: the scan's order)
 };
 /// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
 /// kSampleGroup queries (of kSampleStagedGroup with staged queries).
-inline std::uint32_t sample_warps_per_tile(const SampleParams& p) {
+constexpr std::uint32_t sample_warps_per_tile(const SampleParams& p) {
   const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
 }

@@ -98,11 +98,29 @@ __device__ __forceinline__ void accumulate_batched(float (&acc)[G], const float4
   }
 }
 
+/// The block's sampled tiles (in units of the kernel's tiles per block) and its query group.
+/// SampleParams::tile_major (a sample larger than L2): the group is the fastest-varying index of
+/// the one-dimensional grid, so the blocks that rank one tile against different query groups run
+/// side by side and all but the first find it in L2. Group-major, every group's blocks ran after
+/// the previous group's, and a GoogleNews-like sample (112 MB) was read from DRAM once per 8
+/// queries (ncu, Q = 64: 0.7 GB read, 0.1 GB tile-major; run-2026-11-24-s20/call1). A sample that
+/// fits L2 keeps the group-major order: 100,000 x 128 Q = 24-64 measured 1.01-1.06x slower
+/// tile-major (call2), as in sessions 14 and 16.
+struct SampleBlock {
+  std::uint32_t tiles, group;
+};
+__device__ __forceinline__ SampleBlock sample_block(const SampleParams& p) {
+  const std::uint32_t groups = sample_warps_per_tile(p), tile_blocks = gridDim.x / groups;
+  if (p.tile_major) return {blockIdx.x / groups, blockIdx.x % groups};
+  return {blockIdx.x % tile_blocks, blockIdx.x / tile_blocks};
+}
+
 template <bool kInnerProduct, bool kFiltered, bool kBatched>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleParams p) {
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
-  const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
+  const SampleBlock block = sample_block(p);
+  const std::uint32_t sample_tile = block.tiles * kSampleWarps + (threadIdx.x >> 5);
   const std::uint32_t chunks = store.chunks;
   if (sample_tile >= p.sample_tiles) return;
   const std::uint32_t tile = sample_tile * p.step;
@@ -122,7 +140,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     one_chunk = make_float4(v.x, v.y, 0.0f, 0.0f);
   }
   for (std::uint32_t g = 0; g < p.groups_per_warp; ++g) {
-    const std::uint32_t q0 = (blockIdx.y * p.groups_per_warp + g) * kSampleGroup;
+    const std::uint32_t q0 = (block.group * p.groups_per_warp + g) * kSampleGroup;
     if (q0 >= p.num_queries) break;
     const std::uint32_t nq = min(kSampleGroup, p.num_queries - q0);
     if (!in_store) {
@@ -170,11 +188,12 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
   const std::uint32_t chunks = store.chunks;
-  const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
+  const SampleBlock block = sample_block(p);
+  const std::uint32_t q0 = block.group * kSampleStagedGroup;
   const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
   stage_queries(p, staged, q0, nq, chunks);
   __syncthreads();
-  const std::uint32_t sample_tile = blockIdx.x * kSampleWarps + (threadIdx.x >> 5);
+  const std::uint32_t sample_tile = block.tiles * kSampleWarps + (threadIdx.x >> 5);
   if (sample_tile >= p.sample_tiles) return;
   const std::uint32_t tile = sample_tile * p.step;
   const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
@@ -207,12 +226,13 @@ __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const std::uint32_t chunks = store.chunks;
-  const std::uint32_t q0 = blockIdx.y * kSampleStagedGroup;
+  const SampleBlock block = sample_block(p);
+  const std::uint32_t q0 = block.group * kSampleStagedGroup;
   const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
   stage_queries(p, staged, q0, nq, chunks);
   float* partial = reinterpret_cast<float*>(staged + G * chunks);  // [warp][query][lane]
   __syncthreads();
-  const std::uint32_t sample_tile = blockIdx.x;
+  const std::uint32_t sample_tile = block.tiles;
   const std::uint32_t tile = sample_tile * p.step;
   const std::uint32_t tiles = (store.slot_count + kTile - 1) / kTile;
   const std::size_t key_index = std::size_t(sample_tile) * p.per_tile + lane;
@@ -362,6 +382,19 @@ std::uint32_t sample_split_warps(std::uint32_t chunks) {
   return warps;
 }
 
+namespace {
+
+/// The ranks kernels' one-dimensional grid (see sample_block): tile_blocks x query groups.
+std::uint32_t sample_grid(const SampleParams& p, std::uint32_t tile_blocks) {
+  const std::uint64_t blocks = std::uint64_t(tile_blocks) * sample_warps_per_tile(p);
+  if (blocks > std::uint64_t(std::numeric_limits<std::int32_t>::max())) {
+    throw CudaError("sample pass: " + std::to_string(blocks) + " blocks, more than a grid holds");
+  }
+  return std::uint32_t(blocks);
+}
+
+}  // namespace
+
 void launch_sample(const SampleParams& params_in, bool inner_product, bool filtered, cudaStream_t stream) {
   SampleParams params = params_in;
   const std::uint32_t split = params.split_sums && !inner_product && params.staged_queries ? sample_split_warps(params.chunks) : 1;
@@ -370,11 +403,11 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
   if (split > 1) {
     const RanksKernel kernels[2] = {sample_ranks_split_kernel<false>, sample_ranks_split_kernel<true>};
     const std::size_t shared = split_shared_bytes(params.chunks, split);
-    const dim3 grid(params.sample_tiles, sample_warps_per_tile(params));
+    const dim3 grid(sample_grid(params, params.sample_tiles));
     kernels[filtered]<<<grid, split * 32, shared, stream>>>(params);
     check_launch("sample_ranks_split_kernel");
   } else if (params.staged_queries) {
-    const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
+    const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
     const RanksKernel kernels[2][2] = {{sample_ranks_staged_kernel<false, false>, sample_ranks_staged_kernel<false, true>},
                                        {sample_ranks_staged_kernel<true, false>, sample_ranks_staged_kernel<true, true>}};
     const std::size_t shared = sample_staged_bytes(params.chunks);
@@ -382,7 +415,7 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     kernels[inner_product][filtered]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
     check_launch("sample_ranks_staged_kernel");
   } else {
-    const dim3 grid((params.sample_tiles + kSampleWarps - 1) / kSampleWarps, sample_warps_per_tile(params));
+    const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
     const RanksKernel kernels[2][2][2] = {
         {{sample_ranks_kernel<false, false, false>, sample_ranks_kernel<false, false, true>},
          {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},
