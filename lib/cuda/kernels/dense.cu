@@ -193,7 +193,7 @@ constexpr int kSelectThreads = 256;  // 8 warps scan the groups; a thread per ca
 constexpr std::uint32_t kSelectWarps = kSelectThreads / 32;
 constexpr std::uint32_t kWindowPerThread = 4;
 constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
-constexpr int kGroupLoads = 4;                // groups a warp of the selection loads at once
+constexpr int kGroupLoads = 8;                // listed groups a warp of the selection loads at once
 constexpr std::uint32_t kCountedMerge = 512;  // merges of at most this many entries order by counting
 /// Room left for the selection's static shared memory (counts, words, scratch: about 1.5 KB).
 constexpr std::size_t kSelectStaticBytes = 2048;
@@ -207,6 +207,11 @@ __host__ __device__ constexpr std::uint32_t merge_entries(std::uint32_t k) { ret
 /// float4s between two staged points: odd, so a quarter warp's loads of one chunk of eight
 /// points fall in different banks.
 __host__ __device__ constexpr std::uint32_t staged_stride(std::uint32_t chunks) { return chunks | 1u; }
+/// Points staged at once whose room also holds the list of a row's groups to read (fill_batch).
+__host__ __device__ constexpr std::uint32_t min_stage_points(std::uint32_t chunks, std::uint32_t groups) {
+  const std::uint32_t groups_per_point = staged_stride(chunks) * 4;
+  return groups <= groups_per_point ? 1 : (groups + groups_per_point - 1) / groups_per_point;
+}
 /// Shared memory of one selection block: the merge buffer, the batch's slots, the query, the
 /// row's group keys (to 16 bytes), then stage_points points staged for their exact ranks.
 std::size_t select_shared_bytes(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups, std::uint32_t stage_points) {
@@ -266,7 +271,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   std::uint32_t* const group_keys = reinterpret_cast<std::uint32_t*>(query + chunks);
   float4* const staged = reinterpret_cast<float4*>(group_keys + (p.row_stride / kTile + 3) / 4 * 4);
   __shared__ std::uint32_t counts[256], words[3], scratch[96];
-  __shared__ std::uint32_t batch_count, best_count;
+  __shared__ std::uint32_t batch_count, best_count, listed_groups;
   __shared__ float query_norm;
   __shared__ bool overflow, last_part;
 
@@ -365,34 +370,40 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     merge_best(best + n);
   };
   // Puts every slot that passes `take` into the batch, reading only the groups whose smallest
-  // key is at most group_bound (a warp per group). True where the batch overflowed (ties: many
-  // slots share the bound's value, or the screen cannot tell them apart); then the batch holds
-  // part of them only.
+  // key is at most group_bound: they are listed first (in the staging room, free until the batch
+  // is ranked), then each warp loads kGroupLoads listed groups at once. Walking the row's groups
+  // a warp window at a time instead was a chain of dependent L2 loads per warp (clock64 stamps,
+  // MNIST-like K = 128: 10,900 cycles of a 61,400-cycle selection, run-2026-11-24-s20/call11).
+  // True where the batch overflowed (ties: many slots share the bound's value, or the screen
+  // cannot tell them apart); then the batch holds part of them only.
   auto fill_batch = [&](std::uint32_t group_bound, auto take) {
-    if (threadIdx.x == 0) overflow = false;
+    std::uint32_t* const listed = reinterpret_cast<std::uint32_t*>(staged);  // min_stage_points: room for every group
+    if (threadIdx.x == 0) {
+      overflow = false;
+      listed_groups = 0;
+    }
     __syncthreads();
-    for (std::uint32_t g0 = warp * 32; g0 < groups; g0 += kSelectWarps * 32) {
-      const std::uint32_t g = g0 + lane;
-      unsigned hits = __ballot_sync(kFullMask, g < groups && group_keys[g] <= group_bound);
-      while (hits != 0) {
-        // Up to kGroupLoads groups' values loaded together, then tested.
-        std::uint32_t at_slot[kGroupLoads];
-        float value[kGroupLoads];
+    for (std::uint32_t g = threadIdx.x; g < groups; g += kSelectThreads) {
+      if (group_keys[g] <= group_bound) listed[atomicAdd(&listed_groups, 1u)] = g;
+    }
+    __syncthreads();
+    const std::uint32_t n_listed = listed_groups;
+    for (std::uint32_t first = warp * kGroupLoads; first < n_listed; first += kSelectWarps * kGroupLoads) {
+      std::uint32_t at_slot[kGroupLoads];
+      float value[kGroupLoads];
 #pragma unroll
-        for (int u = 0; u < kGroupLoads; ++u) {
-          at_slot[u] = hits != 0 ? (g0 + __ffs(hits) - 1) * kTile + lane : slots;
-          hits &= hits - 1;
-          value[u] = at_slot[u] < slots ? __ldcg(row + at_slot[u]) : CUDART_NAN_F;
-        }
+      for (int u = 0; u < kGroupLoads; ++u) {
+        at_slot[u] = first + u < n_listed ? listed[first + u] * kTile + lane : slots;
+        value[u] = at_slot[u] < slots ? __ldcg(row + at_slot[u]) : CUDART_NAN_F;
+      }
 #pragma unroll
-        for (int u = 0; u < kGroupLoads; ++u) {
-          if (at_slot[u] < slots && take(at_slot[u], value[u])) {
-            const std::uint32_t at = atomicAdd(&batch_count, 1u);
-            if (at < batch_cap) {
-              batch[at] = at_slot[u];
-            } else {
-              overflow = true;
-            }
+      for (int u = 0; u < kGroupLoads; ++u) {
+        if (at_slot[u] < slots && take(at_slot[u], value[u])) {
+          const std::uint32_t at = atomicAdd(&batch_count, 1u);
+          if (at < batch_cap) {
+            batch[at] = at_slot[u];
+          } else {
+            overflow = true;
           }
         }
       }
@@ -512,7 +523,7 @@ void configure_product() {
 }  // namespace
 
 std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups) {
-  return select_shared_bytes(k, chunks, groups, 1) + kSelectStaticBytes;
+  return select_shared_bytes(k, chunks, groups, min_stage_points(chunks, groups)) + kSelectStaticBytes;
 }
 
 void configure_dense(std::size_t shared_limit) {
@@ -538,7 +549,8 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   } else {
     launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>(p, stream);
   }
-  // Points staged for their exact ranks: as many as the rest of the shared memory holds.
+  // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
+  // min_stage_points, whose room fill_batch lists the groups in; `least` checked it fits).
   const std::size_t fixed = select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, 0) + kSelectStaticBytes;
   const std::size_t point_bytes = std::size_t(staged_stride(p.chunks)) * sizeof(float4);
   const std::size_t least = dense_select_min_shared(p.k, p.chunks, p.row_stride / kTile);
@@ -548,7 +560,8 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
                     std::to_string(p.shared_limit));
   }
   DenseParams params = p;
-  params.stage_points = std::uint32_t(std::min<std::size_t>(kSelectThreads, (p.shared_limit - fixed) / point_bytes));
+  params.stage_points = std::max(min_stage_points(p.chunks, p.row_stride / kTile),
+                                 std::uint32_t(std::min<std::size_t>(kSelectThreads, (p.shared_limit - fixed) / point_bytes)));
   dense_select_kernel<<<p.num_queries * p.blocks_per_query, kSelectThreads,
                         select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
   check_launch("dense_select_kernel");
