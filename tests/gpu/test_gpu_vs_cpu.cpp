@@ -597,8 +597,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
   // Batches of 12+ queries (5+ over 256+ dims, 6+ at k >= 128) over stores of fewer than 64
   // tiles per SM with 64+ dims (L2, cosine): a tiled product screens every pair, one block per
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
-  // screen's margin cannot rule out. Query tiles of 16, 32 and 64 (partial ones too; 5, 6, 7, 12
-  // and 13 queries), k from 1 to kDenseMaxK and k
+  // screen's margin cannot rule out. Query tiles of 8, 16, 32 and 64 (partial ones too; 5, 6, 7,
+  // 12 and 13 queries), k from 1 to kDenseMaxK and k
   // above the valid points, erased slots, duplicates (ties broken by id), a store of one
   // repeated point (every pair ties: the selection's batches fill and merge many times), dims up
   // to 2,000, and a batch split into launch chunks by the workspace budget (1,100 queries over
@@ -626,7 +626,7 @@ TEST_CASE("the dense screen on small stores: each selection path (sanitizer-size
   // Stores of a few thousand points so compute-sanitizer runs in seconds: the k-th group minimum
   // (k below the store's 32-slot groups), the whole row's k-th (k above them), at most k values
   // (every valid slot), ties on one repeated point (the batch overflows and runs window by
-  // window), a query tile of 16 (5 and 17 queries), 32 and 64.
+  // window), a query tile of 8 (5 queries), 16, 32 and 64.
   check_shapes(5340,
                {StoreShape{100, 3'000, 16, 40, Metric::L2, 0.2, false},
                 StoreShape{64, 2'000, 100, 17, Metric::Cosine, 0.1, true},

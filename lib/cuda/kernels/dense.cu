@@ -38,11 +38,14 @@ constexpr int kProductStages = 3;
 /// 250 us against 282 us in 8 x 4 (MNIST-like K = 128, search 0.93-0.94x, call22), 32 queries
 /// in 4 x 8 tiles 141 against 165 us (search 0.93-0.97x); 64-slot blocks (1,094 of them) for 64
 /// queries 272 against 282 us (call13), and 16 queries in 2 x 4 tiles 123 against 100 us
-/// (call17): not kept.
+/// (call17): not kept. Up to 8 queries (the dense screen runs from 5 over 256+ dims) in 4 x 2
+/// tiles: 95.6 -> 88.3 us at MNIST-like K = 128 Q = 6 (74% of DRAM bandwidth), search
+/// 0.96-0.97x (run-2026-11-24-s20/call14).
 struct ProductTile {
   int bn, tm, tn, threads;
 };
-inline constexpr ProductTile kSmallTile{16, 4, 4, 128}, kMidTile{32, 4, 8, 128}, kLargeTile{64, 8, 8, 128};
+inline constexpr ProductTile kTinyTile{8, 4, 2, 128}, kSmallTile{16, 4, 4, 128}, kMidTile{32, 4, 8, 128},
+    kLargeTile{64, 8, 8, 128};
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
@@ -527,6 +530,7 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 }
 
 void configure_dense(std::size_t shared_limit) {
+  configure_product<kTinyTile.bn, kTinyTile.tm, kTinyTile.tn, kTinyTile.threads>();
   configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>();
   configure_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>();
   configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>();
@@ -542,7 +546,9 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
-  if (p.num_queries <= kSmallTile.bn) {
+  if (p.num_queries <= kTinyTile.bn) {
+    launch_product<kTinyTile.bn, kTinyTile.tm, kTinyTile.tn, kTinyTile.threads>(p, stream);
+  } else if (p.num_queries <= kSmallTile.bn) {
     launch_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>(p, stream);
   } else if (p.num_queries <= kMidTile.bn) {
     launch_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>(p, stream);
