@@ -600,8 +600,8 @@ class CudaBackend final : public Backend {
            tiles <= kDenseMaxGroups && dense_select_min_shared(k, chunks_, tiles) <= props_.sharedMemPerBlockOptin;
   }
 
-  /// The smallest batch the dense screen takes. Its product runs a tile of 16 queries whatever the
-  /// batch, and its selection a block per query, so below 16 queries it costs about the same
+  /// The smallest batch the dense screen takes. Its product runs a tile of 8 or 16 queries whatever
+  /// the batch, and its selection a block per query, so below 16 queries it costs about the same
   /// (MNIST-like: 0.147-0.167 ms at Q = 5-8), while the scan's cost grows with the batch and k.
   /// Same H100 calls against the sample pass and scan (run-2026-11-24-s20/call3, call4, three
   /// rounds):
@@ -1026,8 +1026,8 @@ class CudaBackend final : public Backend {
     sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
     // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
-    // call, GoogleNews-like Q = 32 / 64 0.986-0.991 / 0.981-0.983x, inner product Q = 9-12
-    // 0.91-0.98x (run-2026-11-24-s20/call1-2).
+    // calls, GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12
+    // 0.91-0.98x (run-2026-11-24-s20/call1-3, call9).
     const std::size_t sampled_bytes = std::size_t(plan.sample_tiles) * kTile * chunks_ * 4 * sizeof(float);
     sample.tile_major = sampled_bytes > std::size_t(props_.l2CacheSize);
     sample.keys = c.sample_keys.get();

@@ -502,6 +502,17 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
                /*as_batch=*/true, /*each_alone=*/true);
 }
 
+TEST_CASE("GPU equals CPU where the sample pass's tiles exceed L2 (tile-major sample blocks)") {
+  // 1,500,000 x 300 and 1,600,000 x 256: the sample (every 32nd tile, about 56 MB) is larger
+  // than an H100's 50 MB L2, so one tile's query groups rank it in consecutive blocks
+  // (SampleParams::tile_major); 9 and 20 queries are 2 and 3 groups of 8, so a block that took
+  // another group's or tile's queries would bound the wrong query.
+  check_shapes(5510,
+               {StoreShape{300, 1'500'000, 32, 9, Metric::L2, 0.1, false},
+                StoreShape{256, 1'600'000, 50, 20, Metric::InnerProduct, 0.0, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
 TEST_CASE("the split sample pass bounds every query where all ranks tie (its margin for the summation order)") {
   // With L2 ranks over 16+ chunks and 8+ queries the sample pass splits each sampled tile's
   // chunks between a block's warps, so its ranks are summed in another order than the scan's and
