@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per-kernel GPU time of the search kernels (the dense screen's product and selection, the
-# direct search, the sample pass, the scan and the selection after them), with Nsight Compute,
+# direct search, the sample pass, the scan or the query-resident scan and the selection after
+# them), with Nsight Compute,
 # for bench_search rows: bench/profile_dense.sh BIN "SHAPE K Q" ... (e.g. "mnist 64 16",
 # "gis1m 16 1"). Prints one line per kernel: name, launches, mean duration (us), DRAM %,
 # bytes read from DRAM (MB), issue-active %, registers, grid. Clock control is left to the card
@@ -13,7 +14,7 @@ metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_
 for row in "$@"; do
   read -r shape k q <<< "$row"
   echo "=== $shape K=$k Q=$q"
-  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"dense|direct|select|scan|sample" \
+  "$ncu_bin" --clock-control none --metrics "$metrics" --kernel-name regex:"dense|direct|resident|select|scan|sample" \
     --launch-skip 8 --launch-count 12 -f -o /tmp/profile-dense \
     "$BIN/bench_search" --shapes "$shape" --k "$k" --q "$q" --reps 10 --sets 1 > /tmp/profile-dense.log 2>&1 ||
     { tail -5 /tmp/profile-dense.log; continue; }

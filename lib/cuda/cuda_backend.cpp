@@ -1,6 +1,6 @@
 // The CUDA backend: a DeviceStore (double buffer) written on an update stream, and a query
 // pipeline on a query stream: H2D of the queries from pinned staging, the candidates' search
-// ([sample,] scan; the dense screen; or the direct search), select,
+// ([sample,] scan or query-resident scan; the dense screen; or the direct search), select,
 // [aggregate,] the answers into pinned staging (written there by the last kernel for up to 16
 // queries, else a D2H copy), all stream-ordered, and for batches of up to 16 queries replayed
 // from a captured CUDA graph (one launch).
@@ -63,6 +63,7 @@ struct Plan {
   bool first_bound = false;         // the scan bounds itself from its first tiles (ScanParams::first_keys)
   std::uint32_t dense_stride = 0;   // > 0: the dense screen (DenseParams) in place of sample and scan
   std::uint32_t direct_blocks = 0;  // > 0: the direct search (launch_direct) in place of sample and scan
+  std::uint32_t resident_warps = 0;  // > 0: the query-resident scan (launch_resident) after the sample pass
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -92,6 +93,10 @@ constexpr std::uint32_t kDenseLargeKMinQueries = 6;   // from kDenseLargeK
 constexpr std::uint32_t kDenseLargeK = 128;
 constexpr std::uint32_t kDirectMaxQueries = 16;  // see direct_pays
 constexpr std::uint32_t kDirectMaxSegments = 4;  // per block, see direct_pays
+constexpr std::uint32_t kResidentMinQueries = 16;  // see resident_pays
+constexpr std::uint64_t kResidentMinWork = 1024;   // queries x k, see resident_pays
+constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, see choose_resident
+constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -143,7 +148,7 @@ struct QueryContext {
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t>;
+                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t, std::uint32_t>;
   std::map<GraphKey, GraphExec> graphs;
 
   template <class T>
@@ -206,6 +211,7 @@ class CudaBackend final : public Backend {
     }
     configure_select();
     configure_dense(props_.sharedMemPerBlockOptin);
+    configure_resident(props_.sharedMemPerBlockOptin);
     if (chunks_ == 1) {
       const int width = int(chunk_floats_for(stored_dim_));
       const bool ip = config_.metric == Metric::InnerProduct;
@@ -511,6 +517,10 @@ class CudaBackend final : public Backend {
         plan.sample_per_tile *= 2;
       }
     }
+    if (plan.sample_step != 0 && resident_pays(nq, k, filtered, tiles)) {
+      choose_resident(plan, nq, k, capacity);
+      return plan;
+    }
     // Warps per block: as many as the group's registers allow (16 for small groups, 8 for
     // large), fewer for small stores so every SM gets work, and fewer still when the warps'
     // private lists (query group x k each) would not fit in shared memory.
@@ -585,6 +595,55 @@ class CudaBackend final : public Backend {
     if (chunks_ != 1 || k > kDirectMaxK || nq > kDirectMaxQueries) return false;
     const std::uint64_t segments = (std::uint64_t(capacity) + kDirectSegment - 1) / kDirectSegment;
     return segments * nq <= std::uint64_t(kDirectMaxSegments) * direct_resident_[filtered];
+  }
+
+  /// The query-resident scan (launch_resident) instead of the scan, after the sample pass: stores
+  /// of one float4 chunk (dims <= 4), L2 ranks (haversine and cosine included), no id ranges,
+  /// k <= kResidentMaxK, batches of 16+ queries with nq x k >= kResidentMinWork (4 x that on
+  /// stores of fewer than 64 tiles per SM). Same H100 call against the sample pass and the scan
+  /// (run-2026-11-25-s21/call5, K = 16 / 128, two rounds):
+  /// - 1,000,000 x 2: K = 16 Q = 64-1,024 0.92-0.60x, Q = 16 / 32 1.37 / 1.14x; K = 128 Q = 16-1,024
+  ///   0.65-0.40x. 10,000,000 x 2: K = 16 Q = 64-1,024 0.88-0.54x, Q = 16 / 32 2.2 / 1.4x;
+  ///   K = 128 0.97-0.29x. Haversine K = 16 Q = 64-1,024 0.98-0.57x, Q = 16 1.46-2.7x.
+  /// - 100,000 x 2: K = 16 Q = 1,024 0.75x, Q = 256 1.00x, Q = 32-128 1.09-1.17x; K = 128 Q = 16-1,024
+  ///   0.82-0.56x.
+  bool resident_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
+    if (chunks_ != 1 || filtered || config_.metric == Metric::InnerProduct || k > kResidentMaxK || nq < kResidentMinQueries) {
+      return false;
+    }
+    const bool small = tiles < 64 * std::uint32_t(props_.multiProcessorCount);
+    return std::uint64_t(nq) * k >= (small ? 4 : 1) * kResidentMinWork;
+  }
+
+  /// The query-resident scan's geometry, one wave of blocks: kResidentWarps warps per block
+  /// (fewer where their shared memory exceeds the device's), a row of blocks per
+  /// kResidentQueriesPerBlock queries, as many blocks per row as the resident blocks allow, each
+  /// warp streaming at least kResidentMinTiles tiles, and at most as many as the workspace holds
+  /// (the warps' lists and the blocks' lists of each query).
+  void choose_resident(Plan& plan, std::uint32_t nq, std::uint32_t k, std::uint32_t capacity) const {
+    const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+    const int width = int(chunk_floats_for(stored_dim_));
+    std::uint32_t warps = kResidentWarps;
+    while (warps > 1 && resident_shared_bytes(width, warps) > props_.sharedMemPerBlockOptin) warps /= 2;
+    const std::uint32_t rows = (nq + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
+    if (rows > 65535) throw InvalidArgument(concat("CUDA backend: a batch of ", nq, " queries exceeds the resident scan's grid"));
+    const std::uint32_t resident = std::uint32_t(cached_resident_blocks_per_sm(width, warps)) * sms;
+    const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kResidentTile);
+    std::uint32_t blocks = std::clamp<std::uint32_t>(resident / rows, 1, std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles)));
+    const std::size_t sample_bytes = std::size_t(nq) * plan.sample_keys() * sizeof(std::uint32_t);
+    const std::size_t per_block = std::size_t(nq) * k * (sizeof(Candidate) + warps * sizeof(Candidate) / 2);
+    blocks = std::uint32_t(std::clamp<std::size_t>((kWorkspaceBudget - std::min(sample_bytes, kWorkspaceBudget)) / per_block, 1, blocks));
+    plan.resident_warps = warps;
+    plan.shape.blocks_per_group = int(blocks);
+    plan.stride = blocks * k;
+    plan.chunk_queries = nq;
+  }
+
+  int cached_resident_blocks_per_sm(int width, std::uint32_t warps) const {
+    const auto key = std::make_pair(width, warps);
+    auto it = resident_occupancy_.find(key);
+    if (it == resident_occupancy_.end()) it = resident_occupancy_.emplace(key, resident_blocks_per_sm(width, warps)).first;
+    return it->second;
   }
 
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
@@ -800,7 +859,11 @@ class CudaBackend final : public Backend {
         changed = true;
       }
       changed |= c.fit(c.lengths, std::size_t(qc) * plan.shape.blocks_per_group, "candidate list lengths");
-      changed |= c.fit(c.warp_lists, scan_warp_list_entries(plan.shape, qc, k), "scan warp lists");
+      // The resident scan's warp lists hold 8-byte entries (half a Candidate each).
+      const std::size_t warp_list_entries = plan.resident_warps
+                                                ? (std::size_t(qc) * plan.stride * plan.resident_warps + 1) / 2
+                                                : scan_warp_list_entries(plan.shape, qc, k);
+      changed |= c.fit(c.warp_lists, warp_list_entries, "scan warp lists");
       changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
       if (plan.first_bound) {
         changed |= c.fit(c.first_keys, std::size_t(qc) * plan.shape.blocks_per_group, "first-tile bound keys");
@@ -934,6 +997,15 @@ class CudaBackend final : public Backend {
       return;
     }
     if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
+    if (plan.resident_warps) {
+      ScanParams scan = scan_params(c, plan, filtered, view, n);
+      scan.screen = screen_bounds(4);
+      scan.warp_lists = c.warp_lists.get();
+      launch_resident(scan, std::uint32_t(plan.shape.blocks_per_group), plan.resident_warps,
+                      int(chunk_floats_for(stored_dim_)), stream);
+      debug_sync("resident_kernel");
+      return;
+    }
     launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
     debug_sync("scan_kernel");
   }
@@ -1122,7 +1194,8 @@ class CudaBackend final : public Backend {
                                      std::uint32_t(plan.sample_keys()),
                                      plan.first_bound,
                                      plan.dense_stride,
-                                     plan.direct_blocks};
+                                     plan.direct_blocks,
+                                     plan.resident_warps};
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
       cudaStream_t stream = query_stream_.get();
@@ -1212,6 +1285,7 @@ class CudaBackend final : public Backend {
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
+  mutable std::map<std::pair<int, std::uint32_t>, int> resident_occupancy_;         // guarded by mutex_
   struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;

@@ -7,7 +7,7 @@
 // where every rank ties; batches screened by dot products in groups of 16 and 32 (and a
 // store where only the screen's margin keeps the answer); stores of about one tile per warp; the
 // selection's first prefix; the dense screen of batches over small stores; the direct search of
-// small batches over one-chunk stores; aggregation
+// small batches over one-chunk stores; the query-resident scan of large batches over them; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
 // publishes.
 #include <chrono>
@@ -461,6 +461,91 @@ TEST_CASE("the direct search: each path (sanitizer-sized)") {
               StoreShape{3, 30'000, 8, 3, Metric::InnerProduct, 0.5, true},
               StoreShape{2, 0, 4, 1, Metric::L2, 0.0, false}},
              /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("GPU equals CPU where large batches over one-chunk stores take the query-resident scan") {
+  // Batches of 16+ queries at k <= 128 (queries x k >= 1,024 on large stores, 4,096 on small
+  // ones) over stores of at most four stored elements, L2 ranks (haversine and cosine included),
+  // after a sample pass: each lane holds 4 queries, the warps of a block share 128 and split its
+  // slots, a dot-product screen with a proven margin picks the pairs to rank exactly, each warp
+  // keeps a list per query (unsorted until it is full, then replacing its largest entry) and the
+  // block merges them. 17 to 4,096 queries (1 to 32 rows of blocks), k = 1 and k = 128, erased
+  // slots (half of one store), duplicates (exact ties), a store of one repeated point (every list
+  // fills and replaces by id: the answer is the k smallest ids), small and large stores, and two
+  // shapes that keep the scan (no sample pass).
+  check_shapes(5280,
+               {StoreShape{2, 1'000'003, 16, 1024, Metric::L2, 0.1, false},
+                StoreShape{2, 300'000, 1, 1100, Metric::L2, 0.2, true},
+                StoreShape{1, 300'000, 128, 513, Metric::L2, 0.0, true},
+                StoreShape{3, 500'000, 64, 200, Metric::Cosine, 0.3, false},
+                StoreShape{2, 400'000, 16, 4096, Metric::Haversine, 0.05, false},
+                StoreShape{4, 300'000, 64, 17, Metric::L2, 0.5, true},
+                StoreShape{2, 60'000, 64, 64, Metric::L2, 0.0, false, true},
+                StoreShape{2, 3'000, 16, 300, Metric::L2, 0.1, false},
+                StoreShape{2, 2'000, 100, 300, Metric::L2, 0.1, false},
+                StoreShape{2, 0, 8, 20, Metric::L2, 0.0, false}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("the query-resident scan: lists that fill and replace, and norms that may overflow") {
+  auto g = rng(5285);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  auto run = [&](Twin& t, const std::vector<float>& queries, std::size_t k) {
+    CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+  };
+  SUBCASE("points in slot order along a line: each query's neighbours lie in one block's share") {
+    // Every query's survivors crowd one block, whose list fills, then replaces its largest entry
+    // (k = 16 and 128) and lowers the query's bound.
+    Twin t(2, Metric::L2, TargetSpec::none());
+    const std::size_t n = 300'000;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::vector<float> v{float(i) / float(n), 0.5f};
+      t.push(Update::insert(PointId(i), v));
+      t.model.vectors[PointId(i)] = v;
+    }
+    t.publish();
+    std::vector<float> queries;
+    for (int q = 0; q < 300; ++q) {
+      queries.push_back(unit(g));
+      queries.push_back(0.5f + 0.01f * unit(g));
+    }
+    run(t, queries, 16);
+    run(t, queries, 128);
+  }
+  SUBCASE("norms of 10^37 and more: those tiles and queries rank every pair exactly") {
+    // Half the points (and 8 of the 64 queries) lie about 5e18 from the origin, where |x|^2
+    // reaches screen_bounds' `huge` and a float dot product could overflow: the screen is
+    // skipped there, and the answers still equal the CPU's (k = 64: 64 x 64 takes the resident
+    // scan on this small store).
+    Twin t(2, Metric::L2, TargetSpec::none());
+    auto point = [&](bool far) {
+      return far ? std::vector<float>{5e18f + 1e14f * unit(g), 5e18f + 1e14f * unit(g)} : std::vector<float>{unit(g), unit(g)};
+    };
+    for (std::size_t i = 0; i < 100'000; ++i) {
+      const auto v = point(i % 2 == 1);
+      t.push(Update::insert(PointId(i), v));
+      t.model.vectors[PointId(i)] = v;
+    }
+    t.publish();
+    std::vector<float> queries;
+    for (int q = 0; q < 64; ++q) {
+      const auto v = point(q % 8 == 0);
+      queries.insert(queries.end(), v.begin(), v.end());
+    }
+    run(t, queries, 64);
+  }
+}
+
+TEST_CASE("the query-resident scan: each path (sanitizer-sized)") {
+  // Small enough for compute-sanitizer: 600 queries (five rows of blocks), lists that fill and
+  // merges in several rounds (one repeated point: every warp's list holds k), erased slots, a
+  // dimension-3 store (float4 slots).
+  check_shapes(5290,
+               {StoreShape{2, 20'000, 64, 64, Metric::L2, 0.1, false},
+                StoreShape{2, 30'000, 8, 600, Metric::L2, 0.0, false},
+                StoreShape{2, 30'000, 64, 64, Metric::L2, 0.0, false, true},
+                StoreShape{3, 20'000, 16, 256, Metric::Cosine, 0.3, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
 }
 
 TEST_CASE("GPU equals CPU where one query bounds itself from its first tiles (large stores, no sample pass)") {
