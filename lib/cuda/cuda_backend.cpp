@@ -1102,6 +1102,10 @@ class CudaBackend final : public Backend {
     // 0.91-0.98x (run-2026-11-24-s20/call1-3, call9).
     const std::size_t sampled_bytes = std::size_t(plan.sample_tiles) * kTile * chunks_ * 4 * sizeof(float);
     sample.tile_major = sampled_bytes > std::size_t(props_.l2CacheSize);
+    // Ahead of the query-resident scan, that scan's layout over the sample: a pair costs its rank
+    // and a min (ncu, 1,000,000 x 2, Q = 1,024: the warp-per-tile kernel took 134 us).
+    sample.resident = plan.resident_warps != 0;
+    sample.width = chunk_floats_for(stored_dim_);
     sample.keys = c.sample_keys.get();
     sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);
     launch_sample(sample, plan.shape.inner_product, filtered, stream);

@@ -63,6 +63,8 @@ struct SampleParams {
   bool split_sums = false;                 // staged, L2: a block per sampled tile, its chunks split between warps
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   bool tile_major = false;                 // one tile's query groups in consecutive blocks (see sample.cu)
+  bool resident = false;                   // the query-resident scan's layout (one chunk, L2, no ranges)
+  std::uint32_t width = 4;                 // resident: StoreView::chunk_floats (2 or 4)
   std::uint32_t* keys = nullptr;           // workspace: num_queries x sample_tiles x per_tile ordered ranks
   std::uint32_t* threshold = nullptr;      // per query: set to the k-th key (left alone if none)
   float order_margin = 0;                  // set by launch_sample: see order_margin (0: the scan's order)

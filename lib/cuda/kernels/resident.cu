@@ -224,6 +224,58 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
     return __double2float_ru(bounds.bound_scale * double(threshold) - bounds.query_scale * double(qn) + bounds.slack);
   };
 
+  // The block's share of the store in tiles of kTilePoints, every warps-th one to this warp.
+  const std::uint32_t tiles = (slots + kTilePoints - 1) / kTilePoints;
+  const std::uint32_t per_block = (tiles + gridDim.x - 1) / gridDim.x;
+  const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
+  const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
+
+  // This lane's 4 points of a tile, loaded a tile ahead (slots past the store read as NaN: they
+  // pass no test). The buffer's capacity is a multiple of 32 slots, so a group of 4 that starts
+  // below the slot count ends inside it; a group past it loads nothing (the last tile may reach
+  // past the buffer).
+  float4 ahead[kWidth];
+  std::uint32_t ahead_valid = 0;
+  auto load = [&](std::uint32_t tile) {
+    const std::uint32_t first = tile * kTilePoints + 4 * lane;
+    float element[4][kWidth];  // [point][element]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) element[i][e] = CUDART_NAN_F;
+    }
+    ahead_valid = 0;
+    if (first < slots) {
+      if constexpr (kWidth == 2) {
+        const float4* from = static_cast<const float4*>(vectors) + first / 2;
+        const float4 lo = __ldg(from), hi = __ldg(from + 1);
+        const float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          element[i][0] = raw[2 * i];
+          element[i][1] = raw[2 * i + 1];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float4 v = __ldg(static_cast<const float4*>(vectors) + first + i);
+          element[i][0] = v.x;
+          element[i][1] = v.y;
+          element[i][2] = v.z;
+          element[i][3] = v.w;
+        }
+      }
+      ahead_valid = __ldg(reinterpret_cast<const std::uint32_t*>(valid + first));
+    }
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) {
+      const bool in[4] = {first < slots, first + 1 < slots, first + 2 < slots, first + 3 < slots};
+      ahead[e] = make_float4(in[0] ? element[0][e] : CUDART_NAN_F, in[1] ? element[1][e] : CUDART_NAN_F,
+                             in[2] ? element[2][e] : CUDART_NAN_F, in[3] ? element[3][e] : CUDART_NAN_F);
+    }
+  };
+  if (tile_begin + warp < tile_end) load(tile_begin + warp);  // in flight while the queries are set up
+
   // The block's queries in shared memory (every warp ranks exactly from there) and this lane's
   // screen coefficients a[j][e] = -2 q_e in registers. Rows past the batch screen nothing (NaN
   // limit). A query whose norm may overflow passes every pair (zero coefficients, limit +inf).
@@ -256,49 +308,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
     }
     state(j) = s;
   }
-
-  // The block's share of the store in tiles of kTilePoints, every warps-th one to this warp.
-  const std::uint32_t tiles = (slots + kTilePoints - 1) / kTilePoints;
-  const std::uint32_t per_block = (tiles + gridDim.x - 1) / gridDim.x;
-  const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
-  const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
-
-  // This lane's 4 points of a tile, loaded a tile ahead (slots past the store read as NaN: they
-  // pass no test). The buffer's capacity is a multiple of 32 slots, so a group of 4 that starts
-  // inside it ends inside it.
-  float4 ahead[kWidth];
-  std::uint32_t ahead_valid = 0;
-  auto load = [&](std::uint32_t tile) {
-    const std::uint32_t first = tile * kTilePoints + 4 * lane;
-    float element[4][kWidth];  // [point][element]
-    if constexpr (kWidth == 2) {
-      const float4* from = static_cast<const float4*>(vectors) + first / 2;
-      const float4 lo = __ldg(from), hi = __ldg(from + 1);
-      const float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        element[i][0] = raw[2 * i];
-        element[i][1] = raw[2 * i + 1];
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 v = __ldg(static_cast<const float4*>(vectors) + first + i);
-        element[i][0] = v.x;
-        element[i][1] = v.y;
-        element[i][2] = v.z;
-        element[i][3] = v.w;
-      }
-    }
-    ahead_valid = __ldg(reinterpret_cast<const std::uint32_t*>(valid + first));
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      const bool in[4] = {first < slots, first + 1 < slots, first + 2 < slots, first + 3 < slots};
-      ahead[e] = make_float4(in[0] ? element[0][e] : CUDART_NAN_F, in[1] ? element[1][e] : CUDART_NAN_F,
-                             in[2] ? element[2][e] : CUDART_NAN_F, in[3] ? element[3][e] : CUDART_NAN_F);
-    }
-  };
-  if (tile_begin + warp < tile_end) load(tile_begin + warp);
 
   for (std::uint32_t tile = tile_begin + warp, step = 0; tile < tile_end; tile += warps, ++step) {
     const std::uint32_t buffer = step & 1;

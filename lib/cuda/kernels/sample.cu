@@ -9,6 +9,8 @@
 // that gives the SMs few warps (L2 ranks, 32+ chunks: SampleParams::split_sums),
 // sample_ranks_split_kernel: the block's warps each sum one slice of a tile's chunks, and the k-th
 // is raised by the margin a different summation order can cost.
+// The query-resident scan's batches (one-chunk stores) take sample_ranks_resident_kernel: that
+// scan's layout, queries in registers, over the sampled tiles.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
 // select. The k sampled points at or below it (distinct: each key is a different point) have
 // ranks computed exactly as the scan computes them (same operations, same order; the split
@@ -34,8 +36,11 @@ namespace streamknn::detail::gpu {
 namespace {
 
 constexpr int kSampleWarps = 4;                  // tiles per block
+constexpr int kResidentSampleWarps = 4;          // SampleParams::resident: warps per block
+constexpr std::uint32_t kResidentSampleTiles = 2;  // and sampled tiles per warp at least
 constexpr int kSampleLoads = 8;                  // point loads in flight per lane
 constexpr int kKthThreads = 1024;
+constexpr int kKthResidentThreads = 256;  // SampleParams::resident (see launch_sample)
 constexpr std::uint32_t kKthStaged = 8192;      // keys the k-th selection stages in shared memory
 constexpr std::uint32_t kSplitChunks = 16;       // split sums: at least this many chunks per warp
 constexpr std::uint32_t kSplitMaxWarps = 8;      // split sums: warps (chunk slices) per sampled tile
@@ -277,6 +282,91 @@ __device__ __forceinline__ std::uint32_t raised_for_order(std::uint32_t key, flo
 /// Keys the k-th search ranks by counting once radix digits have narrowed it down to them.
 constexpr std::uint32_t kKthCountMax = 128;
 
+/// SampleParams::resident (one-chunk stores, L2 ranks, no id ranges: the batches of the
+/// query-resident scan, resident.cu): that scan's layout over the sample. Each lane keeps 4 of
+/// the block's 128 queries in registers, the block's warps split its sampled tiles, each warp
+/// stages a tile's 32 points in shared memory and every lane ranks them all against its queries
+/// (broadcast reads, the scan's bits), keeping the smallest rank of each run of 32 / per_tile
+/// points: per_tile keys per tile and query, each a different point (an erased slot ranks NaN and
+/// counts for nothing). A pair costs its rank and a min (the warp-per-tile kernel above reduced
+/// every tile's ranks across the warp per query: ncu, 1,000,000 x 2, Q = 1,024, 134 us).
+template <int kWidth>
+__global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_resident_kernel(SampleParams p) {
+  static_assert(kWidth == 2 || kWidth == 4);
+  constexpr int kQueries = int(kResidentQueriesPerThread);
+  __shared__ float4 stage[kResidentSampleWarps][kWidth][kTile / 4];  // element e of points 4 g .. 4 g + 3 at [e][g]
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const StoreView store = *p.store;
+  const std::uint32_t first_query = blockIdx.y * kResidentQueriesPerBlock;
+  float4 query[kQueries];
+  for (int j = 0; j < kQueries; ++j) {
+    const std::uint32_t q = first_query + j * 32 + lane;
+    query[j] = q < p.num_queries ? reinterpret_cast<const float4*>(p.queries)[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  const std::size_t keys_per_query = std::size_t(p.sample_tiles) * p.per_tile;
+  const std::uint32_t run = kTile / p.per_tile, run_shift = __ffs(run) - 1;  // points per key (a power of two)
+  const std::uint32_t store_tiles = (store.slot_count + kTile - 1) / kTile;
+  const std::uint32_t per_block = (p.sample_tiles + gridDim.x - 1) / gridDim.x;
+  const std::uint32_t begin = min(p.sample_tiles, blockIdx.x * per_block), end = min(p.sample_tiles, begin + per_block);
+  float4 (&points)[kWidth][kTile / 4] = stage[warp];
+  for (std::uint32_t sampled = begin + warp; sampled < end; sampled += warps) {
+    const std::uint32_t tile = sampled * p.step, slot = tile * kTile + lane;
+    // The store may be smaller than the launch was sized for: those tiles rank NaN throughout.
+    const bool valid = tile < store_tiles && store.valid[slot] != 0;
+    float element[4] = {CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F};
+    if (valid) {
+      if constexpr (kWidth == 2) {
+        const float2 v = __ldg(static_cast<const float2*>(store.vectors) + slot);
+        element[0] = v.x;
+        element[1] = v.y;
+      } else {
+        const float4 v = __ldg(static_cast<const float4*>(store.vectors) + slot);
+        element[0] = v.x;
+        element[1] = v.y;
+        element[2] = v.z;
+        element[3] = v.w;
+      }
+    }
+    __syncwarp();  // every lane has read the previous tile
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) (&points[e][lane / 4].x)[lane % 4] = element[e];
+    __syncwarp();
+    float smallest[kQueries];
+#pragma unroll
+    for (int j = 0; j < kQueries; ++j) smallest[j] = CUDART_INF_F;
+    for (std::uint32_t g = 0; g < kTile / 4; ++g) {
+      float4 x[kWidth];
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) x[e] = points[e][g];
+#pragma unroll
+      for (std::uint32_t i = 0; i < 4; ++i) {
+        float4 v = make_float4((&x[0].x)[i], (&x[1].x)[i], 0.0f, 0.0f);
+        if constexpr (kWidth == 4) {
+          v.z = (&x[2].x)[i];
+          v.w = (&x[3].x)[i];
+        }
+#pragma unroll
+        for (int j = 0; j < kQueries; ++j) {
+          float acc[1] = {0.0f};
+          accumulate<1, false, kWidth>(acc, v, [&](int) { return query[j]; });
+          smallest[j] = fminf(smallest[j], acc[0]);  // NaN (erased, past the store) is ignored
+        }
+        const std::uint32_t at = 4 * g + i;
+        if (((at + 1) & (run - 1)) == 0) {  // the run's key per query, then the next run
+#pragma unroll
+          for (int j = 0; j < kQueries; ++j) {
+            const std::uint32_t q = first_query + j * 32 + lane;
+            if (q < p.num_queries) {
+              p.keys[q * keys_per_query + std::size_t(sampled) * p.per_tile + (at >> run_shift)] = ordered_bits(smallest[j]);
+            }
+            smallest[j] = CUDART_INF_F;
+          }
+        }
+      }
+    }
+  }
+}
+
 /// One block per query: the k-th smallest of its keys (staged in shared memory once when they
 /// fit: a one-query search waits on this kernel, and each pass over global memory cost a round
 /// trip). An MSB-first radix select, 8 bits per pass, that starts below the bits every key shares
@@ -397,6 +487,25 @@ std::uint32_t sample_grid(const SampleParams& p, std::uint32_t tile_blocks) {
 
 void launch_sample(const SampleParams& params_in, bool inner_product, bool filtered, cudaStream_t stream) {
   SampleParams params = params_in;
+  if (params.resident) {
+    if (inner_product || filtered || params.chunks != 1 || (params.width != 2 && params.width != 4)) {
+      throw CudaError("sample_ranks_resident_kernel: one-chunk stores, L2 ranks and no id ranges only");
+    }
+    const std::uint32_t per_row = kResidentSampleWarps * kResidentSampleTiles;
+    const dim3 grid(std::max<std::uint32_t>(1, (params.sample_tiles + per_row - 1) / per_row),
+                    (params.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
+    if (params.width == 2) {
+      sample_ranks_resident_kernel<2><<<grid, kResidentSampleWarps * 32, 0, stream>>>(params);
+    } else {
+      sample_ranks_resident_kernel<4><<<grid, kResidentSampleWarps * 32, 0, stream>>>(params);
+    }
+    check_launch("sample_ranks_resident_kernel");
+    // A block of 256 threads per query: these batches hold hundreds of queries, and blocks of
+    // kKthThreads ran them in four waves (ncu, 1,000,000 x 2, Q = 1,024: 27 us).
+    sample_kth_kernel<<<params.num_queries, kKthResidentThreads, 0, stream>>>(params);
+    check_launch("sample_kth_kernel");
+    return;
+  }
   const std::uint32_t split = params.split_sums && !inner_product && params.staged_queries ? sample_split_warps(params.chunks) : 1;
   params.order_margin = split > 1 ? order_margin(4 * params.chunks, split) : 0.0f;
   using RanksKernel = void (*)(SampleParams);
