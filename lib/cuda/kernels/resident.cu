@@ -46,7 +46,8 @@ constexpr int kMaxWarps = int(kResidentMaxWarps);
 constexpr std::uint32_t kGroups = 32;  // groups of 4 points per warp tile (one per lane)
 constexpr std::uint32_t kTilePoints = kResidentTile;
 constexpr std::uint32_t kSlots = kResidentQueriesPerBlock;  // query slots per block: slot 32 j + lane
-static_assert(kTilePoints == 4 * kGroups && kSlots == 32 * kQueries);
+static_assert(kTilePoints == 4 * kGroups && kSlots == 32 * kQueries && 4 * kQueries <= 32);
+constexpr unsigned kAllPairs = 4 * kQueries == 32 ? ~0u : (1u << (4 * kQueries)) - 1;  // a group's pairs, one bit each
 // The merge gathers one slot's lists (warps x k entries) into the warps' staging, which holds
 // 208 Candidates per warp at two elements (more at four).
 static_assert(kResidentMaxK <= 208);
@@ -349,7 +350,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
     __syncwarp();
 
     // The screen over the tile's groups: bit g of `hits` where some pair of group g passes (four
-    // independent predicate chains, one per query). A norm that may have overflowed sends every
+    // independent predicate chains). A norm that may have overflowed sends every
     // pair of the tile to its exact rank.
     const bool everything = norm_max >= bounds.huge;
     unsigned hits = everything ? ~0u : 0u;
@@ -360,16 +361,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
 #pragma unroll
         for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
         const float4 n = ns[g];
-        bool any[kQueries];
+        bool any[4] = {false, false, false, false};
 #pragma unroll
         for (int j = 0; j < kQueries; ++j) {
-          any[j] = false;
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             float s = (&n.x)[i];
 #pragma unroll
             for (int e = kWidth - 1; e >= 0; --e) s = __fmaf_rn(a[j][e], (&x[e].x)[i], s);
-            any[j] = any[j] | (s <= tile_limit[j]);
+            any[j & 3] = any[j & 3] | (s <= tile_limit[j]);
           }
         }
         if ((any[0] | any[1]) | (any[2] | any[3])) hits |= 1u << g;
@@ -426,7 +426,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
 #pragma unroll
       for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
       const float4 n = ns[g];
-      unsigned passed = everything ? 0xffffu : 0u;  // bit 4 j + i: pair (j, point 4 g + i)
+      unsigned passed = everything ? kAllPairs : 0u;  // bit 4 j + i: pair (j, point 4 g + i)
 #pragma unroll
       for (int j = 0; j < kQueries; ++j) {
 #pragma unroll

@@ -37,7 +37,7 @@ namespace {
 
 constexpr int kSampleWarps = 4;                  // tiles per block
 constexpr int kResidentSampleWarps = 4;          // SampleParams::resident: warps per block
-constexpr std::uint32_t kResidentSampleTiles = 2;  // and sampled tiles per warp at least
+constexpr std::uint32_t kResidentSampleTiles = 8;  // and sampled tiles per warp at least
 constexpr int kSampleLoads = 8;                  // point loads in flight per lane
 constexpr int kKthThreads = 1024;
 constexpr int kKthResidentThreads = 256;  // SampleParams::resident (see launch_sample)
@@ -309,24 +309,35 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
   const std::uint32_t per_block = (p.sample_tiles + gridDim.x - 1) / gridDim.x;
   const std::uint32_t begin = min(p.sample_tiles, blockIdx.x * per_block), end = min(p.sample_tiles, begin + per_block);
   float4 (&points)[kWidth][kTile / 4] = stage[warp];
-  for (std::uint32_t sampled = begin + warp; sampled < end; sampled += warps) {
+  // This lane's point of a sampled tile, loaded a tile ahead; erased slots and tiles past the
+  // store (smaller than the launch was sized for) read as NaN and count for nothing.
+  auto load = [&](std::uint32_t sampled, float (&element)[4]) {
     const std::uint32_t tile = sampled * p.step, slot = tile * kTile + lane;
-    // The store may be smaller than the launch was sized for: those tiles rank NaN throughout.
-    const bool valid = tile < store_tiles && store.valid[slot] != 0;
-    float element[4] = {CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F};
-    if (valid) {
-      if constexpr (kWidth == 2) {
-        const float2 v = __ldg(static_cast<const float2*>(store.vectors) + slot);
-        element[0] = v.x;
-        element[1] = v.y;
-      } else {
-        const float4 v = __ldg(static_cast<const float4*>(store.vectors) + slot);
-        element[0] = v.x;
-        element[1] = v.y;
-        element[2] = v.z;
-        element[3] = v.w;
-      }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) element[e] = CUDART_NAN_F;
+    if (tile >= store_tiles) return;
+    // Both loads at once (the flag, then the point, was two round trips).
+    const bool valid = store.valid[slot] != 0;
+    float4 v;
+    if constexpr (kWidth == 2) {
+      const float2 xy = __ldg(static_cast<const float2*>(store.vectors) + slot);
+      v = make_float4(xy.x, xy.y, 0.0f, 0.0f);
+    } else {
+      v = __ldg(static_cast<const float4*>(store.vectors) + slot);
     }
+    if (!valid) return;
+    element[0] = v.x;
+    element[1] = v.y;
+    element[2] = v.z;
+    element[3] = v.w;
+  };
+  float next[4];
+  if (begin + warp < end) load(begin + warp, next);
+  for (std::uint32_t sampled = begin + warp; sampled < end; sampled += warps) {
+    float element[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) element[e] = next[e];
+    if (sampled + warps < end) load(sampled + warps, next);
     __syncwarp();  // every lane has read the previous tile
 #pragma unroll
     for (int e = 0; e < kWidth; ++e) (&points[e][lane / 4].x)[lane % 4] = element[e];
