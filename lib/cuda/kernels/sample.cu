@@ -37,7 +37,7 @@ namespace {
 
 constexpr int kSampleWarps = 4;                  // tiles per block
 constexpr int kResidentSampleWarps = 4;          // SampleParams::resident: warps per block
-constexpr std::uint32_t kResidentSampleTiles = 8;  // and sampled tiles per warp at least
+constexpr std::uint32_t kResidentSampleTiles = 2;  // and sampled tiles per warp at least
 constexpr int kSampleLoads = 8;                  // point loads in flight per lane
 constexpr int kKthThreads = 1024;
 constexpr int kKthResidentThreads = 256;  // SampleParams::resident (see launch_sample)
@@ -309,35 +309,31 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
   const std::uint32_t per_block = (p.sample_tiles + gridDim.x - 1) / gridDim.x;
   const std::uint32_t begin = min(p.sample_tiles, blockIdx.x * per_block), end = min(p.sample_tiles, begin + per_block);
   float4 (&points)[kWidth][kTile / 4] = stage[warp];
-  // This lane's point of a sampled tile, loaded a tile ahead; erased slots and tiles past the
-  // store (smaller than the launch was sized for) read as NaN and count for nothing.
-  auto load = [&](std::uint32_t sampled, float (&element)[4]) {
+  // This lane's point of a sampled tile and its valid flag, loaded a tile ahead (the flag is
+  // applied when the point is staged, so the loads do not wait for each other); erased slots and
+  // tiles past the store (smaller than the launch was sized for) read as NaN and count for nothing.
+  auto load = [&](std::uint32_t sampled, float4& point, bool& valid) {
     const std::uint32_t tile = sampled * p.step, slot = tile * kTile + lane;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) element[e] = CUDART_NAN_F;
+    point = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    valid = false;
     if (tile >= store_tiles) return;
-    // Both loads at once (the flag, then the point, was two round trips).
-    const bool valid = store.valid[slot] != 0;
-    float4 v;
+    valid = store.valid[slot] != 0;
     if constexpr (kWidth == 2) {
       const float2 xy = __ldg(static_cast<const float2*>(store.vectors) + slot);
-      v = make_float4(xy.x, xy.y, 0.0f, 0.0f);
+      point = make_float4(xy.x, xy.y, 0.0f, 0.0f);
     } else {
-      v = __ldg(static_cast<const float4*>(store.vectors) + slot);
+      point = __ldg(static_cast<const float4*>(store.vectors) + slot);
     }
-    if (!valid) return;
-    element[0] = v.x;
-    element[1] = v.y;
-    element[2] = v.z;
-    element[3] = v.w;
   };
-  float next[4];
-  if (begin + warp < end) load(begin + warp, next);
+  float4 next_point;
+  bool next_valid = false;
+  if (begin + warp < end) load(begin + warp, next_point, next_valid);
   for (std::uint32_t sampled = begin + warp; sampled < end; sampled += warps) {
-    float element[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) element[e] = next[e];
-    if (sampled + warps < end) load(sampled + warps, next);
+    const float4 point = next_point;
+    const bool valid = next_valid;
+    if (sampled + warps < end) load(sampled + warps, next_point, next_valid);
+    const float element[4] = {valid ? point.x : CUDART_NAN_F, valid ? point.y : CUDART_NAN_F,
+                              valid ? point.z : CUDART_NAN_F, valid ? point.w : CUDART_NAN_F};
     __syncwarp();  // every lane has read the previous tile
 #pragma unroll
     for (int e = 0; e < kWidth; ++e) (&points[e][lane / 4].x)[lane % 4] = element[e];
@@ -345,6 +341,7 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
     float smallest[kQueries];
 #pragma unroll
     for (int j = 0; j < kQueries; ++j) smallest[j] = CUDART_INF_F;
+#pragma unroll
     for (std::uint32_t g = 0; g < kTile / 4; ++g) {
       float4 x[kWidth];
 #pragma unroll
