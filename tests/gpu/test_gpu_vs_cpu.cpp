@@ -536,6 +536,28 @@ TEST_CASE("the query-resident scan: lists that fill and replace, and norms that 
   }
 }
 
+TEST_CASE("the query-resident scan keeps every pair within the bound where the norms dwarf the distances") {
+  // 2-D points and queries about 10,000 from the origin on both axes, 0.01 apart: |x|^2 is about
+  // 2 x 10^8, so fl(|x|^2 - 2 x.q) errs by tens while neighbours lie about 10^-3 apart (squared).
+  // Only the screen's proven margin keeps their pairs; the answers equal the CPU's.
+  auto g = rng(5287);
+  std::normal_distribution<float> noise(0.0f, 0.01f);
+  Twin t(2, Metric::L2, TargetSpec::none());
+  auto far_point = [&] { return std::vector<float>{10'000.0f + noise(g), 10'000.0f + noise(g)}; };
+  for (std::size_t i = 0; i < 40'000; ++i) {
+    const auto v = far_point();
+    t.push(Update::insert(PointId(i), v));
+    t.model.vectors[PointId(i)] = v;
+  }
+  t.publish();
+  std::vector<float> queries;
+  for (int q = 0; q < 128; ++q) {
+    const auto v = far_point();
+    queries.insert(queries.end(), v.begin(), v.end());
+  }
+  CHECK(compare(t.gpu.search(queries, 32), t.cpu.search(queries, 32), t.model, Metric::L2, queries) == 0);
+}
+
 TEST_CASE("the query-resident scan: each path (sanitizer-sized)") {
   // Small enough for compute-sanitizer: 600 queries (five rows of blocks), lists that fill and
   // merges in several rounds (one repeated point: every warp's list holds k), erased slots, a
