@@ -600,13 +600,17 @@ class CudaBackend final : public Backend {
   /// The query-resident scan (launch_resident) instead of the scan, after the sample pass: stores
   /// of one float4 chunk (dims <= 4), L2 ranks (haversine and cosine included), no id ranges,
   /// k <= kResidentMaxK, batches of 16+ queries with nq x k >= kResidentMinWork (4 x that on
-  /// stores of fewer than 64 tiles per SM). Same H100 call against the sample pass and the scan
-  /// (run-2026-11-25-s21/call5, K = 16 / 128, two rounds):
-  /// - 1,000,000 x 2: K = 16 Q = 64-1,024 0.92-0.60x, Q = 16 / 32 1.37 / 1.14x; K = 128 Q = 16-1,024
-  ///   0.65-0.40x. 10,000,000 x 2: K = 16 Q = 64-1,024 0.88-0.54x, Q = 16 / 32 2.2 / 1.4x;
-  ///   K = 128 0.97-0.29x. Haversine K = 16 Q = 64-1,024 0.98-0.57x, Q = 16 1.46-2.7x.
-  /// - 100,000 x 2: K = 16 Q = 1,024 0.75x, Q = 256 1.00x, Q = 32-128 1.09-1.17x; K = 128 Q = 16-1,024
-  ///   0.82-0.56x.
+  /// stores of fewer than 64 tiles per SM). Same H100 calls against the sample pass and the scan
+  /// (run-2026-11-25-s21/call6, call10, call13, two rounds each):
+  /// - 1,000,000 x 2: K = 16 Q = 64 0.90-0.97x, Q = 128 0.67-0.69x, Q = 256 0.59-0.61x, Q = 1,024
+  ///   0.48-0.50x; K = 128 Q = 16-1,024 0.73-0.36x. Earlier versions measured K = 16 Q = 16 / 32
+  ///   1.37 / 1.14x (call5), so those keep the scan.
+  /// - 10,000,000 x 2: K = 16 Q = 64 0.88-0.90x, Q = 128-1,024 0.50-0.53x (Q = 16 / 32 2.2 / 1.4x in
+  ///   call5); K = 128 Q = 16 0.99-1.01x, Q = 32-1,024 0.29-0.66x. Haversine K = 16 Q = 64 0.94-1.01x,
+  ///   Q = 256 / 1,024 0.52-0.63x.
+  /// - 100,000 x 2: K = 16 Q = 1,024 0.66-0.70x, Q = 256 1.02-1.05x (kept for the sake of K = 128
+  ///   Q = 32, 0.79x, at the same queries x k), Q = 32-128 1.09-1.17x in call5; K = 128 Q = 32-1,024
+  ///   0.54-0.85x.
   bool resident_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (chunks_ != 1 || filtered || config_.metric == Metric::InnerProduct || k > kResidentMaxK || nq < kResidentMinQueries) {
       return false;
