@@ -189,7 +189,7 @@ __device__ __noinline__ void merge_lists(const Layout layout, unsigned char* sha
 }
 
 // Left to itself (a bound of kMaxWarps * 32 threads alone) ptxas held the two-element kernel at 64
-// registers and spilled 48 bytes; asking for one block per SM lets it take 80 (135 at four
+// registers and spilled 48 bytes; asking for one block per SM lets it take 80 (128 at four
 // elements), no spills.
 template <int kWidth>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams p) {
