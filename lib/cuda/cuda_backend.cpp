@@ -623,24 +623,34 @@ class CudaBackend final : public Backend {
   /// (fewer where their shared memory exceeds the device's), a row of blocks per
   /// kResidentQueriesPerBlock queries, as many blocks per row as the resident blocks allow, each
   /// warp streaming at least kResidentMinTiles tiles, and at most as many as the workspace holds
-  /// (the warps' lists and the blocks' lists of each query).
+  /// (the warps' lists and the blocks' lists of each query). Batches whose sample keys and lists
+  /// of one block per row exceed the workspace run in chunks of whole rows.
   void choose_resident(Plan& plan, std::uint32_t nq, std::uint32_t k, std::uint32_t capacity) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const int width = int(chunk_floats_for(stored_dim_));
     std::uint32_t warps = kResidentWarps;
     while (warps > 1 && resident_shared_bytes(width, warps) > props_.sharedMemPerBlockOptin) warps /= 2;
-    const std::uint32_t rows = (nq + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
-    if (rows > 65535) throw InvalidArgument(concat("CUDA backend: a batch of ", nq, " queries exceeds the resident scan's grid"));
+    // Per query: a block's list (Candidates) and its warps' lists (8-byte entries), and the keys.
+    const std::size_t list_bytes = std::size_t(k) * (sizeof(Candidate) + warps * sizeof(Candidate) / 2);
+    const std::size_t key_bytes = plan.sample_keys() * sizeof(std::uint32_t);
+    const std::size_t most = kWorkspaceBudget / (list_bytes + key_bytes);
+    std::uint32_t chunk = nq;
+    if (chunk > most) {
+      chunk = std::max<std::uint32_t>(kResidentQueriesPerBlock,
+                                      std::uint32_t(most / kResidentQueriesPerBlock * kResidentQueriesPerBlock));
+    }
+    chunk = std::min<std::uint32_t>(chunk, 65535u * kResidentQueriesPerBlock);  // grid.y holds the rows
+    const std::uint32_t rows = (chunk + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
     const std::uint32_t resident = std::uint32_t(cached_resident_blocks_per_sm(width, warps)) * sms;
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kResidentTile);
     std::uint32_t blocks = std::clamp<std::uint32_t>(resident / rows, 1, std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles)));
-    const std::size_t sample_bytes = std::size_t(nq) * plan.sample_keys() * sizeof(std::uint32_t);
-    const std::size_t per_block = std::size_t(nq) * k * (sizeof(Candidate) + warps * sizeof(Candidate) / 2);
-    blocks = std::uint32_t(std::clamp<std::size_t>((kWorkspaceBudget - std::min(sample_bytes, kWorkspaceBudget)) / per_block, 1, blocks));
+    const std::size_t sample_bytes = std::size_t(chunk) * key_bytes;
+    const std::size_t budget_blocks = (kWorkspaceBudget - std::min(sample_bytes, kWorkspaceBudget)) / (std::size_t(chunk) * list_bytes);
+    blocks = std::uint32_t(std::clamp<std::size_t>(budget_blocks, 1, blocks));
     plan.resident_warps = warps;
     plan.shape.blocks_per_group = int(blocks);
     plan.stride = blocks * k;
-    plan.chunk_queries = nq;
+    plan.chunk_queries = chunk;
   }
 
   int cached_resident_blocks_per_sm(int width, std::uint32_t warps) const {
