@@ -487,6 +487,14 @@ TEST_CASE("GPU equals CPU where large batches over one-chunk stores take the que
                /*as_batch=*/true, /*each_alone=*/false);
 }
 
+TEST_CASE("GPU equals CPU where a resident batch exceeds the workspace (chunks of whole rows)") {
+  // 30,000 queries at k = 128 over 60,000 x 2: the sample's keys and one block's lists per query
+  // (about 21 KB) exceed the 512 MB candidate workspace, so the plan runs the batch in chunks of
+  // whole rows of 128 queries, each with its own sample pass.
+  check_shapes(5288, {StoreShape{2, 60'000, 128, 30'000, Metric::L2, 0.1, false}}, /*as_batch=*/true,
+               /*each_alone=*/false);
+}
+
 TEST_CASE("the query-resident scan: lists that fill and replace, and norms that may overflow") {
   auto g = rng(5285);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
