@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   const float bound = best_count == k ? merged[k - 1].rank : CUDART_INF_F;
   const ScreenBounds b = p.screen;
   const float qn_all = query_norm;
-  const float limit = __fadd_rn(__double2float_ru(b.bound_scale * double(bound) - b.query_scale * double(qn_all) + b.slack), 0.0f);
+  const float limit = __fadd_rn(screen_limit(b, bound, qn_all), 0.0f);
   const bool huge_query = qn_all >= b.huge;
   gather(huge_query ? kEmptyKey : ordered_bits(limit), [&](std::uint32_t s, float v) {
     if (v == v) return !in_first(v) && (v <= limit || huge_query);

@@ -102,6 +102,18 @@ __host__ __device__ inline Layout layout_for(int width, std::uint32_t warps) {
   return l;
 }
 
+/// The screened value fl(|x|^2 - 2 x.q) of point i of a staged group (elements x[e], norms n)
+/// against a query's coefficients a = -2 q: the FMA chain from |x|^2 that the file comment's
+/// proof covers. The screen's loop and the pass over its marked groups both call it, so a pair
+/// that passed the one passes the other.
+template <int kWidth>
+__device__ __forceinline__ float screened(const float (&a)[kWidth], const float4 (&x)[kWidth], const float4& n, int i) {
+  float s = (&n.x)[i];
+#pragma unroll
+  for (int e = kWidth - 1; e >= 0; --e) s = __fmaf_rn(a[e], (&x[e].x)[i], s);
+  return s;
+}
+
 /// The block's merge at the end of the scan (every thread calls it): every slot's entries (its
 /// warps' lists one after another) are gathered into the staging area, as many slots at once as
 /// it holds (all of them, where the bound kept the lists short), each entry's place among its
@@ -221,9 +233,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
   auto entry_closer = [&](const Entry& x, const Entry& y) {
     return x.rank < y.rank || (x.rank == y.rank && __ldg(ids + x.slot) < __ldg(ids + y.slot));
   };
-  auto limit_for = [&](float threshold, float qn) {  // A T - B |q|^2 + slack, rounded up
-    return __double2float_ru(bounds.bound_scale * double(threshold) - bounds.query_scale * double(qn) + bounds.slack);
-  };
+  auto limit_for = [&](float threshold, float qn) { return screen_limit(bounds, threshold, qn); };
 
   // The block's share of the store in tiles of kTilePoints, every warps-th one to this warp.
   const std::uint32_t tiles = (slots + kTilePoints - 1) / kTilePoints;
@@ -365,12 +375,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
 #pragma unroll
         for (int j = 0; j < kQueries; ++j) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float s = (&n.x)[i];
-#pragma unroll
-            for (int e = kWidth - 1; e >= 0; --e) s = __fmaf_rn(a[j][e], (&x[e].x)[i], s);
-            any[j & 3] = any[j & 3] | (s <= tile_limit[j]);
-          }
+          for (int i = 0; i < 4; ++i) any[j & 3] = any[j & 3] | (screened(a[j], x, n, i) <= tile_limit[j]);
         }
         if ((any[0] | any[1]) | (any[2] | any[3])) hits |= 1u << g;
       }
@@ -430,12 +435,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
 #pragma unroll
       for (int j = 0; j < kQueries; ++j) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float s = (&n.x)[i];
-#pragma unroll
-          for (int e = kWidth - 1; e >= 0; --e) s = __fmaf_rn(a[j][e], (&x[e].x)[i], s);
-          passed |= unsigned(s <= tile_limit[j]) << (4 * j + i);
-        }
+        for (int i = 0; i < 4; ++i) passed |= unsigned(screened(a[j], x, n, i) <= tile_limit[j]) << (4 * j + i);
       }
       for (; passed != 0; passed &= passed - 1) {
         const std::uint32_t bit = __ffs(passed) - 1;

@@ -731,8 +731,7 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
             continue;
           }
           const float query_norm = norms[j];
-          const float limit = __double2float_ru(bounds.bound_scale * double(thresholds[j]) -
-                                                bounds.query_scale * double(query_norm) + bounds.slack);
+          const float limit = screen_limit(bounds, thresholds[j], query_norm);
           const bool huge_query = query_norm >= bounds.huge;
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
