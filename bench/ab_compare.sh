@@ -20,7 +20,7 @@
 #   lowbatch  bench_search gis1m,gis10m K 16 Q 32,64,256,1024 (--reps 10 --sets 2)
 #   lowmany   bench_search gis100k,gis1m,gis10m K 16,128 Q 16,32,64,128,256,1024, then haversine K 16
 #             (--reps 10 --sets 2)
-#   lowchunk  bench_search gis1m K 16,128 Q 4096,32768 (--reps 3 --sets 1; at K = 128 Q = 32,768 the
+#   lowchunk  bench_search gis1m,gis10m K 16,128 Q 4096,32768 (--reps 3 --sets 1; at K = 128 Q = 32,768 the
 #             query-resident scan runs in chunks)
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
@@ -65,7 +65,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
           "$bin/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 16,64,256,1024 --reps 10 --sets 2 \
             --metric haversine --csv "$DIR/$tag-lowmany-haversine.csv" > "$DIR/$tag-lowmany-haversine.log" 2>&1 ;;
         lowchunk)
-          "$bin/bench_search" --shapes gis1m --k 16,128 --q 4096,32768 --reps 3 --sets 1 \
+          "$bin/bench_search" --shapes gis1m,gis10m --k 16,128 --q 4096,32768 --reps 3 --sets 1 \
             --csv "$DIR/$tag-lowchunk.csv" > "$DIR/$tag-lowchunk.log" 2>&1 ;;
         lowsmall)
           "$bin/bench_search" --shapes gis100k,gis1m,gis10m --k 16,64 --q 1,2,3,4,6,8,12,16 --reps 30 --sets 2 \

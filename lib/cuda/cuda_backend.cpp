@@ -97,6 +97,7 @@ constexpr std::uint32_t kResidentMinQueries = 16;  // see resident_pays
 constexpr std::uint64_t kResidentMinWork = 1024;   // queries x k, see resident_pays
 constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, see choose_resident
 constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
+constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x the sample step, see choose_resident
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -619,21 +620,30 @@ class CudaBackend final : public Backend {
     return std::uint64_t(nq) * k >= (small ? 4 : 1) * kResidentMinWork;
   }
 
-  /// The query-resident scan's geometry, one wave of blocks: kResidentWarps warps per block
-  /// (fewer where their shared memory exceeds the device's), a row of blocks per
-  /// kResidentQueriesPerBlock queries, as many blocks per row as the resident blocks allow, each
-  /// warp streaming at least kResidentMinTiles tiles, and at most as many as the workspace holds
-  /// (the warps' lists and the blocks' lists of each query). Batches whose sample keys and lists
-  /// of one block per row exceed the workspace run in chunks of whole rows.
+  /// The query-resident scan's geometry: kResidentWarps warps per block (fewer where their
+  /// shared memory exceeds the device's), a row of blocks per kResidentQueriesPerBlock queries,
+  /// as many blocks per row as one wave holds, each warp streaming at least kResidentMinTiles
+  /// tiles, and at least kResidentShareFactor x sample_step warps per row. The sample's bound
+  /// admits about sample_step x k points per query; with fewer warps per row their lists fill
+  /// and every further hit rescans a list of k. Batches whose sample keys and lists (the warps'
+  /// and the blocks') exceed the workspace run in chunks of whole rows. Same H100 call against
+  /// one wave and no chunks (run-2026-11-25-s22/call3, two rounds): K = 128 Q = 32,768 0.46x
+  /// (1,000,000 x 2, 98.9 -> 45.1 ms) and 0.36x (10,000,000 x 2); K = 128 Q = 4,096 0.89x / 0.52x;
+  /// K = 16 Q = 4,096-32,768 0.84-0.98x. Factors 2 and 8 measured 0.53 / 0.45x and 0.40 / 0.39x
+  /// at K = 128 Q = 32,768, and 8 lost at 10,000,000 x 2 K = 128 Q = 4,096 (0.59 against 0.52x).
   void choose_resident(Plan& plan, std::uint32_t nq, std::uint32_t k, std::uint32_t capacity) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const int width = int(chunk_floats_for(stored_dim_));
     std::uint32_t warps = kResidentWarps;
     while (warps > 1 && resident_shared_bytes(width, warps) > props_.sharedMemPerBlockOptin) warps /= 2;
+    const std::uint32_t resident = std::uint32_t(cached_resident_blocks_per_sm(width, warps)) * sms;
+    const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kResidentTile);
+    const std::uint32_t most_blocks = std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles));
+    const std::uint32_t fewest_blocks = std::min(most_blocks, (kResidentShareFactor * plan.sample_step + warps - 1) / warps);
     // Per query: a block's list (Candidates) and its warps' lists (8-byte entries), and the keys.
     const std::size_t list_bytes = std::size_t(k) * (sizeof(Candidate) + warps * sizeof(Candidate) / 2);
     const std::size_t key_bytes = plan.sample_keys() * sizeof(std::uint32_t);
-    const std::size_t most = kWorkspaceBudget / (list_bytes + key_bytes);
+    const std::size_t most = kWorkspaceBudget / (key_bytes + fewest_blocks * list_bytes);
     std::uint32_t chunk = nq;
     if (chunk > most) {
       chunk = std::max<std::uint32_t>(kResidentQueriesPerBlock,
@@ -641,9 +651,7 @@ class CudaBackend final : public Backend {
     }
     chunk = std::min<std::uint32_t>(chunk, 65535u * kResidentQueriesPerBlock);  // grid.y holds the rows
     const std::uint32_t rows = (chunk + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
-    const std::uint32_t resident = std::uint32_t(cached_resident_blocks_per_sm(width, warps)) * sms;
-    const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kResidentTile);
-    std::uint32_t blocks = std::clamp<std::uint32_t>(resident / rows, 1, std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles)));
+    std::uint32_t blocks = std::clamp<std::uint32_t>(resident / rows, fewest_blocks, most_blocks);
     const std::size_t sample_bytes = std::size_t(chunk) * key_bytes;
     const std::size_t budget_blocks = (kWorkspaceBudget - std::min(sample_bytes, kWorkspaceBudget)) / (std::size_t(chunk) * list_bytes);
     blocks = std::uint32_t(std::clamp<std::size_t>(budget_blocks, 1, blocks));
