@@ -82,6 +82,7 @@ constexpr std::uint32_t kSmallStoreDenseStep = 4;   // the same for 16+ queries 
 /// The dot-product screen (ScanShape::screen) wants at most one pair to rank exactly per query
 /// in this many tiles.
 constexpr std::uint64_t kScreenSparse = 4;
+constexpr std::uint32_t kScreenMinQueries = 9;  // inner product (L2: 13), see choose_screen
 /// The dense screen's workspace (a row of screened values and of group minima per query of a
 /// chunk): it bounds the queries of one launch chunk.
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
@@ -770,7 +771,8 @@ class CudaBackend final : public Backend {
     return std::size_t(s.query_group) * k * sample_step * 8 <= tiles;
   }
 
-  /// The dot-product screen (ScanShape::screen): batches of more than 12 queries over vectors of
+  /// The dot-product screen (ScanShape::screen): batches of more than 12 queries (9 for inner
+  /// product) over vectors of
   /// several chunks, no ranges, after a sample pass whose bound leaves few pairs for an exact
   /// rank (about sample_step x k per query, at most one per query in kScreenSparse tiles), when
   /// the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
@@ -784,13 +786,20 @@ class CudaBackend final : public Backend {
   /// H100 call against the exact form (run-2026-11-24-split/call12): GoogleNews-like Q = 13 / 16
   /// 0.87 / 0.88x (K = 64), 0.91 / 0.93x (K = 128), ImageNet-like 0.89 / 0.90x, 0.93 / 0.98x,
   /// MNIST-like K = 64 0.94x, 100,000 x 128 0.98-0.99x (the earlier 0.90-1.10x was a fully
-  /// unrolled kernel that spilled).
+  /// unrolled kernel that spilled). Inner product takes a group of 12 for 9-12 queries (no pair to
+  /// rank again): same H100 call against the exact form (run-2026-11-25-s22/call4, two rounds):
+  /// 100,000 x 128 K = 64 0.92-0.93x, ImageNet-like 0.96-0.99x, GoogleNews- and MNIST-like
+  /// 0.99-1.01x. L2 there lost (GoogleNews-like 1.03-1.09x, ImageNet-like 1.03-1.12x, MNIST-like
+  /// takes the dense screen).
   void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
                      int warps, std::size_t budget) const {
-    if (s.filtered || chunks_ < 2 || sample_step == 0 || nq <= 12) return;
+    if (s.filtered || chunks_ < 2 || sample_step == 0) return;
+    if (nq < (s.inner_product ? kScreenMinQueries : std::uint32_t(kScreenFewGroup) + 1)) return;
     if (std::uint64_t(sample_step) * k * kScreenSparse > tiles) return;
     ScanShape g = s;
-    g.query_group = nq <= std::uint32_t(kScreenSmallGroup) ? kScreenSmallGroup : kScreenGroup;
+    g.query_group = nq <= std::uint32_t(kScreenFewGroup)     ? kScreenFewGroup
+                    : nq <= std::uint32_t(kScreenSmallGroup) ? kScreenSmallGroup
+                                                             : kScreenGroup;
     g.screen = true;
     g.global_lists = true;
     g.tiled = false;

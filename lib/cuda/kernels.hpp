@@ -135,7 +135,8 @@ struct ScanShape {
   int one_chunk_width = 0;    // vectors of one chunk: 2 (at most two elements) or 4; else 0
   bool tiled = false;         // one-chunk, 4+ queries, not filtered: each lane scores several tiles
   // Multi-chunk stores after a sample pass, groups of kScreenGroup queries (kScreenSmallGroup for
-  // 13-16), global lists: each lane scores 4 points x 8 queries (4 x 4 in groups of 16) by dot
+  // 13-16, kScreenFewGroup for 9-12 under inner product), global lists: each lane scores 4 points
+  // x 8 queries (4 x 4 in groups of 16, 4 x 3 in groups of 12) by dot
   // products (half the arithmetic of the exact L2 form, each loaded chunk used 4 or 8 times); L2
   // pairs that pass the screen get an exact rank, and inner product's dot products are its exact
   // ranks.
@@ -145,6 +146,8 @@ struct ScanShape {
 inline constexpr int kScreenGroup = 32;
 /// The screen's group for batches of 13-16 queries (each lane 4 points x 4 queries).
 inline constexpr int kScreenSmallGroup = 16;
+/// The screen's group for inner-product batches of 9-12 queries (each lane 4 points x 3 queries).
+inline constexpr int kScreenFewGroup = 12;
 /// The most warps per screen block: one block per SM where 32 queries of many chunks fill half
 /// its shared memory (MNIST-like: 100 KB), so the block brings the SM's warps itself.
 inline constexpr int kScreenMaxWarps = 16;

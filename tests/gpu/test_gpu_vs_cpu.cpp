@@ -4,9 +4,9 @@
 // before every search (StoreConfig::debug); the scan's warp lists in global memory; one-chunk
 // stores (several tiles per lane); small batches with ties in slot order; one query bounded by
 // its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
-// where every rank ties; batches screened by dot products in groups of 16 and 32 (and a
-// store where only the screen's margin keeps the answer); stores of about one tile per warp; the
-// selection's first prefix; the dense screen of batches over small stores; the direct search of
+// where every rank ties; batches screened by dot products in groups of 16 and 32 (12 for inner
+// product; and a store where only the screen's margin keeps the answer); stores of about one
+// tile per warp; the selection's first prefix; the dense screen of batches over small stores; the direct search of
 // small batches over one-chunk stores; the query-resident scan of large batches over them; aggregation
 // parity; snapshots of in-flight searches across publishes on the device; graph replays after
 // publishes.
@@ -643,6 +643,22 @@ TEST_CASE("the split sample pass bounds every query where all ranks tie (its mar
                 StoreShape{200, 100'000, 100, 20, Metric::Cosine, 0.0, false, true},
                 StoreShape{132, 300'000, 8, 24, Metric::L2, 0.0, false, true},
                 StoreShape{784, 70'000, 128, 8, Metric::L2, 0.1, false}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("GPU equals CPU where inner-product batches of 9-12 queries are screened (groups of 12)") {
+  // Inner product's screen in groups of 12: each lane scores 4 points x 3 queries, whose dot
+  // products are the exact ranks. Partial groups (9, 10, 11 queries) and partial last stages
+  // (dims 5, 40, 100, 300), large stores (every 16th or 32nd tile sampled) and small ones (every
+  // 8th), k up to 128, erased slots, duplicates, a store of one repeated point. L2 batches of this
+  // size keep the exact form (one L2 row here).
+  check_shapes(5296,
+               {StoreShape{300, 400'000, 128, 12, Metric::InnerProduct, 0.1, false},
+                StoreShape{128, 300'000, 16, 9, Metric::InnerProduct, 0.05, true},
+                StoreShape{5, 300'000, 16, 11, Metric::InnerProduct, 0.2, false},
+                StoreShape{40, 600'000, 30, 10, Metric::InnerProduct, 0.1, true},
+                StoreShape{100, 100'000, 20, 12, Metric::InnerProduct, 0.0, false, true},
+                StoreShape{300, 400'000, 64, 12, Metric::L2, 0.1, false}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 

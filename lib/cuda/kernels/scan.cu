@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
   static_assert(!kScreen || (!kFiltered && kGlobalLists && kOneChunk == 0 && !kTiled &&
-                              (QG == kScreenGroup || QG == kScreenSmallGroup)));
+                              (QG == kScreenGroup || QG == kScreenSmallGroup || QG == kScreenFewGroup)));
   constexpr int kTilesPerLane = kOneChunk == 2 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char shared[];
   const StoreView store = *p.store;
@@ -1018,13 +1018,19 @@ ScanKernel screen_kernel(bool inner_product) {
 
 ScanKernel kernel_for(const ScanShape& s) {
   if (s.screen) {
-    const bool small = s.query_group == kScreenSmallGroup;
-    if ((s.query_group != kScreenGroup && !small) || s.filtered || !s.global_lists || s.one_chunk_width != 0 || s.tiled) {
-      throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) + " or " +
-                      std::to_string(kScreenSmallGroup) +
-                      ", no ranges, global lists and vectors of several chunks");
+    if (s.filtered || !s.global_lists || s.one_chunk_width != 0 || s.tiled) {
+      throw CudaError("scan kernel: the screen needs no ranges, global lists and vectors of several chunks");
     }
-    return small ? screen_kernel<kScreenSmallGroup>(s.inner_product) : screen_kernel<kScreenGroup>(s.inner_product);
+    switch (s.query_group) {
+      case kScreenGroup: return screen_kernel<kScreenGroup>(s.inner_product);
+      case kScreenSmallGroup: return screen_kernel<kScreenSmallGroup>(s.inner_product);
+      case kScreenFewGroup:  // inner product only (choose_screen): L2 keeps the exact form there
+        if (s.inner_product) return scan_kernel<kScreenFewGroup, true, false, true, 0, false, true>;
+        throw CudaError("scan kernel: the screen's group of " + std::to_string(kScreenFewGroup) + " is for inner product");
+      default:
+        throw CudaError("scan kernel: the screen needs groups of " + std::to_string(kScreenGroup) + ", " +
+                        std::to_string(kScreenSmallGroup) + " or " + std::to_string(kScreenFewGroup) + " queries");
+    }
   }
   switch (s.query_group) {
     case 1: return pick<1>(s);
