@@ -29,10 +29,14 @@ col = {h: i for i, h in enumerate(head)}
 by = collections.OrderedDict()
 for r in data:
     by.setdefault(r[col["Kernel Name"]].split("(")[0].split("<")[0], []).append(r)
-SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "%": 1.0,
          "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+def unit_scale(unit):
+    if unit not in SCALE:
+        sys.exit(f"  unknown unit {unit!r}: add it to SCALE")
+    return SCALE[unit]
 def mean(rs, m):  # durations in us, bytes in MB, whatever unit ncu chose for the column
-    scale = SCALE.get(units[col[m]], 1.0)
+    scale = unit_scale(units[col[m]]) if units[col[m]] else 1.0
     return scale * sum(float(r[col[m]].replace(",", "")) for r in rs) / len(rs)
 for name, rs in by.items():
     print(f"  {name:32s} n={len(rs):3d} {mean(rs, 'gpu__time_duration.sum'):9.1f} us"

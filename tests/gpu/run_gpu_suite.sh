@@ -10,7 +10,8 @@
 #                    one-query merge, mapped answers), aggregation, about one tile per scan warp
 #                    (full lists, the selection's radix passes), the dense screen on small stores,
 #                    the direct search's paths (lists cut between segments, all ranks tied), the
-#                    query-resident scan's paths (lists that fill, merges in several rounds).
+#                    query-resident scan's paths (lists that fill, merges in several rounds), the
+#                    dot-product screen's groups of 12, 16 and 32 on small stores.
 #                    racecheck takes about 75 s.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
@@ -85,6 +86,7 @@ for arg in "$@"; do
       cases="GPU equals CPU on small batches over one-chunk stores*,GPU aggregation equals the CPU's*"
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
       cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
+      cases+=",the dot-product screen: each group*"
       for tool in memcheck racecheck synccheck; do
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$cases"

@@ -701,6 +701,20 @@ TEST_CASE("GPU equals CPU where batches of 17+ queries are screened by dot produ
                /*as_batch=*/true, /*each_alone=*/false);
 }
 
+TEST_CASE("the dot-product screen: each group (sanitizer-sized)") {
+  // Stores of 20,000 points of fewer than 64 dims (so the dense screen does not take them), small
+  // enough for compute-sanitizer: groups of 12 (inner product), 16 and 32 (partial ones), a
+  // sample pass over every 8th tile, k up to 4 so the screen's sparsity rule holds, queued pairs
+  // ranked 32 at a time, erased slots, duplicates, a store of one repeated point.
+  check_shapes(5297,
+               {StoreShape{40, 20'000, 4, 10, Metric::InnerProduct, 0.1, false},
+                StoreShape{60, 20'000, 3, 12, Metric::InnerProduct, 0.0, false, true},
+                StoreShape{40, 20'000, 4, 14, Metric::L2, 0.1, true},
+                StoreShape{60, 20'000, 2, 20, Metric::Cosine, 0.2, false},
+                StoreShape{40, 20'000, 4, 33, Metric::L2, 0.0, false, true}},
+               /*as_batch=*/true, /*each_alone=*/false);
+}
+
 TEST_CASE("the screen keeps every pair within the threshold where the norms dwarf the distances") {
   // Points and queries about 10,000 from the origin in every dimension, 1 apart: |x|^2 is about
   // 10^10, so the float dot products err by hundreds while neighbours are about 100 apart. A
