@@ -624,14 +624,17 @@ class CudaBackend final : public Backend {
   /// The query-resident scan's geometry: kResidentWarps warps per block (fewer where their
   /// shared memory exceeds the device's), a row of blocks per kResidentQueriesPerBlock queries,
   /// as many blocks per row as one wave holds, each warp streaming at least kResidentMinTiles
-  /// tiles, and at least kResidentShareFactor x sample_step warps per row. The sample's bound
-  /// admits about sample_step x k points per query; with fewer warps per row their lists fill
-  /// and every further hit rescans a list of k. Batches whose sample keys and lists (the warps'
+  /// tiles; where one wave would give a row fewer than 2 x sample_step warps, at least
+  /// kResidentShareFactor x sample_step of them. The sample's bound admits about sample_step x k
+  /// points per query; with fewer warps per row their lists fill and every further hit rescans a
+  /// list of k. Batches whose sample keys and lists (the warps'
   /// and the blocks') exceed the workspace run in chunks of whole rows. Same H100 call against
   /// one wave and no chunks (run-2026-11-25-s22/call3, two rounds): K = 128 Q = 32,768 0.46x
   /// (1,000,000 x 2, 98.9 -> 45.1 ms) and 0.36x (10,000,000 x 2); K = 128 Q = 4,096 0.89x / 0.52x;
   /// K = 16 Q = 4,096-32,768 0.84-0.98x. Factors 2 and 8 measured 0.53 / 0.45x and 0.40 / 0.39x
   /// at K = 128 Q = 32,768, and 8 lost at 10,000,000 x 2 K = 128 Q = 4,096 (0.59 against 0.52x).
+  /// Applied to every batch, the floor took 10,000,000 x 2 haversine Q = 1,024 (sample step 77)
+  /// from 3.2 to 4.1 ms; with the one-wave test 3.17 ms again (call8).
   void choose_resident(Plan& plan, std::uint32_t nq, std::uint32_t k, std::uint32_t capacity) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const int width = int(chunk_floats_for(stored_dim_));
@@ -640,7 +643,12 @@ class CudaBackend final : public Backend {
     const std::uint32_t resident = std::uint32_t(cached_resident_blocks_per_sm(width, warps)) * sms;
     const std::uint32_t tiles = std::max<std::uint32_t>(1, capacity / kResidentTile);
     const std::uint32_t most_blocks = std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles));
-    const std::uint32_t fewest_blocks = std::min(most_blocks, (kResidentShareFactor * plan.sample_step + warps - 1) / warps);
+    // One wave of the whole batch where it already gives each row 2 x sample_step warps (a larger
+    // floor there only adds a wave: 10,000,000 x 2 haversine Q = 1,024, sample step 77, 1.29x).
+    const std::uint32_t batch_rows = (nq + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
+    const bool wave_enough = std::uint64_t(resident / batch_rows) * warps >= 2 * std::uint64_t(plan.sample_step);
+    const std::uint32_t fewest_blocks =
+        wave_enough ? 1 : std::min(most_blocks, (kResidentShareFactor * plan.sample_step + warps - 1) / warps);
     // Per query: a block's list (Candidates) and its warps' lists (8-byte entries), and the keys.
     const std::size_t list_bytes = std::size_t(k) * (sizeof(Candidate) + warps * sizeof(Candidate) / 2);
     const std::size_t key_bytes = plan.sample_keys() * sizeof(std::uint32_t);
