@@ -569,11 +569,13 @@ TEST_CASE("the query-resident scan keeps every pair within the bound where the n
 TEST_CASE("the query-resident scan: each path (sanitizer-sized)") {
   // Small enough for compute-sanitizer: 600 queries (five rows of blocks), lists that fill and
   // merges in several rounds (one repeated point: every warp's list holds k), erased slots, a
-  // dimension-3 store (float4 slots).
+  // dimension-3 store (float4 slots). Batches of 256+ queries select in blocks of 256 threads
+  // (every rank tied in one of them).
   check_shapes(5290,
                {StoreShape{2, 20'000, 64, 64, Metric::L2, 0.1, false},
                 StoreShape{2, 30'000, 8, 600, Metric::L2, 0.0, false},
                 StoreShape{2, 30'000, 64, 64, Metric::L2, 0.0, false, true},
+                StoreShape{2, 30'000, 16, 300, Metric::L2, 0.0, false, true},
                 StoreShape{3, 20'000, 16, 256, Metric::Cosine, 0.3, true}},
                /*as_batch=*/true, /*each_alone=*/false);
 }

@@ -17,6 +17,14 @@ namespace streamknn::detail::gpu {
 namespace {
 
 constexpr int kSelectThreads = 512;
+/// Batches of many queries, each with few candidates (the query-resident scan's), run blocks of
+/// kSelectBatchThreads: twice the blocks per SM, so more queries' barrier chains overlap. ncu
+/// (run-2026-11-25-s22/call15): 100,000 x 2 K = 16 Q = 4,096 77.7 -> 52.1 us, 1,000,000 x 2 Q = 1,024
+/// 22.4 -> 16.8 us (128 threads: 50.4 and 18.6 us); same-call searches 0.93-1.00x at 1,000,000 x 2
+/// Q = 1,024-32,768, 10,000,000 x 2 1.00-1.02x.
+constexpr int kSelectBatchThreads = 256;
+constexpr std::uint32_t kSelectBatchQueries = 256;
+constexpr std::uint32_t kSelectBatchCapacity = 2048;
 /// The key of a loaded slot that holds no candidate (padding past a list's length): above every
 /// rank's ordered bits (a rank is never NaN). Loaded padding carries the NaN whose ordered bits
 /// it is, so an entry's key is read from its rank alone.
@@ -305,8 +313,11 @@ std::uint32_t first_take(std::uint32_t blocks, std::uint32_t k) {
 }
 
 void launch_select(const SelectParams& params, cudaStream_t stream) {
-  const std::size_t shared = select_shared_bytes(select_capacity(params.blocks, params.k), params.k);
-  select_kernel<<<params.num_queries, kSelectThreads, shared, stream>>>(params, first_take(params.blocks, params.k));
+  const std::uint32_t capacity = select_capacity(params.blocks, params.k);
+  const std::size_t shared = select_shared_bytes(capacity, params.k);
+  const bool batch = params.num_queries >= kSelectBatchQueries && capacity <= kSelectBatchCapacity;
+  const int threads = batch ? kSelectBatchThreads : kSelectThreads;
+  select_kernel<<<params.num_queries, threads, shared, stream>>>(params, first_take(params.blocks, params.k));
   check_launch("select_kernel");
 }
 
