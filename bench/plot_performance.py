@@ -41,7 +41,7 @@ LATEST = os.path.join("run-2026-11-24-s20", "complete-ca5bb69")
 # The run docs/performance.md's one-query and low-dimension tables come from (session 19's: the
 # code of those paths is unchanged since).
 LATENCY_RUN = os.path.join("run-2026-11-24-s19", "complete-d2ad5a7-b")
-LOWDIM_RUN = os.path.join("run-2026-11-25-s21", "complete-8f14300")
+LOWDIM_RUN = os.path.join("run-2026-11-25-s22", "complete-bd25690")
 
 
 def device_of(path):
