@@ -6,10 +6,10 @@
 // its first tiles; groups of 4 and 8 with staged loads; the split sample pass's margin on stores
 // where every rank ties; batches screened by dot products in groups of 16 and 32 (12 for inner
 // product; and a store where only the screen's margin keeps the answer); stores of about one
-// tile per warp; the selection's first prefix; the dense screen of batches over small stores; the direct search of
-// small batches over one-chunk stores; the query-resident scan of large batches over them; aggregation
-// parity; snapshots of in-flight searches across publishes on the device; graph replays after
-// publishes.
+// tile per warp; the selection's first prefix; the dense screen of batches over small stores;
+// the direct search of small batches over one-chunk stores; the query-resident scan of large
+// batches over them (and the selection's 256-thread blocks after it); aggregation parity;
+// snapshots of in-flight searches across publishes on the device; graph replays after publishes.
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
