@@ -916,12 +916,19 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
     };
     // 32-bit index arithmetic (at most 16 queries x 32 warps x 4096 entries): 64-bit divisions
     // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
-    const std::uint32_t per_query = warps * k, entries = nq * per_query;
+    // Entry-major: consecutive threads take the same place i of consecutive (query, warp) lists.
+    // After a sample pass a list holds a few entries, and list-major order gave the threads with
+    // i = 0 (one in k) every list's first entries, one merge chain after another while the block
+    // waited (GoogleNews-like K = 128 Q = 12: 48 entries per such thread, barrier stalls at the
+    // block's end 4x those at K = 64; SASS stall samples, run-2026-11-25-s22/call19). Same H100
+    // call against list-major (call20, two rounds): ImageNet-like K = 128 Q = 12-64 0.84-0.93x,
+    // K = 64 0.95-0.96x, GoogleNews-like K = 128 Q = 8-64 0.89-0.98x, the other rows 0.95-1.02x.
+    const std::uint32_t lists_n = nq * warps, entries = lists_n * k;
     constexpr std::uint32_t kSearchTogether = 8;
     const std::uint32_t top_step = floor_pow2(k);
     for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
-      const std::uint32_t j = e / per_query, rest = e - j * per_query;
-      const std::uint32_t w = rest / k, i = rest - w * k;
+      const std::uint32_t i = e / lists_n, list = e - i * lists_n;
+      const std::uint32_t j = list / warps, w = list - j * warps;
       if (i >= count_of(w, j)) continue;
       const Candidate c = list_of(w, j)[i];
       if (ordered_bits(c.rank) > bound[j]) continue;
