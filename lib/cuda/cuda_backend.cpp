@@ -628,8 +628,8 @@ class CudaBackend final : public Backend {
   /// kResidentShareFactor x sample_step of them. The sample's bound admits about sample_step x k
   /// points per query; with fewer warps per row their lists fill and every further hit rescans a
   /// list of k. Batches whose sample keys and lists (the warps' and the blocks') exceed the
-  /// workspace run in chunks of whole rows. Same H100 call against
-  /// one wave and no chunks (run-2026-11-25-s22/call3, two rounds): K = 128 Q = 32,768 0.46x
+  /// workspace run in chunks of whole rows. Same H100 call against one wave and no chunks
+  /// (run-2026-11-25-s22/call3, two rounds): K = 128 Q = 32,768 0.46x
   /// (1,000,000 x 2, 98.9 -> 45.1 ms) and 0.36x (10,000,000 x 2); K = 128 Q = 4,096 0.89x / 0.52x;
   /// K = 16 Q = 4,096-32,768 0.84-0.98x. Factors 2 and 8 measured 0.53 / 0.45x and 0.40 / 0.39x
   /// at K = 128 Q = 32,768, and 8 lost at 10,000,000 x 2 K = 128 Q = 4,096 (0.59 against 0.52x).
@@ -781,8 +781,8 @@ class CudaBackend final : public Backend {
 
   /// The dot-product screen (ScanShape::screen): batches of more than 12 queries (9 for inner
   /// product) over vectors of several chunks, no ranges, after a sample pass whose bound leaves
-  /// few pairs for an exact rank (about sample_step x k per query, at most one per query in kScreenSparse tiles), when
-  /// the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
+  /// few pairs for an exact rank (about sample_step x k per query, at most one per query in
+  /// kScreenSparse tiles), when the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
   /// dot products are then the exact ranks. Same H100 call against the exact form
   /// (run-2026-11-24-screen/): GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x;
   /// denser pairs lost: MNIST-like in groups of 16 1.03-1.22x, and groups of 16 at Q = 12-16
