@@ -960,7 +960,6 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
     if (config_.debug) poison(c, n, k, stream);
     const StoreView* view = store_.buffer(buffer).view.get();
-    find_candidates(c, plan, !r.visible.empty(), view, n, stream);
     // Where the answers go: the staging itself (mapped where the device can map host memory), or
     // the output block that is copied to it.
     const bool to_host = n <= kHostWriteMaxQueries && c.host_out.device_ptr() != nullptr;
@@ -971,8 +970,7 @@ class CudaBackend final : public Backend {
     select.out_distance = reinterpret_cast<float*>(selected + l.distance);
     select.out_id = reinterpret_cast<std::uint64_t*>(selected + l.id);
     select.out_slot = c.slot.get();
-    launch_select(select, stream);
-    debug_sync("select_kernel");
+    search(c, plan, !r.visible.empty(), view, n, select, stream);
 
     std::size_t from = 0, to = 0;  // the part of the output block this mode returns
     if (neighbors) {
@@ -1000,15 +998,25 @@ class CudaBackend final : public Backend {
     }
   }
 
+  /// Each query's k best, written to the outputs of `select`: the candidates, then the selection
+  /// over them (the dense screen's selection writes the answers itself).
+  void search(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
+              const SelectParams& select, cudaStream_t stream) const {
+    if (find_candidates(c, plan, filtered, view, n, select, stream)) return;
+    launch_select(select, stream);
+    debug_sync("select_kernel");
+  }
+
   /// Each query's sorted candidate lists for the selection: the direct search, the dense screen,
-  /// or the sample pass (where the plan has one) and the scan.
-  void find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
-                       cudaStream_t stream) const {
+  /// or the sample pass (where the plan has one) and the scan. True where they were the answers,
+  /// written to `select`'s outputs already (the dense screen).
+  bool find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
+                       const SelectParams& select, cudaStream_t stream) const {
     if (plan.direct_blocks) {
       launch_direct(scan_params(c, plan, filtered, view, n), plan.direct_blocks, int(chunk_floats_for(stored_dim_)),
                     plan.shape.inner_product, stream);
       debug_sync("direct_kernel");
-      return;
+      return false;
     }
     if (plan.dense_stride) {
       DenseParams dense;
@@ -1020,19 +1028,23 @@ class CudaBackend final : public Backend {
       dense.row_stride = plan.dense_stride;
       dense.screened = c.dense.get();
       dense.group_keys = reinterpret_cast<std::uint32_t*>(c.dense.get() + std::size_t(plan.chunk_queries) * plan.dense_stride);
-      dense.candidates = c.candidates.get();
-      dense.lengths = c.lengths.get();
+      dense.metric = select.metric;
+      dense.out_distance = select.out_distance;
+      dense.out_id = select.out_id;
+      dense.out_slot = select.out_slot;
       dense.screen = screen_bounds(chunks_ * 4);
       dense.shared_limit = props_.sharedMemPerBlockOptin;
+      dense.exact = n <= kDenseExactMaxQueries;
       // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
-      // was most of the selection).
+      // was most of the selection); exact rows hold them already.
       const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
-      dense.blocks_per_query = std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
+      dense.blocks_per_query =
+          dense.exact ? 1 : std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
       dense.split = c.dense_split.get();
       dense.arrivals = c.dense_arrivals.get();
       launch_dense(dense, stream);
       debug_sync("dense screen kernels");
-      return;
+      return true;
     }
     if (plan.sample_step) sample_bound(c, plan, filtered, view, n, stream);
     if (plan.resident_warps) {
@@ -1042,10 +1054,11 @@ class CudaBackend final : public Backend {
       launch_resident(scan, std::uint32_t(plan.shape.blocks_per_group), plan.resident_warps,
                       int(chunk_floats_for(stored_dim_)), stream);
       debug_sync("resident_kernel");
-      return;
+      return false;
     }
     launch_scan(scan_params(c, plan, filtered, view, n), plan.shape, stream);
     debug_sync("scan_kernel");
+    return false;
   }
 
   ScanParams scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view,
@@ -1176,14 +1189,12 @@ class CudaBackend final : public Backend {
     if (config_.debug) check_cuda(cudaMemsetAsync(c.slot.get(), 0xA5, std::size_t(n) * k * 4, stream), "cudaMemsetAsync(poison slots)");
     const bool filtered = r.visible != nullptr;
     const StoreView* view = store_.buffer(buffer).view.get();
-    find_candidates(c, plan, filtered, view, n, stream);
     const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
     SelectParams select = select_params(c, plan, n);
     select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
     select.out_id = neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id);
     select.out_slot = c.slot.get();
-    launch_select(select, stream);
-    debug_sync("select_kernel");
+    search(c, plan, filtered, view, n, select, stream);
     if (neighbors) return;
     AggregateParams agg = aggregate_params(c, view, n, k, mode_of(r.aggregate.output), r.aggregate);
     agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);

@@ -178,8 +178,14 @@ struct DenseParams {
   std::uint32_t row_stride = 0;            // floats per row of `screened` (>= the store's slots)
   float* screened = nullptr;               // workspace: num_queries rows of row_stride
   std::uint32_t* group_keys = nullptr;     // workspace: num_queries rows of row_stride / kTile
-  Candidate* candidates = nullptr;         // per query k entries, sorted by (rank, id)
-  std::uint32_t* lengths = nullptr;        // per query
+  // The answers, written by the selection itself (as select_kernel writes them: SelectParams).
+  int metric = 0;                          // streamknn::Metric as int
+  float* out_distance = nullptr;           // num_queries x k, reported distances
+  std::uint64_t* out_id = nullptr;
+  std::uint32_t* out_slot = nullptr;
+  // The product writes each pair's exact rank (twice the arithmetic; no screen, no phase C,
+  // one selection block per query) rather than its screened value.
+  bool exact = false;
   ScreenBounds screen;                     // screen_bounds(padded dim)
   std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
   std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
@@ -191,6 +197,8 @@ struct DenseParams {
   std::uint32_t* arrivals = nullptr;       // per query: blocks arrived (zero before a launch; left zero)
 };
 inline constexpr std::uint32_t kDenseMaxParts = 8;
+/// The most queries the exact product takes (DenseParams::exact).
+inline constexpr std::uint32_t kDenseExactMaxQueries = 16;
 inline constexpr std::uint32_t kDenseSplitMax = 512;
 inline constexpr std::uint32_t kDenseMaxK = 1024;
 /// Most tiles per row: the selection holds a row's group keys in shared memory.

@@ -2,25 +2,33 @@
 //
 // The scan streams the store once per query group and keeps per-warp lists; on a small store
 // every warp sees one or two tiles, so its lists never tighten and the dot products run from a
-// per-warp ring. Here the dot products are one tiled matrix product instead (a block's points
-// and queries staged in shared memory with cp.async, each thread TM points x TN queries), which
-// writes every pair's screened value V = fl(|x|^2 - 2 x.q), less its margin C |x|^2 rounded
-// down (W), to a workspace row per query, and each 32-slot group's smallest W per query. Then
-// one block per query:
+// per-warp ring. Here the pairs are one tiled matrix product instead (a block's points and
+// queries staged in shared memory with cp.async, each thread TM points x TN queries), which
+// writes one value per pair to a workspace row per query, and each 32-slot group's smallest
+// value per query. The product takes one of two forms (DenseParams::exact):
+//   - exact: each pair's exact rank (the direct form, in the chunk order of every other path),
+//     twice the arithmetic of a dot product; for small batches, whose product is bound by the
+//     store's reads, not by the arithmetic;
+//   - screened: V = fl(|x|^2 - 2 x.q), less its margin C |x|^2 rounded down (W).
+// Then one block per query (or several, screened):
 //   A. takes the k-th smallest group minimum: k groups each hold a slot at or below it, so at
-//      least k points are (where fewer than k groups hold a value: the row's own k-th W, or
+//      least k points are (where fewer than k groups hold a value: the row's own k-th value, or
 //      every value);
-//   B. ranks every pair at or below it exactly (the direct form, the chunk order of every other
-//      path) and keeps the k best by (rank, id): their k-th rank T bounds the answer's;
-//   C. ranks every other pair whose W passes the screen for T (ScreenBounds: a pair whose exact
-//      rank is <= T always passes) and merges it in.
-// Every answer is an exact rank, and every pair that could be among the k best was ranked.
+//   B. ranks every pair at or below it exactly (exact: reads its rank from the row; screened:
+//      the direct form from the point) and keeps the k best by (rank, id): their k-th rank T
+//      bounds the answer's. Exact, that is the answer: every pair of rank <= T <= the bound
+//      was taken;
+//   C. screened only: ranks every other pair whose W passes the screen for T (ScreenBounds: a
+//      pair whose exact rank is <= T always passes) and merges it in.
+// Every answer is an exact rank, and every pair that could be among the k best was ranked. The
+// selection writes the answers (reported distances, ids, slots) itself.
 #include <math_constants.h>
 
 #include <algorithm>
 
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/select.cuh"
 
 namespace streamknn::detail::gpu {
 
@@ -30,6 +38,14 @@ constexpr int kStepChunks = 4;     // float4 chunks of every point and query per
 // Stages in flight: two loading while one is multiplied. Four and five measured slower
 // (MNIST-like K = 64 Q = 16 product 107 and 118 against 100 us, run-2026-11-24-s17/call25-26).
 constexpr int kProductStages = 3;
+// The exact product: longer stages, one loading while one is multiplied (half the barriers per
+// pair; the same shared memory). MNIST-like Q = 5-16 0.92-0.98x against 4 x 3, and 8 x 2
+// 0.94-1.0x (run-2026-11-25-s23/call6).
+constexpr int kExactStepChunks = 6, kExactStages = 2;
+template <bool kExact>
+inline constexpr int step_chunks = kExact ? kExactStepChunks : kStepChunks;
+template <bool kExact>
+inline constexpr int product_stages = kExact ? kExactStages : kProductStages;
 
 /// The product's tiles by batch size: queries per block (bn), points (tm) and queries (tn) per
 /// thread, and threads; a block covers threads / (bn / tn) * tm = 128 slots (about 4 blocks per
@@ -38,37 +54,41 @@ constexpr int kProductStages = 3;
 /// 250 us against 282 us in 8 x 4 (MNIST-like K = 128, search 0.93-0.94x, call22), 32 queries
 /// in 4 x 8 tiles 141 against 165 us (search 0.93-0.97x); 64-slot blocks (1,094 of them) for 64
 /// queries 272 against 282 us (call13), and 16 queries in 2 x 4 tiles 123 against 100 us
-/// (call17): not kept. Up to 8 queries (the dense screen runs from 5 over 256+ dims) in 4 x 2
-/// tiles: 95.6 -> 88.3 us at MNIST-like K = 128 Q = 6 (74% of DRAM bandwidth), search
-/// 0.96-0.97x (run-2026-11-24-s20/call14).
+/// (call17): not kept. The exact product (up to 16 queries, run-2026-11-25-s23): 4 x 2 tiles up
+/// to 8 queries; 9-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
+/// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
+/// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
+/// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.17x and 1.3-1.5x slower (call5, call8).
 struct ProductTile {
   int bn, tm, tn, threads;
 };
-inline constexpr ProductTile kTinyTile{8, 4, 2, 128}, kSmallTile{16, 4, 4, 128}, kMidTile{32, 4, 8, 128},
-    kLargeTile{64, 8, 8, 128};
+inline constexpr ProductTile kMidTile{32, 4, 8, 128}, kLargeTile{64, 8, 8, 128};
+inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128}, kExactSmallTile{16, 3, 4, 128};
+static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactSmallTile.bn);
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 __device__ __forceinline__ std::uint32_t screened_key(float w) { return w == w ? ordered_bits(w) : kEmptyKey; }
 
 /// Shared memory of one product block: the stages' point and query chunks, then the points' norms.
-template <int BN, int TM, int TN, int THREADS>
+template <int BN, int TM, int TN, int THREADS, bool kExact>
 constexpr std::size_t product_shared_bytes() {
   constexpr int BM = THREADS / (BN / TN) * TM;
-  return std::size_t(kProductStages) * kStepChunks * (BM + BN) * sizeof(float4) + BM * sizeof(float);
+  return std::size_t(product_stages<kExact>) * step_chunks<kExact> * (BM + BN) * sizeof(float4) + BM * sizeof(float);
 }
 
 /// BN queries x BM points per block; thread (tm, tn) holds points tm + PT i (i < TM) against
 /// queries tn + QT j (j < TN), so a warp's point loads are consecutive float4s (no bank conflict)
 /// and its query loads are broadcasts.
-template <int BN, int TM, int TN, int THREADS>
+template <int BN, int TM, int TN, int THREADS, bool kExact>
 __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   constexpr int QT = BN / TN, PT = THREADS / QT, BM = PT * TM;
-  static_assert(QT >= TM, "thread tn < TM keeps point tn's norm");
+  constexpr int kStep = step_chunks<kExact>, kStages = product_stages<kExact>;
+  static_assert(kExact || QT >= TM, "thread tn < TM keeps point tn's norm");
   extern __shared__ __align__(16) unsigned char shared[];
   float4* const point_stages = reinterpret_cast<float4*>(shared);   // [stage][u][BM]
-  float4* const query_stages = point_stages + kProductStages * kStepChunks * BM;  // [stage][u][BN]
-  float* const point_norms = reinterpret_cast<float*>(query_stages + kProductStages * kStepChunks * BN);
+  float4* const query_stages = point_stages + kStages * kStep * BM;  // [stage][u][BN]
+  float* const point_norms = reinterpret_cast<float*>(query_stages + kStages * kStep * BN);
 
   const StoreView store = *p.store;
   const std::uint32_t slots = min(store.slot_count, p.row_stride), chunks = store.chunks;
@@ -78,74 +98,110 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   const float4* const vectors = static_cast<const float4*>(store.vectors);
   const float4* const query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
   const std::uint32_t tm = threadIdx.x % PT, tn = threadIdx.x / PT;
-  const std::uint32_t steps = (chunks + kStepChunks - 1) / kStepChunks;
+  const std::uint32_t steps = (chunks + kStep - 1) / kStep;
 
+  // A stage is kStep chunks of BM points, then of BN queries. Each thread copies chunks of one
+  // point and of one query, whose addresses are worked out here once (the address arithmetic per
+  // copy had been a fifth of the loop's instructions): where THREADS is a multiple of BM, thread
+  // t copies point t % BM, chunks t / BM + r THREADS / BM (all the threads share the copies);
+  // otherwise threads t < BM copy every chunk of point t. The same for the queries and BN.
+  static_assert(BM <= THREADS && THREADS % BN == 0);
+  constexpr bool kPointsShared = THREADS % BM == 0;
+  constexpr int kPointStride = kPointsShared ? THREADS / BM : 1, kQueryStride = THREADS / BN;
+  constexpr int kPointCopies = kPointsShared ? (kStep * BM + THREADS - 1) / THREADS : kStep;
+  constexpr int kQueryCopies = (kStep * BN + THREADS - 1) / THREADS;
+  const std::uint32_t copy_point = kPointsShared ? threadIdx.x % BM : threadIdx.x;
+  const std::uint32_t copy_slot = first_slot + copy_point, point_u0 = kPointsShared ? threadIdx.x / BM : 0;
+  const std::uint32_t copy_query = threadIdx.x % BN, query_u0 = threadIdx.x / BN;
+  const bool copies_point = copy_point < std::uint32_t(BM) && copy_slot < slots, copies_query = copy_query < nq;
+  const float4* const point_from =
+      vectors + (std::size_t(copies_point ? copy_slot / kTile : 0) * chunks + point_u0) * kTile + copy_slot % kTile;
+  const float4* const query_from = query_rows + (copies_query ? std::size_t(copy_query) * chunks + query_u0 : 0);
   auto issue = [&](std::uint32_t step) {
-    float4* const to_points = point_stages + (step % kProductStages) * kStepChunks * BM;
-    float4* const to_queries = query_stages + (step % kProductStages) * kStepChunks * BN;
-    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BM; i += THREADS) {
-      const std::uint32_t u = i / BM, m = i % BM, c = step * kStepChunks + u, slot = first_slot + m;
-      const bool load = c < chunks && slot < slots;
-      const float4* from = vectors + (std::size_t(slot / kTile) * chunks + c) * kTile + slot % kTile;
-      copy_async16_or_zero(to_points + i, load ? from : vectors, load);
+    float4* const to_points = point_stages + (step % kStages) * kStep * BM;
+    float4* const to_queries = query_stages + (step % kStages) * kStep * BN;
+    const std::uint32_t step_chunk = step * kStep;
+#pragma unroll
+    for (int r = 0; r < kPointCopies; ++r) {
+      // Entry u BM + point of the stage: t + r THREADS where the threads share the copies.
+      const std::uint32_t u = point_u0 + r * kPointStride, c = step_chunk + u;
+      const std::uint32_t entry = kPointsShared ? threadIdx.x + r * THREADS : u * BM + copy_point;
+      const bool past = kPointsShared ? kStep * BM % THREADS != 0 && entry >= std::uint32_t(kStep * BM)
+                                      : copy_point >= std::uint32_t(BM);
+      if (past) break;
+      const bool load = copies_point && c < chunks;
+      const float4* const from = point_from + std::size_t(step_chunk + r * kPointStride) * kTile;
+      copy_async16_or_zero(to_points + entry, load ? from : vectors, load);
     }
-    for (std::uint32_t i = threadIdx.x; i < kStepChunks * BN; i += THREADS) {
-      const std::uint32_t u = i / BN, n = i % BN, c = step * kStepChunks + u;
-      const bool load = c < chunks && n < nq;
-      copy_async16_or_zero(to_queries + i, load ? query_rows + std::size_t(n) * chunks + c : query_rows, load);
+#pragma unroll
+    for (int r = 0; r < kQueryCopies; ++r) {
+      const std::uint32_t entry = threadIdx.x + r * THREADS, c = step_chunk + query_u0 + r * kQueryStride;
+      if (kStep * BN % THREADS != 0 && entry >= std::uint32_t(kStep * BN)) break;
+      const bool load = copies_query && c < chunks;
+      copy_async16_or_zero(to_queries + entry, load ? query_from + step_chunk + r * kQueryStride : query_rows, load);
     }
   };
 
-  float dot[TM][TN];
+  float acc[TM][TN];  // per pair: its dot product (screened) or its rank (exact)
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
 #pragma unroll
-    for (int j = 0; j < TN; ++j) dot[i][j] = 0.0f;
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   }
   float norm = 0.0f;  // point tn's (threads tn < TM)
 #pragma unroll
-  for (int s = 0; s + 1 < kProductStages; ++s) {
+  for (int s = 0; s + 1 < kStages; ++s) {
     if (std::uint32_t(s) < steps) issue(s);
     commit_async();
   }
   for (std::uint32_t step = 0; step < steps; ++step) {
-    wait_async<kProductStages - 2>();
+    wait_async<kStages - 2>();
     __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
-    if (step + kProductStages - 1 < steps) issue(step + kProductStages - 1);
+    if (step + kStages - 1 < steps) issue(step + kStages - 1);
     commit_async();
-    const float4* const points = point_stages + (step % kProductStages) * kStepChunks * BM;
-    const float4* const queries = query_stages + (step % kProductStages) * kStepChunks * BN;
+    const float4* const points = point_stages + (step % kStages) * kStep * BM;
+    const float4* const queries = query_stages + (step % kStages) * kStep * BN;
 #pragma unroll
-    for (int u = 0; u < kStepChunks; ++u) {
+    for (int u = 0; u < kStep; ++u) {
       float4 x[TM];
 #pragma unroll
       for (int i = 0; i < TM; ++i) x[i] = points[u * BM + tm + PT * i];
-      if (tn < std::uint32_t(TM)) {
-        const float4 own = points[u * BM + tm + PT * tn];
-        norm = __fmaf_rn(own.x, own.x, norm);
-        norm = __fmaf_rn(own.y, own.y, norm);
-        norm = __fmaf_rn(own.z, own.z, norm);
-        norm = __fmaf_rn(own.w, own.w, norm);
-      }
+      if constexpr (kExact) {
+        // Through accumulate, as the scan and the CPU backend rank: the same bits.
+        float4 q[TN];
 #pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        const float4 q = queries[u * BN + tn + QT * j];
+        for (int j = 0; j < TN; ++j) q[j] = queries[u * BN + tn + QT * j];
 #pragma unroll
-        for (int i = 0; i < TM; ++i) {
-          dot[i][j] = __fmaf_rn(q.x, x[i].x, dot[i][j]);
-          dot[i][j] = __fmaf_rn(q.y, x[i].y, dot[i][j]);
-          dot[i][j] = __fmaf_rn(q.z, x[i].z, dot[i][j]);
-          dot[i][j] = __fmaf_rn(q.w, x[i].w, dot[i][j]);
+        for (int i = 0; i < TM; ++i) accumulate<TN, false>(acc[i], x[i], [&](int j) { return q[j]; });
+      } else {
+        if (tn < std::uint32_t(TM)) {
+          const float4 own = points[u * BM + tm + PT * tn];
+          norm = __fmaf_rn(own.x, own.x, norm);
+          norm = __fmaf_rn(own.y, own.y, norm);
+          norm = __fmaf_rn(own.z, own.z, norm);
+          norm = __fmaf_rn(own.w, own.w, norm);
+        }
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const float4 q = queries[u * BN + tn + QT * j];
+#pragma unroll
+          for (int i = 0; i < TM; ++i) {
+            acc[i][j] = __fmaf_rn(q.x, x[i].x, acc[i][j]);
+            acc[i][j] = __fmaf_rn(q.y, x[i].y, acc[i][j]);
+            acc[i][j] = __fmaf_rn(q.z, x[i].z, acc[i][j]);
+            acc[i][j] = __fmaf_rn(q.w, x[i].w, acc[i][j]);
+          }
         }
       }
     }
   }
-  if (tn < std::uint32_t(TM)) point_norms[tm + PT * tn] = norm;
+  if (!kExact && tn < std::uint32_t(TM)) point_norms[tm + PT * tn] = norm;
   __syncthreads();
-  // V = fl(N - 2P): one rounding (2P is exact), the value ScreenBounds is proven for, stored as
-  // W = V - C N rounded down, so that the screen's test V <= C N + limit needs no norm later:
-  // a pair that passes it has W <= limit. An empty slot gets NaN (never selected); a point whose
-  // norm may have overflowed gets -inf, so it is always among the pairs ranked exactly.
+  // Exact: the pair's rank. Screened: V = fl(N - 2P): one rounding (2P is exact), the value
+  // ScreenBounds is proven for, stored as W = V - C N rounded down, so that the screen's test
+  // V <= C N + limit needs no norm later: a pair that passes it has W <= limit. An empty slot
+  // gets NaN (never selected); a point whose norm may have overflowed gets -inf, so it is always
+  // among the pairs ranked exactly.
   // Each group of 32 slots also gets its smallest key per query (kEmptyKey: none), so the
   // selection reads only the groups that can hold what it looks for.
   float* const rows = p.screened + std::size_t(q0) * p.row_stride;
@@ -154,13 +210,15 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const std::uint32_t slot = first_slot + tm + PT * i;
-    const float n2 = point_norms[tm + PT * i];
-    const bool live = slot < slots && store.valid[slot] != 0, huge = n2 >= p.screen.huge;
+    const float n2 = kExact ? 0.0f : point_norms[tm + PT * i];
+    const bool live = slot < slots && store.valid[slot] != 0, huge = !kExact && n2 >= p.screen.huge;
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const std::uint32_t n = tn + QT * j;
-      const float w =
-          !live ? CUDART_NAN_F : huge ? -CUDART_INF_F : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, dot[i][j], n2));
+      const float w = !live   ? CUDART_NAN_F
+                      : kExact ? rank_of<false>(acc[i][j])
+                      : huge   ? -CUDART_INF_F
+                               : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, acc[i][j], n2));
       if (slot < slots && n < nq) rows[std::size_t(n) * p.row_stride + slot] = w;
       keys[i][j] = screened_key(w);
     }
@@ -282,7 +340,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   const float4* const query_row = reinterpret_cast<const float4*>(p.queries) + std::size_t(q) * chunks;
   const std::uint32_t* const group_row = p.group_keys + std::size_t(q) * (p.row_stride / kTile);
   float qn = 0.0f;
-  for (std::uint32_t c = threadIdx.x; c < chunks; c += kSelectThreads) {
+  for (std::uint32_t c = threadIdx.x; c < (p.exact ? 0 : chunks); c += kSelectThreads) {
     const float4 v = query_row[c];
     query[c] = v;
     qn = __fmaf_rn(v.x, v.x, __fmaf_rn(v.y, v.y, __fmaf_rn(v.z, v.z, __fmaf_rn(v.w, v.w, qn))));
@@ -315,6 +373,14 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   // ranking thread's own chain of loads, 32 at a time, took 25 us of a 44 us selection on the
   // MNIST-like store: 196 chunks). Every thread calls it.
   auto rank_slots = [&](std::uint32_t from, std::uint32_t count, auto put) {
+    if (p.exact) {  // the row holds the ranks
+      for (std::uint32_t i = threadIdx.x; i < count; i += kSelectThreads) {
+        const std::uint32_t slot = batch[from + i];
+        put(i, Candidate{__ldcg(row + slot), slot, store.ids[slot]});
+      }
+      __syncthreads();  // as below: the caller's next use of the batch waits for every put
+      return;
+    }
     for (std::uint32_t first = 0; first < count; first += p.stage_points) {
       const std::uint32_t m = min(p.stage_points, count - first);
       for (std::uint32_t i = threadIdx.x; i < m * chunks; i += kSelectThreads) {
@@ -449,7 +515,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   const auto take_first = [&](std::uint32_t, float v) { return in_first(v); };
   const bool overflowed = fill_batch(first_bound, take_first);
   const std::uint32_t n_first = batch_count;
-  const bool split = parts > 1 && !overflowed && n_first > 0 && n_first <= kDenseSplitMax &&
+  const bool split = !p.exact && parts > 1 && !overflowed && n_first > 0 && n_first <= kDenseSplitMax &&
                      std::size_t(n_first) <= std::size_t(p.stage_points) * staged_stride(chunks) * 4;
   if (split) {
     // The same slots in every block, in one order (ascending): each slot's place is the number
@@ -491,35 +557,40 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
 
   // C. The other pairs the screen cannot rule out for T, the best list's k-th rank (+inf while it
   // holds fewer than k: then every remaining valid slot is ranked). limit + 0 turns -0 into +0,
-  // whose key is above every key of a value that compares equal.
-  const float bound = best_count == k ? merged[k - 1].rank : CUDART_INF_F;
-  const ScreenBounds b = p.screen;
-  const float qn_all = query_norm;
-  const float limit = __fadd_rn(screen_limit(b, bound, qn_all), 0.0f);
-  const bool huge_query = qn_all >= b.huge;
-  gather(huge_query ? kEmptyKey : ordered_bits(limit), [&](std::uint32_t s, float v) {
-    if (v == v) return !in_first(v) && (v <= limit || huge_query);
-    return huge_query && store.valid[s] != 0;  // NaN: an empty slot, or a query whose norm may overflow
-  });
+  // whose key is above every key of a value that compares equal. Exact rows have none: B took
+  // every pair of rank <= the first bound, T is at most that bound (or B took every value).
+  if (!p.exact) {
+    const float bound = best_count == k ? merged[k - 1].rank : CUDART_INF_F;
+    const ScreenBounds b = p.screen;
+    const float qn_all = query_norm;
+    const float limit = __fadd_rn(screen_limit(b, bound, qn_all), 0.0f);
+    const bool huge_query = qn_all >= b.huge;
+    gather(huge_query ? kEmptyKey : ordered_bits(limit), [&](std::uint32_t s, float v) {
+      if (v == v) return !in_first(v) && (v <= limit || huge_query);
+      return huge_query && store.valid[s] != 0;  // NaN: an empty slot, or a query whose norm may overflow
+    });
+  }
 
+  // The answers, here rather than in a selection kernel after this one (4 us and a launch).
   const std::uint32_t best = best_count;
-  Candidate* const out = p.candidates + std::size_t(q) * k;
-  for (std::uint32_t i = threadIdx.x; i < best; i += kSelectThreads) out[i] = merged[i];
-  if (threadIdx.x == 0) p.lengths[q] = best;
+  const Candidate padding{CUDART_INF_F, ~0u, kNoId};
+  for (std::uint32_t j = threadIdx.x; j < k; j += kSelectThreads) emit_answer(p, q, j, j < best ? merged[j] : padding);
 }
 
-template <int BN, int TM, int TN, int THREADS>
+template <ProductTile T, bool kExact>
 void launch_product(const DenseParams& p, cudaStream_t stream) {
-  constexpr int BM = THREADS / (BN / TN) * TM;
-  const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + BN - 1) / BN);
-  dense_product_kernel<BN, TM, TN, THREADS><<<grid, THREADS, product_shared_bytes<BN, TM, TN, THREADS>(), stream>>>(p);
+  constexpr int BM = T.threads / (T.bn / T.tn) * T.tm;
+  const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + T.bn - 1) / T.bn);
+  dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>
+      <<<grid, T.threads, product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>(), stream>>>(p);
   check_launch("dense_product_kernel");
 }
 
-template <int BN, int TM, int TN, int THREADS>
+template <ProductTile T, bool kExact>
 void configure_product() {
-  check_cuda(cudaFuncSetAttribute(dense_product_kernel<BN, TM, TN, THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(product_shared_bytes<BN, TM, TN, THREADS>())),
+  check_cuda(cudaFuncSetAttribute(dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>())),
              "cudaFuncSetAttribute(dense_product_kernel)");
 }
 
@@ -530,10 +601,10 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 }
 
 void configure_dense(std::size_t shared_limit) {
-  configure_product<kTinyTile.bn, kTinyTile.tm, kTinyTile.tn, kTinyTile.threads>();
-  configure_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>();
-  configure_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>();
-  configure_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>();
+  configure_product<kExactTinyTile, true>();
+  configure_product<kExactSmallTile, true>();
+  configure_product<kMidTile, false>();
+  configure_product<kLargeTile, false>();
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(shared_limit - kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
@@ -546,14 +617,20 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
-  if (p.num_queries <= kTinyTile.bn) {
-    launch_product<kTinyTile.bn, kTinyTile.tm, kTinyTile.tn, kTinyTile.threads>(p, stream);
-  } else if (p.num_queries <= kSmallTile.bn) {
-    launch_product<kSmallTile.bn, kSmallTile.tm, kSmallTile.tn, kSmallTile.threads>(p, stream);
+  if (p.exact) {
+    if (p.num_queries > kDenseExactMaxQueries) {
+      throw CudaError("dense screen: the exact product takes at most " + std::to_string(kDenseExactMaxQueries) +
+                      " queries, not " + std::to_string(p.num_queries));
+    }
+    if (p.num_queries <= kExactTinyTile.bn) {
+      launch_product<kExactTinyTile, true>(p, stream);
+    } else {
+      launch_product<kExactSmallTile, true>(p, stream);
+    }
   } else if (p.num_queries <= kMidTile.bn) {
-    launch_product<kMidTile.bn, kMidTile.tm, kMidTile.tn, kMidTile.threads>(p, stream);
+    launch_product<kMidTile, false>(p, stream);
   } else {
-    launch_product<kLargeTile.bn, kLargeTile.tm, kLargeTile.tn, kLargeTile.threads>(p, stream);
+    launch_product<kLargeTile, false>(p, stream);
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
   // min_stage_points, whose room fill_batch lists the groups in; `least` checked it fits).

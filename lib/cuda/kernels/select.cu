@@ -137,21 +137,12 @@ __device__ Candidate kth_of_loaded(const Candidate* s, LoadedKeys keys, std::uin
   return found_s;
 }
 
-/// Writes answer j of query q: the reported distance, the id and the slot (padding: +inf, no id).
-__device__ __forceinline__ void emit_answer(const SelectParams& p, std::uint32_t q, std::uint32_t j, Candidate c) {
-  const std::size_t at = std::size_t(q) * p.k + j;
-  const bool real = c.id != kNoId;
-  p.out_distance[at] = real ? reported(p.metric, c.rank) : CUDART_INF_F;
-  p.out_id[at] = c.id;
-  p.out_slot[at] = real ? c.slot : ~0u;
-}
-
 /// first_take: entries of each list the first round loads (first_take(), on the host).
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, std::uint32_t first_take) {
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
   if (p.blocks == 1) {
-    // One list per query (the dense screen's): sorted by (rank, id) and at most k long, so it is
-    // the answer as it stands. The general path took 7.8 us for it (ncu, MNIST-like K = 128
+    // One list per query: sorted by (rank, id) and at most k long (as every list), so it is the
+    // answer as it stands. The general path took 7.8 us for it (ncu, MNIST-like K = 128
     // Q = 6, run-2026-11-24-s20/call12).
     const std::uint32_t q = blockIdx.x, length = min(p.lengths[q], p.k);
     const Candidate* const list = p.candidates + std::size_t(q) * p.k;

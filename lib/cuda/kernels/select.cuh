@@ -120,6 +120,17 @@ __device__ __forceinline__ float reported(int metric, float rank) {
   return rank;
 }
 
+/// Writes answer j of query q: the reported distance, the id and the slot (padding: +inf, no id),
+/// to the outputs of `p` (SelectParams, or DenseParams, whose selection writes the answers itself).
+template <class Outputs>
+__device__ __forceinline__ void emit_answer(const Outputs& p, std::uint32_t q, std::uint32_t j, Candidate c) {
+  const std::size_t at = std::size_t(q) * p.k + j;
+  const bool real = c.id != kNoId;
+  p.out_distance[at] = real ? reported(p.metric, c.rank) : CUDART_INF_F;
+  p.out_id[at] = c.id;
+  p.out_slot[at] = real ? c.slot : ~0u;
+}
+
 /// For each of s[0, n) (n <= blockDim.x), the number of entries closer than it, counted by
 /// `parts` consecutive lanes together (each entry a broadcast read). Calls f(i, s[i], count) in
 /// one thread per entry; every thread calls it. Ordering 64 winners took 1.6 us with a warp per
