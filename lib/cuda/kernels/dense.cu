@@ -11,8 +11,9 @@
 //     store's reads, not by the arithmetic;
 //   - screened: V = fl(|x|^2 - 2 x.q), less its margin C |x|^2 rounded down (W).
 // Then one block per query (or several, screened):
-//   A. takes the k-th smallest group minimum: k groups each hold a slot at or below it, so at
-//      least k points are (where fewer than k groups hold a value: the row's own k-th value, or
+//   A. takes a bound with at least k group minima at or below it (the k-th smallest, or at
+//      most kBoundSlack minima past it): k groups each hold a slot at or below it, so at least
+//      k points are (where fewer than k groups hold a value: the same over the row's values, or
 //      every value);
 //   B. ranks every pair at or below it exactly (exact: reads its rank from the row; screened:
 //      the direct form from the point) and keeps the k best by (rank, id): their k-th rank T
@@ -256,6 +257,7 @@ constexpr std::uint32_t kWindowPerThread = 4;
 constexpr std::uint32_t kWindow = kSelectThreads * kWindowPerThread;  // slots per window of the tie path
 constexpr int kGroupLoads = 8;                // listed groups a warp of the selection loads at once
 constexpr std::uint32_t kCountedMerge = 512;  // merges of at most this many entries order by counting
+constexpr std::uint32_t kBoundSlack = 8;      // keys a first bound may admit past the k-th (bound_key)
 /// Room left for the selection's static shared memory (counts, words, scratch: about 1.5 KB).
 constexpr std::size_t kSelectStaticBytes = 2048;
 
@@ -281,13 +283,17 @@ std::size_t select_shared_bytes(std::uint32_t k, std::uint32_t chunks, std::uint
          std::size_t(stage_points) * staged_stride(chunks) * sizeof(float4);
 }
 
-/// The want-th smallest (1-based) of the keys that key_at(i) gives for i < n, other than
-/// kEmptyKey, or kEmptyKey when fewer than want exist. One pass finds the keys' common leading
-/// bits; then MSB-first passes of 8 bits below them (a row's keys share their leading bits, so
-/// counting from the top byte put every key on one shared counter: with a warp-aggregated count
-/// instead, 6-9 us of the selection). Every thread calls it.
+/// A bound on the keys that key_at(i) gives for i < n, other than kEmptyKey: a key with at least
+/// `want` of them at or below it and at most kBoundSlack more than that (the want-th smallest
+/// itself where a pass leaves more), or kEmptyKey when fewer than want exist. One pass finds the
+/// keys' common leading bits; then MSB-first passes of 8 bits below them (a row's keys share their
+/// leading bits, so counting from the top byte put every key on one shared counter: with a
+/// warp-aggregated count instead, 6-9 us of the selection). A pass whose digit holds at most
+/// kBoundSlack keys past the want-th ends the search with that digit's largest key: the bound
+/// only has to admit want keys, and each later pass cost about 1,000 cycles of barriers. Every
+/// thread calls it.
 template <class KeyAt>
-__device__ std::uint32_t kth_key(std::uint32_t n, std::uint32_t want, std::uint32_t* counts, std::uint32_t* words,
+__device__ std::uint32_t bound_key(std::uint32_t n, std::uint32_t want, std::uint32_t* counts, std::uint32_t* words,
                                  std::uint32_t* scratch, KeyAt key_at) {
   __syncthreads();  // a previous call's scratch, counts and words are read
   std::uint32_t all_and = ~0u, all_or = 0, count = 0;
@@ -312,6 +318,10 @@ __device__ std::uint32_t kth_key(std::uint32_t n, std::uint32_t want, std::uint3
     __syncthreads();
     const RadixStep step = radix_step(counts, want, words);
     prefix |= (step.digit << 24) >> known;
+    if (known + 8 < 32 && step.left - step.want <= kBoundSlack) {
+      __syncthreads();  // words and counts are read before the caller's next use
+      return min(prefix | (~0u >> (known + 8)), kEmptyKey - 1);
+    }
     want = step.want;
   }
   __syncthreads();  // words and counts are read before the caller's next use
@@ -357,12 +367,12 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   for (int offset = 16; offset > 0; offset >>= 1) qn = __fadd_rn(qn, __shfl_xor_sync(kFullMask, qn, offset));
   if (lane == 0) atomicAdd(&query_norm, qn);
 
-  // A. A key with at least k slots at or below it: the k-th smallest group minimum (k groups,
-  // each with a slot at or below it), or where fewer than k groups hold a value, the k-th key of
-  // the whole row (or every value, where there are at most k).
-  std::uint32_t first_bound = kth_key(groups, k, counts, words, scratch, [&](std::uint32_t g) { return group_keys[g]; });
+  // A. A key with at least k slots at or below it: a bound on the group minima that admits k of
+  // them (k groups, each with a slot at or below it), or where fewer than k groups hold a value,
+  // one on the whole row (or every value, where there are at most k).
+  std::uint32_t first_bound = bound_key(groups, k, counts, words, scratch, [&](std::uint32_t g) { return group_keys[g]; });
   if (first_bound == kEmptyKey) {
-    first_bound = kth_key(slots, k, counts, words, scratch, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
+    first_bound = bound_key(slots, k, counts, words, scratch, [&](std::uint32_t s) { return screened_key(__ldcg(row + s)); });
     if (first_bound == kEmptyKey) first_bound = ordered_bits(CUDART_INF_F);  // at most k values: all of them
   }
   auto in_first = [&](float v) { return v == v && ordered_bits(v) <= first_bound; };
