@@ -88,7 +88,7 @@ constexpr std::uint32_t kScreenMinQueries = 9;  // inner product (L2: 13), see c
 constexpr std::size_t kDenseBudget = std::size_t(256) << 20;
 constexpr std::uint32_t kDenseMinChunks = 16;   // 64 dims: below, a pair's exact rank is cheap
 constexpr std::uint32_t kDenseMinQueries = 12;  // see dense_min_queries
-constexpr std::uint32_t kDenseLongMinQueries = 5;     // from kDenseLongChunks chunks
+constexpr std::uint32_t kDenseLongMinQueries = 2;     // from kDenseLongChunks chunks
 constexpr std::uint32_t kDenseLongChunks = 64;        // 256 dims
 constexpr std::uint32_t kDenseLargeKMinQueries = 6;   // from kDenseLargeK
 constexpr std::uint32_t kDenseLargeK = 128;
@@ -692,13 +692,13 @@ class CudaBackend final : public Backend {
 
   /// The smallest batch the dense screen takes. Its product runs a tile of 8 or 16 queries whatever
   /// the batch, and its selection a block per query, so below 16 queries it costs about the same
-  /// (MNIST-like: 0.147-0.167 ms at Q = 5-8), while the scan's cost grows with the batch and k.
-  /// Same H100 calls against the sample pass and scan (run-2026-11-24-s20/call3, call4, three
-  /// rounds):
-  /// - MNIST-like (196 chunks): Q = 5-7 0.83-0.86x (K = 64) and 0.74-0.83x (K = 128), Q = 8
-  ///   0.98-1.00x / 0.92-0.94x, Q = 9-11 0.84-0.86x / 0.80-0.83x; Q = 4 0.995x / 1.095x.
-  /// - 100,000 x 128 (32 chunks): K = 128 Q = 6-11 0.90-0.95x, Q = 5 1.00x, Q = 4 1.04x; K = 64
-  ///   Q = 4-11 1.05-1.12x slower.
+  /// (MNIST-like: 0.106-0.124 ms at Q = 2-5 since its exact product), while the scan's cost grows
+  /// with the batch and k. Same H100 calls against the sample pass and scan:
+  /// - MNIST-like (196 chunks), the exact product (run-2026-11-25-s23/call15, two rounds):
+  ///   Q = 2 0.95-0.96x (K = 64) and 0.97-0.98x (K = 128), Q = 3 0.80-0.81x / 0.87x, Q = 4
+  ///   0.76-0.79x / 0.85-0.87x; one query keeps the scan (0.100 ms).
+  /// - 100,000 x 128 (32 chunks), the screened product (run-2026-11-24-s20/call3, call4): K = 128
+  ///   Q = 6-11 0.90-0.95x, Q = 5 1.00x, Q = 4 1.04x; K = 64 Q = 4-11 1.05-1.12x slower.
   /// The cut at 64 chunks lies between the two shapes measured (32 and 196 chunks).
   std::uint32_t dense_min_queries(std::uint32_t k) const {
     if (chunks_ >= kDenseLongChunks) return kDenseLongMinQueries;

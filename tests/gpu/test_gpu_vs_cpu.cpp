@@ -752,7 +752,7 @@ TEST_CASE("GPU equals CPU where the screen's 32 queries of many dims take one bl
 }
 
 TEST_CASE("GPU equals CPU where batches over small stores of many dims take the dense screen") {
-  // Batches of 12+ queries (5+ over 256+ dims, 6+ at k >= 128) over stores of fewer than 64
+  // Batches of 12+ queries (2+ over 256+ dims, 6+ at k >= 128) over stores of fewer than 64
   // tiles per SM with 64+ dims (L2, cosine): a tiled product screens every pair, one block per
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
   // screen's margin cannot rule out. Query tiles of 8, 16, 32 and 64 (partial ones too; 5, 6, 7,
