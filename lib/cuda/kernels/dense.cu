@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   const std::uint32_t steps = (chunks + kStep - 1) / kStep;
 
   // A stage is kStep chunks of BM points, then of BN queries. Each thread copies chunks of one
-  // point and of one query, whose addresses are worked out here once (the address arithmetic per
-  // copy had been a fifth of the loop's instructions): where THREADS is a multiple of BM, thread
+  // point and of one query, whose addresses are worked out here once (per copy they had cost a
+  // division, a remainder and a 64-bit multiply-add; product 117 -> 109 us): where THREADS is a multiple of BM, thread
   // t copies point t % BM, chunks t / BM + r THREADS / BM (all the threads share the copies);
   // otherwise threads t < BM copy every chunk of point t. The same for the queries and BN.
   static_assert(BM <= THREADS && THREADS % BN == 0);
