@@ -59,7 +59,7 @@ inline constexpr int product_stages = kExact ? kExactStages : kProductStages;
 /// to 8 queries; 9-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
 /// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
 /// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
-/// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.17x and 1.3-1.5x slower (call5, call8).
+/// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
 struct ProductTile {
   int bn, tm, tn, threads;
 };
