@@ -1034,12 +1034,10 @@ class CudaBackend final : public Backend {
       dense.out_slot = select.out_slot;
       dense.screen = screen_bounds(chunks_ * 4);
       dense.shared_limit = props_.sharedMemPerBlockOptin;
-      dense.exact = n <= kDenseExactMaxQueries;
       // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
-      // was most of the selection); exact rows hold them already.
+      // was most of the selection; launch_dense keeps one block where the rows hold the ranks).
       const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
-      dense.blocks_per_query =
-          dense.exact ? 1 : std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
+      dense.blocks_per_query = std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
       dense.split = c.dense_split.get();
       dense.arrivals = c.dense_arrivals.get();
       launch_dense(dense, stream);

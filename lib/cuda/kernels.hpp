@@ -183,15 +183,16 @@ struct DenseParams {
   float* out_distance = nullptr;           // num_queries x k, reported distances
   std::uint64_t* out_id = nullptr;
   std::uint32_t* out_slot = nullptr;
-  // The product writes each pair's exact rank (twice the arithmetic; no screen, no phase C,
-  // one selection block per query) rather than its screened value.
+  // Set by launch_dense: batches of up to kDenseExactMaxQueries queries, whose product writes each
+  // pair's exact rank (twice the arithmetic; no screen, no phase C, one selection block per query)
+  // rather than its screened value.
   bool exact = false;
   ScreenBounds screen;                     // screen_bounds(padded dim)
   std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
   std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
-  // Selection blocks per query (1 to kDenseMaxParts): each ranks a share of the pairs at or below
-  // the first bound, the last to arrive merges them (up to kDenseSplitMax of them; more, or an
-  // overflow, and the first block does it all).
+  // Selection blocks per query (1 to kDenseMaxParts; launch_dense keeps 1 where exact): each
+  // ranks a share of the pairs at or below the first bound, the last to arrive merges them (up to
+  // kDenseSplitMax of them; more, or an overflow, and the first block does it all).
   std::uint32_t blocks_per_query = 1;
   Candidate* split = nullptr;              // workspace: num_queries x kDenseSplitMax
   std::uint32_t* arrivals = nullptr;       // per query: blocks arrived (zero before a launch; left zero)

@@ -138,6 +138,15 @@ __device__ void block_bitonic_sort(T* s, std::uint32_t n, Less less) {
   }
 }
 
+/// acc + a.x b.x + a.y b.y + a.z b.z + a.w b.w, one FMA at a time in that order: a chunk's dot
+/// product (or squared norm, a = b) the way every kernel accumulates it.
+__device__ __forceinline__ float add_dot4(float acc, const float4& a, const float4& b) {
+  acc = __fmaf_rn(a.x, b.x, acc);
+  acc = __fmaf_rn(a.y, b.y, acc);
+  acc = __fmaf_rn(a.z, b.z, acc);
+  return __fmaf_rn(a.w, b.w, acc);
+}
+
 /// Adds one float4 chunk v of a point to the ranks of G queries, element by element (L2:
 /// subtract, then FMA; inner product: FMA); query(j) returns query j's same chunk. The scan and
 /// the sample pass both rank through it, so a (query, point) rank has the same bits in both,
@@ -152,13 +161,10 @@ __device__ __forceinline__ void accumulate(float (&acc)[G], const float4& v, Que
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     const float4 q = query(j);
-    if constexpr (kInnerProduct) {
-      acc[j] = __fmaf_rn(q.x, v.x, acc[j]);
-      acc[j] = __fmaf_rn(q.y, v.y, acc[j]);
-      if constexpr (kWidth == 4) {
-        acc[j] = __fmaf_rn(q.z, v.z, acc[j]);
-        acc[j] = __fmaf_rn(q.w, v.w, acc[j]);
-      }
+    if constexpr (kInnerProduct && kWidth == 4) {
+      acc[j] = add_dot4(acc[j], q, v);
+    } else if constexpr (kInnerProduct) {
+      acc[j] = __fmaf_rn(q.y, v.y, __fmaf_rn(q.x, v.x, acc[j]));
     } else {
       const float dx = __fsub_rn(q.x, v.x), dy = __fsub_rn(q.y, v.y);
       acc[j] = __fmaf_rn(dx, dx, acc[j]);

@@ -177,21 +177,13 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
       } else {
         if (tn < std::uint32_t(TM)) {
           const float4 own = points[u * BM + tm + PT * tn];
-          norm = __fmaf_rn(own.x, own.x, norm);
-          norm = __fmaf_rn(own.y, own.y, norm);
-          norm = __fmaf_rn(own.z, own.z, norm);
-          norm = __fmaf_rn(own.w, own.w, norm);
+          norm = add_dot4(norm, own, own);
         }
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const float4 q = queries[u * BN + tn + QT * j];
 #pragma unroll
-          for (int i = 0; i < TM; ++i) {
-            acc[i][j] = __fmaf_rn(q.x, x[i].x, acc[i][j]);
-            acc[i][j] = __fmaf_rn(q.y, x[i].y, acc[i][j]);
-            acc[i][j] = __fmaf_rn(q.z, x[i].z, acc[i][j]);
-            acc[i][j] = __fmaf_rn(q.w, x[i].w, acc[i][j]);
-          }
+          for (int i = 0; i < TM; ++i) acc[i][j] = add_dot4(acc[i][j], q, x[i]);
         }
       }
     }
@@ -627,20 +619,17 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
-  if (p.exact) {
-    if (p.num_queries > kDenseExactMaxQueries) {
-      throw CudaError("dense screen: the exact product takes at most " + std::to_string(kDenseExactMaxQueries) +
-                      " queries, not " + std::to_string(p.num_queries));
-    }
-    if (p.num_queries <= kExactTinyTile.bn) {
-      launch_product<kExactTinyTile, true>(p, stream);
-    } else {
-      launch_product<kExactSmallTile, true>(p, stream);
-    }
+  DenseParams params = p;
+  params.exact = p.num_queries <= kDenseExactMaxQueries;
+  if (params.exact) params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
+  if (p.num_queries <= kExactTinyTile.bn) {
+    launch_product<kExactTinyTile, true>(params, stream);
+  } else if (params.exact) {
+    launch_product<kExactSmallTile, true>(params, stream);
   } else if (p.num_queries <= kMidTile.bn) {
-    launch_product<kMidTile, false>(p, stream);
+    launch_product<kMidTile, false>(params, stream);
   } else {
-    launch_product<kLargeTile, false>(p, stream);
+    launch_product<kLargeTile, false>(params, stream);
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
   // min_stage_points, whose room fill_batch lists the groups in; `least` checked it fits).
@@ -652,10 +641,9 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
                     std::to_string(least) + " bytes of shared memory per block, more than the device's " +
                     std::to_string(p.shared_limit));
   }
-  DenseParams params = p;
   params.stage_points = std::max(min_stage_points(p.chunks, p.row_stride / kTile),
                                  std::uint32_t(std::min<std::size_t>(kSelectThreads, (p.shared_limit - fixed) / point_bytes)));
-  dense_select_kernel<<<p.num_queries * p.blocks_per_query, kSelectThreads,
+  dense_select_kernel<<<p.num_queries * params.blocks_per_query, kSelectThreads,
                         select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
   check_launch("dense_select_kernel");
 }

@@ -685,21 +685,13 @@ __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanPa
               for (int i = 0; i < 4; ++i) point[i] = here[u * 32 + a + 8 * i];
               if constexpr (!kInnerProduct) {
                 const float4 own = here[u * 32 + lane];
-                norm = __fmaf_rn(own.x, own.x, norm);
-                norm = __fmaf_rn(own.y, own.y, norm);
-                norm = __fmaf_rn(own.z, own.z, norm);
-                norm = __fmaf_rn(own.w, own.w, norm);
+                norm = add_dot4(norm, own, own);
               }
 #pragma unroll
               for (int m = 0; m < kPerLane; ++m) {
                 const float4 q = queries[c * QG + b + 4 * m];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  dot[i][m] = __fmaf_rn(q.x, point[i].x, dot[i][m]);
-                  dot[i][m] = __fmaf_rn(q.y, point[i].y, dot[i][m]);
-                  dot[i][m] = __fmaf_rn(q.z, point[i].z, dot[i][m]);
-                  dot[i][m] = __fmaf_rn(q.w, point[i].w, dot[i][m]);
-                }
+                for (int i = 0; i < 4; ++i) dot[i][m] = add_dot4(dot[i][m], q, point[i]);
               }
             }
           }
