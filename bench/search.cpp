@@ -1,6 +1,6 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
-//          [--reps 30] [--sets 3] [--csv out.csv] [--split 1]
+//          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -8,18 +8,28 @@
 // (direct-form distances: a subtract and an FMA per element). Prints a table and writes CSV.
 // --split 1 times the searches as submit() and Ticket::get() and prints each part's median
 // under the row (the host's part of a search against its wait for the device and the unpacking).
+// --device 1 also times search_device (queries and answers in device memory, streamknn/device.hpp)
+// on the same query sets and prints under the row the median GPU time between CUDA events recorded
+// on the caller's stream around it, the call's own (enqueueing) time and the host-to-host time of
+// the call and get(): the search without the host's staging, its copies and the answers' way to
+// the host.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench/bandwidth.hpp"
 #include "bench/bench_util.hpp"
+#include "streamknn/device.hpp"
 #include "streamknn/streamknn.hpp"
 
 namespace {
@@ -34,6 +44,68 @@ struct Shape {
 };
 
 
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+/// Device memory of n T, freed with its holder.
+template <class T>
+std::unique_ptr<T, decltype(&cudaFree)> device_array(std::size_t n) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+  return {static_cast<T*>(p), &cudaFree};
+}
+
+/// Medians of search_device over the query sets (copied to the device beforehand): the GPU time
+/// between events recorded on the caller's stream before the call and after it (before get()),
+/// the call alone (the host's enqueueing), and the call plus get() host to host.
+struct DeviceTimes {
+  double gpu_ms, call_ms, total_ms;
+};
+DeviceTimes time_device_search(const streamknn::ReferenceSet& store, const std::vector<std::vector<float>>& query_sets,
+                               std::size_t dim, std::size_t k, int reps) {
+  using namespace streamknn;
+  const std::size_t q = query_sets[0].size() / dim;
+  std::vector<std::unique_ptr<float, decltype(&cudaFree)>> queries;
+  for (const auto& set : query_sets) {
+    queries.push_back(device_array<float>(set.size()));
+    check_cuda(cudaMemcpy(queries.back().get(), set.data(), set.size() * sizeof(float), cudaMemcpyHostToDevice),
+               "cudaMemcpy(queries)");
+  }
+  const auto distances = device_array<float>(q * k);
+  const auto ids = device_array<PointId>(q * k);
+  cudaStream_t raw_stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const std::unique_ptr<CUstream_st, decltype(&cudaStreamDestroy)> stream(raw_stream, &cudaStreamDestroy);
+  cudaEvent_t raw_events[2] = {};
+  for (cudaEvent_t& e : raw_events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> start(raw_events[0], &cudaEventDestroy),
+      stop(raw_events[1], &cudaEventDestroy);
+  auto search = [&](std::size_t set) {
+    const DeviceQueries in{queries[set].get(), q, 0, 0, nullptr};
+    return search_device(store, in, k, DeviceNeighbors{distances.get(), ids.get()},
+                         reinterpret_cast<std::uintptr_t>(stream.get()));
+  };
+  for (int w = 0; w < 3; ++w) search(0).get();  // warm-up (workspace)
+  std::vector<double> gpu_ms, call_ms, total_ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    check_cuda(cudaEventRecord(start.get(), stream.get()), "cudaEventRecord");
+    Ticket<std::uint64_t> ticket = search(std::size_t(r) % query_sets.size());
+    check_cuda(cudaEventRecord(stop.get(), stream.get()), "cudaEventRecord");
+    const auto called = std::chrono::steady_clock::now();
+    ticket.get();
+    const auto b = std::chrono::steady_clock::now();
+    call_ms.push_back(std::chrono::duration<double, std::milli>(called - a).count());
+    total_ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    check_cuda(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
+    gpu_ms.push_back(ms);
+  }
+  return {median(gpu_ms), median(call_ms), median(total_ms)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,7 +118,8 @@ int main(int argc, char** argv) {
                                           {"--csv", "search.csv"},
                                           {"--backend", "cuda"},
                                           {"--metric", "l2"},
-                                          {"--split", "0"}};
+                                          {"--split", "0"},
+                                          {"--device", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
                                            {"imagenet", {"ImageNet-like", 1275219, 128}},
@@ -59,6 +132,7 @@ int main(int argc, char** argv) {
   const auto ks = numbers(args["--k"]), qs = numbers(args["--q"]);
   const int reps = std::stoi(args["--reps"]), sets = std::stoi(args["--sets"]);
   const bool split_times = args["--split"] != "0";
+  const bool device_times = args["--device"] != "0";
   const bench::Ceilings ceil = bench::measure_ceilings();
   std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
               ceil.read_gbps, ceil.fp32_tflops);
@@ -127,6 +201,11 @@ int main(int argc, char** argv) {
         std::fprintf(csv, "%s,%zu,%zu,%zu,%zu,%.5f,%.5f,%.5f,%.1f,%.5f,%.4f\n", shape.name.c_str(), shape.n, shape.d, k, q,
                      med, p10, p90, q / (med * 1e-3), floor_ms, floor_ms / med);
         if (split_times) std::printf("#   submit %.4f ms, get %.4f ms (medians)\n", median(submit_ms), median(get_ms));
+        if (device_times) {
+          const DeviceTimes t = time_device_search(store, query_sets, shape.d, k, reps);
+          std::printf("#   device-resident: %.4f ms on the GPU (events), call %.4f ms, %.4f ms host to host (medians)\n",
+                      t.gpu_ms, t.call_ms, t.total_ms);
+        }
         std::fflush(stdout);
       }
     }
