@@ -192,6 +192,77 @@ TEST_CASE("search_device validates on the device, with the host path's messages"
   }
 }
 
+TEST_CASE("search_device validates long rows: the bad element anywhere in the row, a zero cosine row") {
+  // A warp checks a row, 32 elements at a time: a non-finite element past the first 32 (and in
+  // the last, partial round) is found, the rows before it are searched as usual, and a cosine
+  // row of zeros longer than a warp is refused.
+  auto g = rng(8804);
+  for (const Metric metric : {Metric::L2, Metric::Cosine}) {
+    const std::size_t dim = 300, nq = 9;
+    ReferenceSet store(gpu_config(dim, metric, false));
+    const auto data = points_for(metric, g, 200, dim);
+    for (PointId id = 0; id < 200; ++id) store.insert(id, std::span<const float>(data).subspan(id * dim, dim));
+    store.publish();
+    const auto queries = points_for(metric, g, nq, dim);
+    compare(store, queries, nq, 5, dim, {});
+    for (const std::size_t at : {std::size_t(40), std::size_t(299)}) {
+      CAPTURE(at);
+      auto q = queries;
+      q[6 * dim + at] = INFINITY;
+      Dev<float> dq(nq * dim), dd(nq * 5);
+      Dev<PointId> di(nq * 5);
+      ok(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "queries");
+      auto ticket = search_device(store, {dq.p, nq, 0, 0, nullptr}, 5, {dd.p, di.p}, 0);
+      CHECK(message_of<InvalidArgument>([&] { (void)ticket.get(); }).find("query 6") != std::string::npos);
+    }
+    if (metric == Metric::Cosine) {
+      auto q = queries;
+      std::fill_n(q.begin() + 3 * dim, dim, 0.0f);
+      Dev<float> dq(nq * dim), dd(nq * 5);
+      Dev<PointId> di(nq * 5);
+      ok(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "queries");
+      auto ticket = search_device(store, {dq.p, nq, 0, 0, nullptr}, 5, {dd.p, di.p}, 0);
+      CHECK(message_of<InvalidArgument>([&] { (void)ticket.get(); }).find("query 3") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("search_device on the same buffers, call after call (the captured graph), as the store changes") {
+  // A caller that reuses its buffers gets, from the second call with the same plan, a captured
+  // graph: its answers must follow the new queries, publishes (the other buffer) and growth.
+  auto g = rng(8805);
+  for (const std::size_t dim : {std::size_t(2), std::size_t(100)}) {
+    CAPTURE(dim);
+    ReferenceSet store(gpu_config(dim, Metric::L2, false));
+    PointId next = 0;
+    auto add = [&](std::size_t n) {
+      const auto data = uniform(g, n * dim);
+      for (std::size_t i = 0; i < n; ++i) store.insert(next++, std::span<const float>(data).subspan(i * dim, dim));
+      store.publish();
+    };
+    add(3000);
+    const std::size_t nq = 8, k = 5;
+    Dev<float> dq(nq * dim), dd(nq * k);
+    Dev<PointId> di(nq * k);
+    std::vector<float> distances(nq * k);
+    std::vector<PointId> ids(nq * k);
+    for (int round = 0; round < 8; ++round) {
+      CAPTURE(round);
+      if (round == 4) add(1);      // the other buffer
+      if (round == 6) add(60000);  // growth: a larger plan and workspace
+      const auto queries = uniform(g, nq * dim);
+      ok(cudaMemcpy(dq.p, queries.data(), queries.size() * 4, cudaMemcpyHostToDevice), "queries");
+      CHECK(search_device(store, {dq.p, nq, 0, 0, nullptr}, k, {dd.p, di.p}, 0).get() == store.epoch());
+      ok(cudaMemcpy(distances.data(), dd.p, nq * k * 4, cudaMemcpyDeviceToHost), "distances");
+      ok(cudaMemcpy(ids.data(), di.p, nq * k * 8, cudaMemcpyDeviceToHost), "ids");
+      const Neighbors want = store.search(queries, k);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < nq * k; ++i) wrong += ids[i] != want.ids[i] || !same_bits(distances[i], want.distances[i]);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("search_device refusals and an empty batch") {
   ReferenceSet store(gpu_config(4, Metric::L2, true));
   store.insert(1, std::vector<float>{1, 2, 3, 4});
