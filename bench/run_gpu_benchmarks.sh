@@ -26,6 +26,8 @@
 #   latency       bench_latency (l2, then haversine)              -> latency.csv, latency-haversine.csv
 #   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
 #                                                                  -> lowdim.csv, lowdim-haversine.csv
+#   device        bench_search gis1m,mnist K 16 Q 1,16 --device 1: search_device's GPU, call and
+#                 host-to-host times under each row (device.log)   -> device.csv
 #   graph-copies  bench_graph_copies: a graph of 1-4 tiny kernels, answers out by a D2H copy or by
 #                 writes to mapped pinned memory                   -> graph-copies.csv
 #   updates       bench_updates 1,000,000 x 2 (haversine, then l2; push(span) of 1,024 moves), then l2
@@ -121,6 +123,9 @@ step lowdim 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 
   --csv "$OUTDIR/lowdim.csv"
 step lowdim-haversine 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
   --metric haversine --csv "$OUTDIR/lowdim-haversine.csv"
+# Device-resident queries and answers (search_device) beside search(), printed under each row.
+step device 20 60 "$BIN/bench_search" --shapes gis1m,mnist --k 16 --q 1,16 --reps 30 --sets 3 --device 1 \
+  --csv "$OUTDIR/device.csv"
 # What a small graph pays for the way its answers reach the host (why the last kernel writes them).
 if [[ -x $BIN/bench_graph_copies ]]; then
   step graph-copies 10 40 "$BIN/bench_graph_copies" --csv "$OUTDIR/graph-copies.csv"
