@@ -37,7 +37,7 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = os.path.join("run-2026-11-25-s23", "complete-c72e6ed")
+LATEST = os.path.join("run-2026-11-25-s24", "complete-5ea34b1")
 # The run docs/performance.md's one-query and low-dimension tables come from (session 19's: the
 # code of those paths is unchanged since).
 LATENCY_RUN = os.path.join("run-2026-11-24-s19", "complete-d2ad5a7-b")
