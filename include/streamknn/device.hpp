@@ -5,7 +5,7 @@
 // the device, writes num_queries x k distances and ids to the device, and orders both on the
 // caller's CUDA stream: the library's query stream waits (an event) for the work already queued
 // on `cuda_stream` before reading the queries, and `cuda_stream` waits for the results before
-// anything queued on it after the call. Nothing crosses to the host except an 8-byte status.
+// anything queued on it after the call. Nothing crosses to the host except a 16-byte status.
 // Results are those of ReferenceSet::search on the same snapshot (same order, same padding);
 // predict_device gives KnnClassifier / KnnRegressor's predictions likewise.
 //
