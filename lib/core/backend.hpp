@@ -31,7 +31,11 @@ struct AggregateSpec {
 };
 
 struct QueryRequest {
-  std::vector<float> queries;     ///< num_queries x stored_dim, stored form
+  /// num_queries x stored_dim, stored form. Read only during Backend::submit (both backends
+  /// consume the rows before it returns): a view of the caller's rows where those are the stored
+  /// form already, else of `converted`.
+  std::span<const float> queries;
+  std::vector<float> converted;   ///< the stored form, where it differs from the caller's rows
   std::size_t num_queries = 0;
   std::size_t k = 0;
   std::vector<IdRange> visible;   ///< empty, or one per query

@@ -302,7 +302,15 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
   request.k = k;
   request.aggregate = aggregate;
   try {
-    request.queries = stored_rows(queries, "query", caller);
+    // The rows as given where they are the stored form: the backend reads them before submit()
+    // returns, so they need no copy (50 KB for 16 MNIST-like queries, on the caller's thread
+    // before the device starts).
+    if (stored_as_given(config_.metric) && first_non_finite(queries) == queries.size()) {
+      request.queries = queries;
+    } else {
+      request.converted = stored_rows(queries, "query", caller);
+      request.queries = request.converted;
+    }
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries of dim ", config_.dim,
                              "; submit it in smaller batches"));
