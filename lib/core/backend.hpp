@@ -40,6 +40,13 @@ struct QueryRequest {
   std::size_t k = 0;
   std::vector<IdRange> visible;   ///< empty, or one per query
   AggregateSpec aggregate;
+
+  // Move-only: a copy's `queries` would still view the original's `converted`.
+  QueryRequest() = default;
+  QueryRequest(QueryRequest&&) = default;
+  QueryRequest& operator=(QueryRequest&&) = default;
+  QueryRequest(const QueryRequest&) = delete;
+  QueryRequest& operator=(const QueryRequest&) = delete;
 };
 
 /// Exactly one member is filled, chosen by QueryRequest::aggregate.output.
