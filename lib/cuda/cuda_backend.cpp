@@ -1140,6 +1140,17 @@ class CudaBackend final : public Backend {
     const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
     sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
+    // Batches of 16+ queries over large stores stage 16 per block: each warp ranks its tile
+    // against all of them in one pass (half the blocks, twice the arithmetic per point load).
+    // Same H100 call against groups of 8 (run-2026-11-25-s24/call17, two rounds): ImageNet-like
+    // Q = 16-64 0.97-0.98x, GoogleNews-like 0.996-1.01x; over 100,000 x 128 (few tiles per SM,
+    // so half the blocks leave SMs idle) 1.02-1.04x slower, hence large stores only. Groups of 16
+    // for batches of 8-12 (half empty) measured 1.01-1.05x slower (call16).
+    const bool large_store = std::uint64_t(plan.sample_tiles) * plan.sample_step >= 64ull * props_.multiProcessorCount;
+    if (sample.staged_queries && !sample.split_sums && large_store && n >= kSampleStagedWideGroup &&
+        sample_staged_bytes(chunks_, kSampleStagedWideGroup) <= kSampleStagedMaxBytes) {
+      sample.staged_group = kSampleStagedWideGroup;
+    }
     // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
     // calls, GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12
     // 0.91-0.98x (run-2026-11-24-s20/call1-3, call9).

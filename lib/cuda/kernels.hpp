@@ -41,10 +41,14 @@ inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 /// Queries the sample pass ranks a tile against at once (one group; a warp takes groups_per_warp).
 inline constexpr std::uint32_t kSampleGroup = 4;
 /// SampleParams::staged_queries: queries per block (and per warp, in one pass over its tile),
-/// held in shared memory, at most kSampleStagedMaxBytes of them (the default dynamic limit).
+/// held in shared memory, at most kSampleStagedMaxBytes of them (the default dynamic limit):
+/// kSampleStagedGroup, or kSampleStagedWideGroup for batches of that many (SampleParams::staged_group).
 inline constexpr std::uint32_t kSampleStagedGroup = 8;
+inline constexpr std::uint32_t kSampleStagedWideGroup = 16;
 inline constexpr std::size_t kSampleStagedMaxBytes = 48 * 1024;
-inline std::size_t sample_staged_bytes(std::uint32_t chunks) { return std::size_t(kSampleStagedGroup) * chunks * sizeof(float4); }
+inline std::size_t sample_staged_bytes(std::uint32_t chunks, std::uint32_t group = kSampleStagedGroup) {
+  return std::size_t(group) * chunks * sizeof(float4);
+}
 
 /// The sample pass (kernels/sample.cu): every step-th tile's ranks against each query, then per
 /// query the k-th smallest as the scan's starting threshold.
@@ -59,7 +63,8 @@ struct SampleParams {
   std::uint32_t per_tile = 0;              // smallest ranks kept per tile and query: 1, 2, 4, .. 32
   std::uint32_t groups_per_warp = 1;       // groups of kSampleGroup queries each warp ranks its tile against
   bool batched_loads = false;              // issue several point loads before scoring them (few warps per SM)
-  bool staged_queries = false;             // kSampleStagedGroup queries per warp from shared memory (batched loads)
+  bool staged_queries = false;             // staged_group queries per warp from shared memory (batched loads)
+  std::uint32_t staged_group = kSampleStagedGroup;  // or kSampleStagedWideGroup (not with split_sums)
   bool split_sums = false;                 // staged, L2: a block per sampled tile, its chunks split between warps
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   bool tile_major = false;                 // one tile's query groups in consecutive blocks (see sample.cu)
@@ -70,9 +75,9 @@ struct SampleParams {
   float order_margin = 0;                  // set by launch_sample: see order_margin (0: the scan's order)
 };
 /// Warps the sample pass launches per sampled tile: one per group of groups_per_warp x
-/// kSampleGroup queries (of kSampleStagedGroup with staged queries).
+/// kSampleGroup queries (of staged_group with staged queries).
 constexpr std::uint32_t sample_warps_per_tile(const SampleParams& p) {
-  const std::uint32_t per_warp = p.staged_queries ? kSampleStagedGroup : kSampleGroup * p.groups_per_warp;
+  const std::uint32_t per_warp = p.staged_queries ? p.staged_group : kSampleGroup * p.groups_per_warp;
   return (p.num_queries + per_warp - 1) / per_warp;
 }
 /// Launches the sample pass; with split_sums (and L2 ranks, staged queries) each sampled tile's

@@ -5,7 +5,7 @@
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
 // query's range). Batches of 8+ queries over stores of several chunks take
-// sample_ranks_staged_kernel instead: 8 queries per warp from shared memory, in one pass; where
+// sample_ranks_staged_kernel instead: 8 queries per warp (16 from 16) from shared memory, in one pass; where
 // that gives the SMs few warps (L2 ranks, 32+ chunks: SampleParams::split_sums),
 // sample_ranks_split_kernel: the block's warps each sum one slice of a tile's chunks, and the k-th
 // is raised by the margin a different summation order can cost.
@@ -173,30 +173,29 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
   }
 }
 
-/// Copies the block's kSampleStagedGroup queries (from q0; nq of them in the batch) into shared
-/// memory, query-major; rows past the batch are zeros. The caller's barrier follows.
+/// Copies the block's `group` queries (from q0; nq of them in the batch) into shared memory,
+/// query-major; rows past the batch are zeros. The caller's barrier follows.
 __device__ __forceinline__ void stage_queries(const SampleParams& p, float4* staged, std::uint32_t q0, std::uint32_t nq,
-                                              std::uint32_t chunks) {
+                                              std::uint32_t chunks, std::uint32_t group) {
   const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
-  for (std::uint32_t i = threadIdx.x; i < kSampleStagedGroup * chunks; i += blockDim.x) {
+  for (std::uint32_t i = threadIdx.x; i < group * chunks; i += blockDim.x) {
     staged[i] = i < nq * chunks ? rows[i] : make_float4(0, 0, 0, 0);
   }
 }
 
-/// SampleParams::staged_queries: the block's kSampleStagedGroup queries in shared memory (every
+/// SampleParams::staged_queries: the block's G (staged_group) queries in shared memory (every
 /// warp of the block ranks its own tile against the same queries), each warp scoring all of them
 /// in one pass over its tile with kSampleLoads point loads in flight.
-template <bool kInnerProduct, bool kFiltered>
+template <bool kInnerProduct, bool kFiltered, int G>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(SampleParams p) {
-  extern __shared__ float4 staged[];  // kSampleStagedGroup queries x chunks, query-major
-  constexpr int G = int(kSampleStagedGroup);
+  extern __shared__ float4 staged[];  // G queries x chunks, query-major
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
   const std::uint32_t chunks = store.chunks;
   const SampleBlock block = sample_block(p);
-  const std::uint32_t q0 = block.group * kSampleStagedGroup;
-  const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
-  stage_queries(p, staged, q0, nq, chunks);
+  const std::uint32_t q0 = block.group * G;
+  const std::uint32_t nq = min(std::uint32_t(G), p.num_queries - q0);
+  stage_queries(p, staged, q0, nq, chunks, G);
   __syncthreads();
   const std::uint32_t sample_tile = block.tiles * kSampleWarps + (threadIdx.x >> 5);
   if (sample_tile >= p.sample_tiles) return;
@@ -234,7 +233,7 @@ __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel
   const SampleBlock block = sample_block(p);
   const std::uint32_t q0 = block.group * kSampleStagedGroup;
   const std::uint32_t nq = min(kSampleStagedGroup, p.num_queries - q0);
-  stage_queries(p, staged, q0, nq, chunks);
+  stage_queries(p, staged, q0, nq, chunks, kSampleStagedGroup);
   float* partial = reinterpret_cast<float*>(staged + G * chunks);  // [warp][query][lane]
   __syncthreads();
   const std::uint32_t sample_tile = block.tiles;
@@ -518,6 +517,9 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
   params.order_margin = split > 1 ? order_margin(4 * params.chunks, split) : 0.0f;
   using RanksKernel = void (*)(SampleParams);
   if (split > 1) {
+    if (params.staged_group != kSampleStagedGroup) {
+      throw CudaError("sample_ranks_split_kernel: groups of " + std::to_string(kSampleStagedGroup) + " queries only");
+    }
     const RanksKernel kernels[2] = {sample_ranks_split_kernel<false>, sample_ranks_split_kernel<true>};
     const std::size_t shared = split_shared_bytes(params.chunks, split);
     const dim3 grid(sample_grid(params, params.sample_tiles));
@@ -525,11 +527,20 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     check_launch("sample_ranks_split_kernel");
   } else if (params.staged_queries) {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
-    const RanksKernel kernels[2][2] = {{sample_ranks_staged_kernel<false, false>, sample_ranks_staged_kernel<false, true>},
-                                       {sample_ranks_staged_kernel<true, false>, sample_ranks_staged_kernel<true, true>}};
-    const std::size_t shared = sample_staged_bytes(params.chunks);
+    constexpr int kG = int(kSampleStagedGroup), kWide = int(kSampleStagedWideGroup);
+    const RanksKernel kernels[2][2][2] = {
+        {{sample_ranks_staged_kernel<false, false, kG>, sample_ranks_staged_kernel<false, false, kWide>},
+         {sample_ranks_staged_kernel<false, true, kG>, sample_ranks_staged_kernel<false, true, kWide>}},
+        {{sample_ranks_staged_kernel<true, false, kG>, sample_ranks_staged_kernel<true, false, kWide>},
+         {sample_ranks_staged_kernel<true, true, kG>, sample_ranks_staged_kernel<true, true, kWide>}}};
+    const bool wide = params.staged_group == kSampleStagedWideGroup;
+    if (!wide && params.staged_group != kSampleStagedGroup) {
+      throw CudaError("sample_ranks_staged_kernel: groups of " + std::to_string(kSampleStagedGroup) + " or " +
+                      std::to_string(kSampleStagedWideGroup) + " queries, not " + std::to_string(params.staged_group));
+    }
+    const std::size_t shared = sample_staged_bytes(params.chunks, params.staged_group);
     if (shared > kSampleStagedMaxBytes) throw CudaError("sample_ranks_staged_kernel: queries too large to stage");
-    kernels[inner_product][filtered]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
+    kernels[inner_product][filtered][wide]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
     check_launch("sample_ranks_staged_kernel");
   } else {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
