@@ -5,8 +5,9 @@
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
 // query's range). Batches of 8+ queries over stores of several chunks take
-// sample_ranks_staged_kernel instead: 8 queries per warp (16 from 16) from shared memory, in one pass; where
-// that gives the SMs few warps (L2 ranks, 32+ chunks: SampleParams::split_sums),
+// sample_ranks_staged_kernel instead: 8 queries per warp (16 for 16+ over large stores) from
+// shared memory, in one pass; where that gives the SMs few warps (L2 ranks, 32+ chunks:
+// SampleParams::split_sums),
 // sample_ranks_split_kernel: the block's warps each sum one slice of a tile's chunks, and the k-th
 // is raised by the margin a different summation order can cost.
 // The query-resident scan's batches (one-chunk stores) take sample_ranks_resident_kernel: that
