@@ -2,6 +2,7 @@
 // device read bandwidth (a streaming read of a buffer much larger than L2) and the FP32 FMA
 // rate (a register-resident FMA loop).
 #include "bench/bandwidth.hpp"
+#include "bench/cuda_check.hpp"
 
 #include <cuda_runtime.h>
 
@@ -13,10 +14,6 @@
 namespace bench {
 
 namespace {
-
-void check(cudaError_t s, const char* what) {
-  if (s != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(s));
-}
 
 __global__ void read_kernel(const float4* __restrict__ in, std::size_t n, float* out) {
   float4 acc = make_float4(0, 0, 0, 0);

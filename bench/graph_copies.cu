@@ -16,17 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.hpp"
+
 namespace {
+
+using bench::check;
 
 constexpr int kInWords = 1024, kOutWords = 256;  // 4 KB in, 1 KB out: a few queries' worth
 
 __global__ void work_kernel(const int* in, int* out) { out[threadIdx.x] = in[threadIdx.x] + 1; }
 __global__ void copy_kernel(const int* from, int* to, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) to[i] = from[i];
-}
-
-void check(cudaError_t s, const char* what) {
-  if (s != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(s));
 }
 
 enum class In { Copy, Kernel };

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.hpp"
+
 #include "streamknn/streamknn.hpp"
 
 namespace {
 
-void check(cudaError_t s, const char* what) {
-  if (s != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(s));
-}
+using bench::check;
 
 __global__ void empty_kernel(const float* in, float* out) {
   if (threadIdx.x == 0 && in[0] == 1234.5f) out[0] = in[0];

@@ -29,11 +29,13 @@
 
 #include "bench/bandwidth.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/cuda_check.hpp"
 #include "streamknn/device.hpp"
 #include "streamknn/streamknn.hpp"
 
 namespace {
 
+using bench::check;
 using bench::median;
 using bench::numbers;
 using bench::split;
@@ -44,15 +46,11 @@ struct Shape {
 };
 
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
 /// Device memory of n T, freed with its holder.
 template <class T>
 std::unique_ptr<T, decltype(&cudaFree)> device_array(std::size_t n) {
   void* p = nullptr;
-  check_cuda(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+  check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
   return {static_cast<T*>(p), &cudaFree};
 }
 
@@ -69,16 +67,16 @@ DeviceTimes time_device_search(const streamknn::ReferenceSet& store, const std::
   std::vector<std::unique_ptr<float, decltype(&cudaFree)>> queries;
   for (const auto& set : query_sets) {
     queries.push_back(device_array<float>(set.size()));
-    check_cuda(cudaMemcpy(queries.back().get(), set.data(), set.size() * sizeof(float), cudaMemcpyHostToDevice),
+    check(cudaMemcpy(queries.back().get(), set.data(), set.size() * sizeof(float), cudaMemcpyHostToDevice),
                "cudaMemcpy(queries)");
   }
   const auto distances = device_array<float>(q * k);
   const auto ids = device_array<PointId>(q * k);
   cudaStream_t raw_stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   const std::unique_ptr<CUstream_st, decltype(&cudaStreamDestroy)> stream(raw_stream, &cudaStreamDestroy);
   cudaEvent_t raw_events[2] = {};
-  for (cudaEvent_t& e : raw_events) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  for (cudaEvent_t& e : raw_events) check(cudaEventCreate(&e), "cudaEventCreate");
   const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> start(raw_events[0], &cudaEventDestroy),
       stop(raw_events[1], &cudaEventDestroy);
   auto search = [&](std::size_t set) {
@@ -90,17 +88,17 @@ DeviceTimes time_device_search(const streamknn::ReferenceSet& store, const std::
   std::vector<double> gpu_ms, call_ms, total_ms;
   for (int r = 0; r < reps; ++r) {
     const auto a = std::chrono::steady_clock::now();
-    check_cuda(cudaEventRecord(start.get(), stream.get()), "cudaEventRecord");
+    check(cudaEventRecord(start.get(), stream.get()), "cudaEventRecord");
     Ticket<std::uint64_t> ticket = search(std::size_t(r) % query_sets.size());
-    check_cuda(cudaEventRecord(stop.get(), stream.get()), "cudaEventRecord");
+    check(cudaEventRecord(stop.get(), stream.get()), "cudaEventRecord");
     const auto called = std::chrono::steady_clock::now();
     ticket.get();
     const auto b = std::chrono::steady_clock::now();
     call_ms.push_back(std::chrono::duration<double, std::milli>(called - a).count());
     total_ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-    check_cuda(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
+    check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
+    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
     gpu_ms.push_back(ms);
   }
   return {median(gpu_ms), median(call_ms), median(total_ms)};
