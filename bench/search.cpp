@@ -1,6 +1,6 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
-//          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1]
+//          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1] [--spatial auto|always|off]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -8,6 +8,9 @@
 // (direct-form distances: a subtract and an FMA per element). Prints a table and writes CSV.
 // --split 1 times the searches as submit() and Ticket::get() and prints each part's median
 // under the row (the host's part of a search against its wait for the device and the unpacking).
+// --moves M publishes M random moves before each timed search (untimed), so every search reads a
+// snapshot it has not seen (with a spatial index: the rebuild is part of the search's time).
+// --spatial sets StoreConfig::spatial_index (stores of one or two dimensions; auto by default).
 // --device 1 also times search_device (queries and answers in device memory, streamknn/device.hpp)
 // on the same query sets and prints under the row the median GPU time between CUDA events recorded
 // on the caller's stream around it, the call's own (enqueueing) time and the host-to-host time of
@@ -117,7 +120,9 @@ int main(int argc, char** argv) {
                                           {"--backend", "cuda"},
                                           {"--metric", "l2"},
                                           {"--split", "0"},
-                                          {"--device", "0"}};
+                                          {"--device", "0"},
+                                          {"--spatial", "auto"},
+                                          {"--moves", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
                                            {"imagenet", {"ImageNet-like", 1275219, 128}},
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
   const int reps = std::stoi(args["--reps"]), sets = std::stoi(args["--sets"]);
   const bool split_times = args["--split"] != "0";
   const bool device_times = args["--device"] != "0";
+  const std::size_t moves = std::stoul(args["--moves"]);
   const bench::Ceilings ceil = bench::measure_ceilings();
   std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
               ceil.read_gbps, ceil.fp32_tflops);
@@ -149,6 +155,9 @@ int main(int argc, char** argv) {
     config.capacity_hint = shape.n;
     config.queue_capacity = 1 << 16;
     config.backend = args["--backend"] == "cpu" ? BackendKind::Cpu : BackendKind::Cuda;
+    const std::string spatial = args["--spatial"];
+    if (spatial != "auto" && spatial != "always" && spatial != "off") throw std::invalid_argument("--spatial auto|always|off");
+    config.spatial_index = spatial == "always" ? SpatialIndex::Always : spatial == "off" ? SpatialIndex::Off : SpatialIndex::Auto;
     ReferenceSet store(config);
     std::vector<float> v(shape.d);
     const bool geo = config.metric == Metric::Haversine;  // (lat, lon) in degrees
@@ -174,6 +183,13 @@ int main(int argc, char** argv) {
         std::vector<double> ms, submit_ms, get_ms;
         for (int r = 0; r < reps; ++r) {
           const auto& qset = query_sets[r % sets];
+          if (moves > 0) {  // a store that changes between searches: each search sees a new snapshot
+            for (std::size_t m = 0; m < moves; ++m) {
+              fill(v.data(), v.size());
+              while (!store.try_push(Update::move(PointId(g() % shape.n), v))) store.publish();
+            }
+            store.publish();
+          }
           const auto a = std::chrono::steady_clock::now();
           Neighbors nn;
           if (split_times) {

@@ -58,6 +58,12 @@ const StoreConfig& validated(const StoreConfig& config) {
   if (config.publish_threads > kMaxCpuThreads) {
     fail_argument(where, ": publish_threads=", config.publish_threads, " exceeds the limit of ", kMaxCpuThreads);
   }
+  switch (config.spatial_index) {
+    case SpatialIndex::Auto:
+    case SpatialIndex::Always:
+    case SpatialIndex::Off: break;
+    default: fail_argument(where, ": spatial_index has an unknown value");
+  }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {
     fail_argument(where, ": queue_capacity=", config.queue_capacity, " exceeds the limit of 16777216");

@@ -20,6 +20,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_store.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/spatial_tree.hpp"
 
 namespace streamknn::detail {
 
@@ -64,6 +65,7 @@ struct Plan {
   std::uint32_t dense_stride = 0;   // > 0: the dense screen (DenseParams) in place of sample and scan
   std::uint32_t direct_blocks = 0;  // > 0: the direct search (launch_direct) in place of sample and scan
   std::uint32_t resident_warps = 0;  // > 0: the query-resident scan (launch_resident) after the sample pass
+  bool spatial = false;             // the spatial index's search (launch_spatial_search), nothing else
   std::size_t sample_keys() const { return std::size_t(sample_tiles) * sample_per_tile; }  // per query
 };
 
@@ -99,6 +101,15 @@ constexpr std::uint64_t kResidentMinWork = 1024;   // queries x k, see resident_
 constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, see choose_resident
 constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
 constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x the sample step, see choose_resident
+/// SpatialIndex::Auto (see spatial_wanted): batches of kSpatialMinQueries queries or more, or of
+/// kSpatialMinPairs (queries x slots) or more, over stores of kSpatialMinSlots slots or more take
+/// the index, built once kSpatialBuildQueries such queries have come since the store changed.
+constexpr std::uint32_t kSpatialMinSlots = 16384;
+constexpr std::uint32_t kSpatialMinQueries = 128;
+constexpr std::uint64_t kSpatialMinPairs = std::uint64_t(1) << 27;
+constexpr std::uint64_t kSpatialBuildQueries = 1024;
+/// Queries per launch chunk of the spatial search (it needs no candidate workspace).
+constexpr std::uint32_t kSpatialChunkQueries = 1u << 16;
 
 /// Where each array of one launch chunk lives inside the chunk's input and output blocks. The
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
@@ -150,7 +161,7 @@ struct QueryContext {
   PinnedArray<unsigned long long> host_status;
   using GraphKey =
       std::tuple<int, std::uint32_t, std::uint32_t, int, int, int, int, int, int, bool, bool, bool, bool, bool,
-                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t, std::uint32_t>;
+                 std::uint32_t, std::uint32_t, bool, std::uint32_t, std::uint32_t, std::uint32_t, bool>;
   std::map<GraphKey, GraphExec> graphs;
   // search_device's graphs: a plan's key with the caller's buffers and row stride (the kernels
   // hold their addresses), captured the second time a key is seen; `exec` empty until then.
@@ -273,7 +284,7 @@ class CudaBackend final : public Backend {
       const int b = store_.front();
       DeviceBuffer& buffer = store_.buffer(b);
       epoch = buffer.epoch;
-      const Plan plan = make_plan(nq, k, r.visible != nullptr, buffer.capacity);
+      const Plan plan = plan_for(b, nq, k, r.visible != nullptr);
       try {
         size_context(*ctx, plan, nq);
       } catch (const OutOfMemory& e) {
@@ -284,6 +295,7 @@ class CudaBackend final : public Backend {
       ctx->caller_ready.record(caller);
       check_cuda(cudaStreamWaitEvent(qs, ctx->caller_ready.get()), "cudaStreamWaitEvent(caller's stream)");
       check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      ready_index(plan, b, "search_device");
       launch_device_batch(*ctx, plan, r, b);
       ctx->done.record(qs);
       buffer.last_read.record(qs);
@@ -347,7 +359,7 @@ class CudaBackend final : public Backend {
       const int b = store_.front();
       DeviceBuffer& buffer = store_.buffer(b);
       front_values = buffer.values.get();
-      const Plan plan = make_plan(nq, k, false, buffer.capacity);
+      const Plan plan = plan_for(b, nq, k, false);
       try {
         prepare(c, plan, request);
       } catch (const OutOfMemory& e) {
@@ -356,6 +368,7 @@ class CudaBackend final : public Backend {
       }
       chunk_queries = plan.chunk_queries;
       check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      ready_index(plan, b, "ReferenceSet::lookup_and_update");
       for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
         const std::uint32_t n = std::min(plan.chunk_queries, nq - q0);
         enqueue(c, plan, request, Mode::Neighbors, b, q0, n);
@@ -417,7 +430,7 @@ class CudaBackend final : public Backend {
       const int b = store_.front();
       DeviceBuffer& buffer = store_.buffer(b);
       epoch = buffer.epoch;
-      const Plan plan = make_plan(nq, k, !request.visible.empty(), buffer.capacity);
+      const Plan plan = plan_for(b, nq, k, !request.visible.empty());
       try {
         prepare(*ctx, plan, request);
       } catch (const OutOfMemory& e) {
@@ -426,6 +439,7 @@ class CudaBackend final : public Backend {
       }
       chunk_queries = plan.chunk_queries;
       check_cuda(cudaStreamWaitEvent(query_stream_.get(), buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      ready_index(plan, b, "ReferenceSet::search");
       if (nq <= kGraphMaxQueries && plan.chunk_queries >= nq) {
         launch_graph(*ctx, plan, request, mode, b);
       } else {
@@ -460,6 +474,65 @@ class CudaBackend final : public Backend {
       std::unique_ptr<QueryContext> owned(c);
       if (auto p = pool.lock()) p->release(std::move(owned));
     });
+  }
+
+  /// The plan for a batch over buffer b: the spatial index's search where spatial_wanted says
+  /// so, else make_plan's. Under mutex_.
+  Plan plan_for(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
+    const DeviceBuffer& buffer = store_.buffer(b);
+    if (!spatial_wanted(b, nq, k, filtered)) return make_plan(nq, k, filtered, buffer.capacity);
+    Plan plan;
+    plan.k = k;
+    plan.spatial = true;
+    plan.shape.blocks_per_group = 1;
+    plan.shape.chunks = chunks_;
+    plan.shape.one_chunk_width = 2;
+    plan.stride = 0;  // no candidate lists: the search writes the answers
+    plan.chunk_queries = std::min(nq, kSpatialChunkQueries);
+    return plan;
+  }
+
+  /// Whether a batch over buffer b takes the spatial index (StoreConfig::spatial_index): stores
+  /// of at most two elements per vector, L2 ranks, no id ranges, k <= kSpatialMaxK. Auto: batches
+  /// large enough that the tree's walk beats the scans (kSpatialMinQueries, kSpatialMinPairs), over
+  /// stores of kSpatialMinSlots or more, where the index is current; where it is stale, once such
+  /// queries since the buffer last changed (this batch included) reach kSpatialBuildQueries, so a
+  /// store that changes between every few small batches does not pay for builds it would barely
+  /// use. Under mutex_.
+  bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
+    if (config_.spatial_index == streamknn::SpatialIndex::Off || chunks_ != 1 || stored_dim_ > 2 || filtered ||
+        config_.metric == Metric::InnerProduct || k > kSpatialMaxK || nq == 0) {
+      return false;
+    }
+    if (config_.spatial_index == streamknn::SpatialIndex::Always) return true;
+    const DeviceBuffer& buffer = store_.buffer(b);
+    if (buffer.slot_count < kSpatialMinSlots) return false;
+    if (nq < kSpatialMinQueries && std::uint64_t(nq) * buffer.slot_count < kSpatialMinPairs) return false;
+    SpatialTree& index = spatial_[b];
+    if (index.current(buffer)) return true;
+    if (index.counted_epoch != buffer.epoch) {
+      index.counted_epoch = buffer.epoch;
+      index.queries_since_change = 0;
+    }
+    index.queries_since_change += nq;
+    return index.queries_since_change >= kSpatialBuildQueries;
+  }
+
+  /// The store buffer whose device view this is.
+  int buffer_of(const StoreView* view) const { return store_.buffer(0).view.get() == view ? 0 : 1; }
+
+  /// Builds buffer b's spatial index on the query stream where the plan uses it and it is stale
+  /// (after the stream's wait for the buffer's writes). Under mutex_.
+  void ready_index(const Plan& plan, int b, const char* where) const {
+    if (!plan.spatial) return;
+    const DeviceBuffer& buffer = store_.buffer(b);
+    if (spatial_[b].current(buffer)) return;
+    try {
+      spatial_[b].build(buffer, query_stream_.get(), props_.multiProcessorCount);
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(concat(where, ": not enough device memory for the spatial index of ", buffer.slot_count,
+                               " slots (", e.what(), "); StoreConfig::spatial_index = Off does without it"));
+    }
   }
 
   /// Launch geometry from the device's properties and the shape: the largest query group and
@@ -1006,6 +1079,18 @@ class CudaBackend final : public Backend {
   /// written to `select`'s outputs already (the dense screen).
   bool find_candidates(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n,
                        const SelectParams& select, cudaStream_t stream) const {
+    if (plan.spatial) {
+      SpatialSearchParams spatial;
+      spatial.index = spatial_[buffer_of(view)].view();
+      spatial.store = view;
+      spatial.queries = c.in<float>(c.layout.queries);
+      spatial.num_queries = n;
+      spatial.k = plan.k;
+      spatial.out = select;
+      launch_spatial_search(spatial, stream);
+      debug_sync("spatial_search_kernel");
+      return true;
+    }
     if (plan.direct_blocks) {
       launch_direct(scan_params(c, plan, filtered, view, n), plan.direct_blocks, int(chunk_floats_for(stored_dim_)),
                     plan.shape.inner_product, stream);
@@ -1301,7 +1386,8 @@ class CudaBackend final : public Backend {
                                   plan.first_bound,
                                   plan.dense_stride,
                                   plan.direct_blocks,
-                                  plan.resident_warps};
+                                  plan.resident_warps,
+                                  plan.spatial};
   }
 
   /// The work `enqueue` puts on the query stream, captured and instantiated as a graph.
@@ -1400,6 +1486,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> occupancy_;  // guarded by mutex_
   mutable std::map<std::pair<int, std::uint32_t>, int> resident_occupancy_;         // guarded by mutex_
+  mutable SpatialTree spatial_[2];  // one per store buffer, guarded by mutex_ (built on the query stream)
   struct KnnqWorkspace {  // used by lookup_and_update, which the engine serialises with publish()
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;

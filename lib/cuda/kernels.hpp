@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/device_types.hpp"
 
@@ -295,6 +296,45 @@ inline constexpr std::uint32_t kSelectCapacity = 8192;
 /// Raises the selection kernel's shared-memory limit; call once per device.
 void configure_select();
 void launch_select(const SelectParams& params, cudaStream_t stream);
+
+/// The spatial index (kernels/spatial.cu) of a store of at most two elements per vector (L2
+/// ranks: cosine included): built on the query stream from one buffer's valid slots (a radix
+/// sort by grid cell in Morton order, a 32-way tree of boxes over the sorted points), then
+/// searched a warp per query for up to kSpatialMaxK neighbours, pruning every box whose bound
+/// exceeds the query's k-th rank. The search writes the answers itself (as the selection); ranks
+/// are the scan's bits.
+inline constexpr std::uint32_t kSpatialMaxK = 32;
+/// Boxes per level for a store of `slots` slots (leaves of 32 first, up to one root; empty for 0).
+std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots);
+/// Bits per axis of the build's grid for a store of `slots` slots (2^(2 bits) cells).
+int spatial_axis_bits(std::uint32_t slots);
+/// Bytes of CUB temporary storage the build's sort of `slots` keys needs.
+std::size_t spatial_sort_bytes(std::uint32_t slots);
+struct SpatialBuildParams {
+  const StoreView* store = nullptr;       // the buffer's device view
+  std::uint32_t slots = 0;                // the buffer's slot count (as its view)
+  std::uint32_t max_blocks = 0;           // blocks of the per-slot passes (a few per SM)
+  std::uint32_t* scratch = nullptr;       // 5 words: the points' bounds and count
+  std::uint32_t* keys = nullptr;          // slots each: the cells, unsorted and sorted
+  std::uint32_t* keys_sorted = nullptr;
+  std::uint32_t* order = nullptr;         // slots: 0, 1, ... before the sort
+  std::uint32_t* slots_sorted = nullptr;  // leaves x 32: SpatialView::slots
+  void* temp = nullptr;                   // spatial_sort_bytes(slots)
+  std::size_t temp_bytes = 0;
+  float* points = nullptr;                // leaves x 32 float2, sorted
+  float* boxes = nullptr;                 // sum of spatial_level_sizes float4
+  SpatialView* view = nullptr;            // device copy, written last
+};
+void launch_spatial_build(const SpatialBuildParams& params, cudaStream_t stream);
+struct SpatialSearchParams {
+  const SpatialView* index = nullptr;
+  const StoreView* store = nullptr;      // the indexed buffer (ids)
+  const float* queries = nullptr;        // num_queries float4 (one chunk)
+  std::uint32_t num_queries = 0;
+  std::uint32_t k = 0;                   // at most kSpatialMaxK
+  SelectParams out;                      // the answers (metric, k, out_distance, out_id, out_slot)
+};
+void launch_spatial_search(const SpatialSearchParams& params, cudaStream_t stream);
 
 // ---- aggregation ----------------------------------------------------------------------------------
 struct AggregateParams {

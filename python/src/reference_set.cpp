@@ -44,6 +44,13 @@ BackendKind parse_backend(const std::string& name) {
   fail_argument("ReferenceSet: unknown backend '", name, "' (choose auto, cpu or cuda)");
 }
 
+SpatialIndex parse_spatial_index(const std::string& name) {
+  if (name == "auto") return SpatialIndex::Auto;
+  if (name == "always") return SpatialIndex::Always;
+  if (name == "off") return SpatialIndex::Off;
+  fail_argument("ReferenceSet: unknown spatial_index '", name, "' (choose auto, always or off)");
+}
+
 const char* backend_string(BackendKind kind) {
   switch (kind) {
     case BackendKind::Cpu: return "cpu";
@@ -301,7 +308,7 @@ A mutable reference set: push batches of updates, publish() them as a new snapsh
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
              capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0,
-             publish_threads=0)
+             publish_threads=0, spatial_index='auto')
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
@@ -311,6 +318,9 @@ backend: 'auto' (CUDA where a device is usable, else CPU), 'cpu' or 'cuda'.
 cpu_threads: threads a CPU-backend search may use (0: one per hardware thread).
 publish_threads: threads publish() may use for a large batch of moves and target changes
 (0: one per hardware thread, up to 8).
+spatial_index: CUDA backend, stores of one or two dimensions: 'auto' (a tree of boxes over the
+points, built on the device once enough large batches have been searched since the last
+publish), 'always' or 'off'. The answers are the same; only the time differs.
 
 Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
 queued by insert / move / erase / set_target and become visible together at publish(); unknown
@@ -320,7 +330,7 @@ any thread; searches and publishes release the GIL.
       .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                        std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-                       std::size_t publish_threads) {
+                       std::size_t publish_threads, const std::string& spatial_index) {
              StoreConfig config;
              config.dim = dim;
              config.metric = parse_metric(metric);
@@ -333,13 +343,14 @@ any thread; searches and publishes release the GIL.
              config.cuda_device = cuda_device;
              config.cpu_threads = cpu_threads;
              config.publish_threads = publish_threads;
+             config.spatial_index = parse_spatial_index(spatial_index);
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
            py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
            py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
-           py::arg("publish_threads") = 0)
+           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto")
       .def(
           "insert",
           [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {

@@ -32,6 +32,9 @@ TEST_CASE("configuration errors name the field and value") {
   c = config_for(3);
   c.publish_threads = 1025;
   CHECK(contains(message_of<InvalidArgument>([&] { ReferenceSet s(c); }), "publish_threads=1025 exceeds the limit of 1024"));
+  c = config_for(2);
+  c.spatial_index = static_cast<SpatialIndex>(7);
+  CHECK(contains(message_of<InvalidArgument>([&] { ReferenceSet s(c); }), "spatial_index has an unknown value"));
   CHECK_THROWS_AS(parse_metric("euclid"), InvalidArgument);
   CHECK(contains(message_of<InvalidArgument>([] { parse_metric("euclid"); }), "l2, ip, cosine or haversine"));
   CHECK(contains(message_of<InvalidArgument>([] { parse_weights("inverse"); }), "uniform or distance"));

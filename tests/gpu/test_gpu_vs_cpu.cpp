@@ -10,6 +10,7 @@
 // the direct search of small batches over one-chunk stores; the query-resident scan of large
 // batches over them (and the selection's 256-thread blocks after it); aggregation parity;
 // snapshots of in-flight searches across publishes on the device; graph replays after publishes.
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
@@ -24,12 +25,18 @@ namespace {
 
 /// The same store on both backends; every op goes to both.
 struct Twin {
-  Twin(std::size_t dim, Metric metric, TargetSpec target, std::size_t queue = 1 << 16)
-      : cpu(make(dim, metric, target, BackendKind::Cpu, queue)), gpu(make(dim, metric, target, BackendKind::Cuda, queue)) {
+  /// The spatial index is off unless asked for: the other tests aim at the scan kernels, and
+  /// under Auto large batches over stores of one or two dimensions would take the index.
+  Twin(std::size_t dim, Metric metric, TargetSpec target, std::size_t queue = 1 << 16,
+       SpatialIndex spatial = SpatialIndex::Off)
+      : cpu(make(dim, metric, target, BackendKind::Cpu, queue, spatial)),
+        gpu(make(dim, metric, target, BackendKind::Cuda, queue, spatial)) {
     model.dim = dim;
   }
-  static StoreConfig make(std::size_t dim, Metric metric, TargetSpec target, BackendKind kind, std::size_t queue) {
+  static StoreConfig make(std::size_t dim, Metric metric, TargetSpec target, BackendKind kind, std::size_t queue,
+                          SpatialIndex spatial) {
     StoreConfig c;
+    c.spatial_index = spatial;
     c.dim = dim;
     c.metric = metric;
     c.target = target;
@@ -83,11 +90,13 @@ struct StoreShape {
   double erased;
   bool duplicates;
   bool one_point = false;  // n copies of one point, ids in slot order (every rank ties)
+  SpatialIndex spatial = SpatialIndex::Off;
 };
 
 std::string describe(const StoreShape& s) {
   return concat_str("dim=", s.dim, " n=", s.n, " k=", s.k, " q=", s.q, " ", to_string(s.metric), " erased=", s.erased,
-                    s.duplicates ? " duplicates" : "", s.one_point ? " one point" : "");
+                    s.duplicates ? " duplicates" : "", s.one_point ? " one point" : "",
+                    s.spatial == SpatialIndex::Always ? " spatial index" : s.spatial == SpatialIndex::Auto ? " spatial Auto" : "");
 }
 
 /// Fills both backends' stores as the shape says.
@@ -158,7 +167,7 @@ std::size_t compare(const Neighbors& gpu, const Neighbors& cpu, const Model& mod
 /// one repeated point, where every rank ties, both are the k smallest ids.
 void check_shape(const StoreShape& s, std::mt19937_64& g, bool as_batch, bool each_alone) {
   CAPTURE(describe(s));
-  Twin t(s.dim, s.metric, TargetSpec::none());
+  Twin t(s.dim, s.metric, TargetSpec::none(), 1 << 16, s.spatial);
   fill(t, s, g);
   const auto queries = points_for(s.metric, g, s.q, s.dim);
   auto check = [&](const std::vector<float>& batch) {
@@ -461,6 +470,89 @@ TEST_CASE("the direct search: each path (sanitizer-sized)") {
               StoreShape{3, 30'000, 8, 3, Metric::InnerProduct, 0.5, true},
               StoreShape{2, 0, 4, 1, Metric::L2, 0.0, false}},
              /*as_batch=*/true, /*each_alone=*/false);
+}
+
+TEST_CASE("GPU equals CPU through the spatial index (dims 1-2, every k to 32, erased slots, ties, empty stores)") {
+  // StoreConfig::spatial_index = Always: every search of a store of one or two stored elements
+  // (L2, cosine) at k <= 32 without id ranges builds the tree of boxes and walks it, a warp per
+  // query. Stores from empty to 2,000,000 points (a root that is a leaf, partial leaves, up to
+  // five levels), erased slots (90% of one store),
+  // duplicates, every rank tied (one repeated point: the answer is the k smallest ids, so
+  // boxes whose bound equals the k-th must still be opened), k = 1 to 32, batches of 1 to 4,096
+  // and one query at a time (graph replays of the spatial plan).
+  constexpr SpatialIndex on = SpatialIndex::Always;
+  check_shapes(5280,
+               {StoreShape{2, 1'000'003, 16, 1024, Metric::L2, 0.2, false, false, on},
+                StoreShape{2, 2'000'000, 32, 4096, Metric::L2, 0.0, false, false, on},
+                StoreShape{2, 300'000, 1, 17, Metric::L2, 0.9, true, false, on},
+                StoreShape{1, 500'000, 7, 300, Metric::L2, 0.1, true, false, on},
+                StoreShape{2, 200'000, 32, 64, Metric::Cosine, 0.3, false, false, on},
+                StoreShape{2, 100'000, 20, 50, Metric::L2, 0.0, false, true, on},
+                StoreShape{2, 5'000, 32, 40, Metric::L2, 0.0, false, true, on},
+                StoreShape{2, 33, 32, 8, Metric::L2, 0.1, false, false, on},
+                StoreShape{2, 20, 32, 3, Metric::L2, 0.0, false, false, on},
+                StoreShape{2, 1, 4, 2, Metric::L2, 0.0, false, false, on},
+                StoreShape{2, 0, 8, 2, Metric::L2, 0.0, false, false, on}},
+               /*as_batch=*/true, /*each_alone=*/false);
+  check_shapes(5281,
+               {StoreShape{2, 1'000'000, 16, 6, Metric::L2, 0.1, false, false, on},
+                StoreShape{1, 70'000, 32, 3, Metric::L2, 0.0, true, false, on},
+                StoreShape{2, 50'000, 5, 4, Metric::L2, 0.0, false, true, on}},
+               /*as_batch=*/true, /*each_alone=*/true);
+}
+
+TEST_CASE("the spatial index on clustered points, points far from the origin, and through publishes (Auto)") {
+  // Clustered data (most points in a few tight clusters, some far away, queries anywhere) gives
+  // leaves of very different sizes; points near 10^6 with neighbours 10^-2 apart put the ranks'
+  // rounding in play. Under Auto the index is built once 1,024 queries of large enough batches
+  // (128 or more here) have been searched since the last publish: the searches before and after
+  // it, and after moves and erases (each publish makes the index stale; the two buffers each keep
+  // their own), equal the CPU's.
+  auto g = rng(5290);
+  for (const bool far : {false, true}) {
+    CAPTURE(far);
+    Twin t(2, Metric::L2, TargetSpec::none(), 1 << 16, SpatialIndex::Auto);
+    std::normal_distribution<float> tight(0.0f, far ? 0.01f : 0.001f);
+    std::uniform_real_distribution<float> anywhere(far ? 1e6f - 10.0f : -1.0f, far ? 1e6f + 10.0f : 1.0f);
+    std::vector<std::array<float, 2>> centres(5);
+    for (auto& c : centres) c = {anywhere(g), anywhere(g)};
+    auto point = [&] {
+      if (g() % 10 == 0) return std::vector<float>{anywhere(g), anywhere(g)};
+      const auto& c = centres[g() % centres.size()];
+      return std::vector<float>{c[0] + tight(g), c[1] + tight(g)};
+    };
+    for (PointId id = 0; id < 300'000; ++id) {
+      const auto v = point();
+      t.push(Update::insert(id, v));
+      t.model.vectors[id] = v;
+    }
+    t.publish();
+    for (int round = 0; round < 6; ++round) {
+      CAPTURE(round);
+      for (const std::size_t q : {1, 40, 200, 900}) {  // the index is built during each round
+        std::vector<float> queries;
+        for (std::size_t i = 0; i < q; ++i) {
+          const auto v = i % 2 ? point() : std::vector<float>{anywhere(g), anywhere(g)};
+          queries.insert(queries.end(), v.begin(), v.end());
+        }
+        for (const std::size_t k : {1, 16, 32}) {
+          CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+        }
+      }
+      for (int i = 0; i < 2000; ++i) {  // moves, erases and inserts
+        const PointId id = g() % 300'000;
+        if (t.model.vectors.count(id) && g() % 4 == 0) {
+          t.push(Update::erase(id));
+          t.model.vectors.erase(id);
+        } else {
+          const auto v = point();
+          t.push(t.model.vectors.count(id) ? Update::move(id, v) : Update::insert(id, v));
+          t.model.vectors[id] = v;
+        }
+      }
+      t.publish();
+    }
+  }
 }
 
 TEST_CASE("GPU equals CPU where large batches over one-chunk stores take the query-resident scan") {

@@ -276,6 +276,7 @@ def test_publish_threads_keep_the_published_state():
     (dict(dim=3, queue_capacity=0), "queue_capacity must be at least 1"),
     (dict(dim=3, cpu_threads=1025), "cpu_threads=1025 exceeds the limit of 1024"),
     (dict(dim=3, publish_threads=1025), "publish_threads=1025 exceeds the limit of 1024"),
+    (dict(dim=2, spatial_index="kd"), "unknown spatial_index 'kd'"),
 ])
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ValueError, match=message):

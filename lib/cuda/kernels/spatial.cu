@@ -1,0 +1,505 @@
+// The spatial index (launch_spatial_build) and its search (launch_spatial_search) for stores
+// of at most two elements per vector under L2 ranks.
+//
+// Build: the valid slots sorted by the Morton index of the cell of a 2^b x 2^b grid over the
+// store's bounding box they fall in (b from the slot count: a few points per cell, b <= 10; a
+// CUB radix sort of (cell, slot), stable, so a cell keeps its slots' order), their points
+// gathered in that order, and a tree of boxes over them: a leaf is 32 consecutive points (a
+// warp's load), a node 32 consecutive nodes of the level below, up to one root. The boxes are
+// the points' real bounds, so the grid only decides which points share a leaf: any order would
+// give exact answers, a spatial one makes the boxes small.
+//
+// Search: a warp per query walks the tree depth first from a stack in shared memory. At a node
+// the 32 lanes bound the rank of every point in each child box; the children within the
+// query's bound go on the stack with the nearest on top (so the first leaf reached is near the
+// query and its points bound the rest), and a node's leaves are ranked in place, nearest
+// first. At a leaf each lane ranks one point and those within the bound enter the query's list:
+// k <= 32 entries sorted by (rank, id), one per lane, whose k-th is the bound once it is full.
+// The warp writes the answers itself, as the selection would.
+//
+// Why no answer is lost. A box [lo, hi] holds points p with lo <= p <= hi element-wise. Let c
+// be the query q clamped to the box. Then |q_i - c_i| <= |q_i - p_i| exactly for each element,
+// and the rank is fma(dy, dy, fma(dx, dx, 0)) with dx = fl(q_x - p_x): a rounded difference is
+// monotone in its exact value, and the FMAs are monotone in |dx|, |dy| and the accumulator, so
+// rank(q, c) <= rank(q, p) in floats. A box whose bound exceeds the query's k-th rank therefore
+// holds no point that could enter (an entry needs rank <= k-th, equal ranks then by id). An
+// empty box (hi < lo: a leaf past the store's points) bounds to +inf and is skipped once the
+// list is full.
+#include <cub/device/device_radix_sort.cuh>
+#include <math_constants.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "cuda/kernels.hpp"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/select.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kMaxAxisBits = 10;                               // at most 1,024 x 1,024 cells
+constexpr int kBuildThreads = 256;
+constexpr int kSearchWarps = 4;
+constexpr int kLevelShift = 27;                                // stack entry: level << 27 | node
+constexpr std::uint32_t kNodeMask = (1u << kLevelShift) - 1;
+static_assert(kSpatialMaxLevels <= 8, "the level lives in three bits of a stack entry");
+constexpr int kStackEntries = 32 * int(kSpatialMaxLevels);     // 31 siblings per level above, 32 at the bottom
+
+/// The low 16 bits of v spread to the even bits.
+__device__ __forceinline__ std::uint32_t spread_bits(std::uint32_t v) {
+  v &= 0xffffu;
+  v = (v | (v << 8)) & 0x00ff00ffu;
+  v = (v | (v << 4)) & 0x0f0f0f0fu;
+  v = (v | (v << 2)) & 0x33333333u;
+  return (v | (v << 1)) & 0x55555555u;
+}
+
+/// The rank of a point of two elements the way every kernel computes it (accumulate at width 2).
+__device__ __forceinline__ float rank2(float qx, float qy, float px, float py) {
+  const float dx = __fsub_rn(qx, px), dy = __fsub_rn(qy, py);
+  return __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f));
+}
+
+/// A lower bound of rank2 over the box (lo.x, lo.y, hi.x, hi.y) (see the file comment).
+__device__ __forceinline__ float box_rank(float qx, float qy, const float4& box) {
+  return rank2(qx, qy, fminf(fmaxf(qx, box.x), box.z), fminf(fmaxf(qy, box.y), box.w));
+}
+
+/// The element-wise bounds of each lane's box (empty: lo = +inf, hi = -inf) over the warp.
+__device__ __forceinline__ float4 warp_box(float4 b) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    b.x = fminf(b.x, __shfl_xor_sync(kFullMask, b.x, m));
+    b.y = fminf(b.y, __shfl_xor_sync(kFullMask, b.y, m));
+    b.z = fmaxf(b.z, __shfl_xor_sync(kFullMask, b.z, m));
+    b.w = fmaxf(b.w, __shfl_xor_sync(kFullMask, b.w, m));
+  }
+  return b;
+}
+
+/// The box of no point: every bound of it is +inf.
+__device__ __forceinline__ float4 empty_box() { return make_float4(CUDART_INF_F, CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F); }
+
+/// The build's scratch words: the valid points' min x, min y as ordered bits and max x, max y as
+/// inverted ordered bits (so that all four start at ~0 and fall by atomicMin), and their count.
+struct BuildBounds {
+  std::uint32_t lo_x, lo_y, inv_hi_x, inv_hi_y, count;
+};
+
+/// The grid cell (Morton index) of a point, from the bounds the first pass found.
+struct CellGrid {
+  float lo_x, lo_y, scale_x, scale_y, top;
+  int bits;
+  __device__ explicit CellGrid(const BuildBounds& b, int axis_bits) : bits(axis_bits) {
+    lo_x = from_ordered_bits(b.lo_x);
+    lo_y = from_ordered_bits(b.lo_y);
+    const float hi_x = from_ordered_bits(~b.inv_hi_x), hi_y = from_ordered_bits(~b.inv_hi_y);
+    top = float((1u << bits) - 1);
+    // A zero, infinite (overflowed) or undefined extent puts every point in one cell of that
+    // axis: the order gets worse, the answers stay exact.
+    auto scale_of = [&](float lo, float hi) {
+      const float s = top / (hi - lo);
+      return hi > lo && isfinite(s) ? s : 0.0f;
+    };
+    scale_x = scale_of(lo_x, hi_x);
+    scale_y = scale_of(lo_y, hi_y);
+  }
+  __device__ std::uint32_t operator()(float2 p) const {
+    const auto axis = [&](float v, float lo, float scale) { return std::uint32_t(fminf(fmaxf((v - lo) * scale, 0.0f), top)); };
+    return spread_bits(axis(p.x, lo_x, scale_x)) | (spread_bits(axis(p.y, lo_y, scale_y)) << 1);
+  }
+};
+
+/// The valid points' bounds and count: a reduction per block, then one atomic per word and block.
+__global__ void __launch_bounds__(kBuildThreads) spatial_bounds_kernel(const StoreView* view, BuildBounds* bounds) {
+  __shared__ BuildBounds partial[kBuildThreads / 32];
+  const StoreView s = *view;
+  const float2* const points = static_cast<const float2*>(s.vectors);
+  BuildBounds b{~0u, ~0u, ~0u, ~0u, 0};
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
+    if (!s.valid[i]) continue;
+    const float2 p = points[i];
+    b.lo_x = min(b.lo_x, ordered_bits(p.x));
+    b.lo_y = min(b.lo_y, ordered_bits(p.y));
+    b.inv_hi_x = min(b.inv_hi_x, ~ordered_bits(p.x));
+    b.inv_hi_y = min(b.inv_hi_y, ~ordered_bits(p.y));
+    ++b.count;
+  }
+  b.lo_x = __reduce_min_sync(kFullMask, b.lo_x);
+  b.lo_y = __reduce_min_sync(kFullMask, b.lo_y);
+  b.inv_hi_x = __reduce_min_sync(kFullMask, b.inv_hi_x);
+  b.inv_hi_y = __reduce_min_sync(kFullMask, b.inv_hi_y);
+  b.count = __reduce_add_sync(kFullMask, b.count);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = b;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kBuildThreads / 32; ++w) {
+      b.lo_x = min(b.lo_x, partial[w].lo_x);
+      b.lo_y = min(b.lo_y, partial[w].lo_y);
+      b.inv_hi_x = min(b.inv_hi_x, partial[w].inv_hi_x);
+      b.inv_hi_y = min(b.inv_hi_y, partial[w].inv_hi_y);
+      b.count += partial[w].count;
+    }
+    if (b.count > 0) {
+      atomicMin(&bounds->lo_x, b.lo_x);
+      atomicMin(&bounds->lo_y, b.lo_y);
+      atomicMin(&bounds->inv_hi_x, b.inv_hi_x);
+      atomicMin(&bounds->inv_hi_y, b.inv_hi_y);
+      atomicAdd(&bounds->count, b.count);
+    }
+  }
+}
+
+/// Each slot's sort key, its cell (`cells` where erased: after every point), and its slot.
+__global__ void __launch_bounds__(kBuildThreads) spatial_keys_kernel(const StoreView* view, const BuildBounds* bounds,
+                                                                    int axis_bits, std::uint32_t* keys,
+                                                                    std::uint32_t* order) {
+  const StoreView s = *view;
+  const float2* const points = static_cast<const float2*>(s.vectors);
+  const CellGrid grid(*bounds, axis_bits);
+  const std::uint32_t absent = 1u << (2 * axis_bits);
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
+    keys[i] = s.valid[i] ? grid(points[i]) : absent;
+    order[i] = i;
+  }
+}
+
+/// A block of 32 warps per node of level 1: a warp per leaf gathers its points in sorted order
+/// and takes their box, then warp 0 the node's box. Entries past the point count are empty.
+__global__ void __launch_bounds__(1024) spatial_leaves_kernel(const StoreView* view, const BuildBounds* bounds,
+                                                             const std::uint32_t* slots, std::uint32_t leaves,
+                                                             float2* points, float4* leaf_boxes, float4* node_boxes) {
+  __shared__ float4 boxes[32];
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::uint32_t leaf = blockIdx.x * 32 + warp, count = bounds->count;
+  float4 box = empty_box();
+  const std::uint32_t i = leaf * 32 + lane;
+  if (i < count) {
+    const float2 p = static_cast<const float2*>(view->vectors)[slots[i]];
+    points[i] = p;
+    box = make_float4(p.x, p.y, p.x, p.y);
+  }
+  box = warp_box(box);
+  if (lane == 0) {
+    boxes[warp] = box;
+    if (leaf < leaves) leaf_boxes[leaf] = box;
+  }
+  if (node_boxes == nullptr) return;  // a single leaf: the root
+  __syncthreads();
+  if (warp == 0) {
+    box = warp_box(boxes[lane]);
+    if (lane == 0) node_boxes[blockIdx.x] = box;
+  }
+}
+
+/// One block: the levels above 1 (a warp per node), then the view with the point count.
+__global__ void __launch_bounds__(1024) spatial_upper_kernel(SpatialView view, const BuildBounds* bounds,
+                                                            float4* boxes, SpatialView* out) {
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (std::uint32_t level = 2; level < view.levels; ++level) {
+    const float4* children = boxes + view.level_start[level - 1];
+    const std::uint32_t child_count = view.level_size[level - 1];
+    for (std::uint32_t node = warp; node < view.level_size[level]; node += warps) {
+      const std::uint32_t child = node * 32 + lane;
+      const float4 box = warp_box(child < child_count ? children[child] : empty_box());
+      if (lane == 0) boxes[view.level_start[level] + node] = box;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    view.count = bounds->count;
+    *out = view;
+  }
+}
+
+/// One stack entry: (level << kLevelShift | node) and the node's bound.
+struct StackEntry {
+  std::uint32_t code;
+  float bound;
+};
+
+/// A query's list: lane i < n holds its i-th best (rank, id, slot) in the (rank, id) order,
+/// lanes from n on hold padding (+inf, kNoId); bound / bound_id are the k-th once n = k.
+struct WarpList {
+  float rank = std::numeric_limits<float>::infinity();
+  std::uint64_t id = kNoId;
+  std::uint32_t slot = ~0u;
+  std::uint32_t n = 0;
+  float bound = std::numeric_limits<float>::infinity();
+  std::uint64_t bound_id = kNoId;
+};
+
+/// Compare-exchange of lane entries with the lane `stride` away: the lane keeps the smaller of
+/// the two by (rank, id) where keep_min, else the larger.
+__device__ __forceinline__ void exchange(float& rank, std::uint64_t& id, std::uint32_t& slot, std::uint32_t stride,
+                                         bool keep_min) {
+  const float other_rank = __shfl_xor_sync(kFullMask, rank, stride);
+  const std::uint64_t other_id = __shfl_xor_sync(kFullMask, id, stride);
+  const std::uint32_t other_slot = __shfl_xor_sync(kFullMask, slot, stride);
+  if (keep_min == closer(other_rank, other_id, rank, id)) {
+    rank = other_rank;
+    id = other_id;
+    slot = other_slot;
+  }
+}
+
+/// Leaves with more admitted points than this merge them into the list by sorting (two
+/// networks of 15 and 6 exchanges) rather than one insertion each (a chain of 7 dependent
+/// warp operations per point).
+constexpr int kInsertEach = 4;
+
+/// Offers each admitted lane's point (rank, id, slot) to the list.
+__device__ __forceinline__ void offer(WarpList& list, unsigned admit, float r, std::uint64_t id, std::uint32_t s,
+                                      std::uint32_t k, std::uint32_t lane) {
+  if (__popc(admit) > kInsertEach) {
+    // Sort the candidates descending, so that the list (ascending) and they form one bitonic
+    // sequence; the element-wise smaller of the two halves are the 32 best of both, bitonic,
+    // and one merge network orders them.
+    const bool mine = (admit >> lane) & 1u;
+    float cr = mine ? r : CUDART_INF_F;
+    std::uint64_t cid = mine ? id : kNoId;
+    std::uint32_t cs = mine ? s : ~0u;
+#pragma unroll
+    for (std::uint32_t size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+      for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+        // descending overall: blocks alternate, the last (size 32) descending
+        const bool descending_block = (lane & size) == 0 || size == 32;
+        exchange(cr, cid, cs, stride, ((lane & stride) == 0) != descending_block);
+      }
+    }
+    if (closer(cr, cid, list.rank, list.id)) {
+      list.rank = cr;
+      list.id = cid;
+      list.slot = cs;
+    }
+#pragma unroll
+    for (std::uint32_t stride = 16; stride > 0; stride >>= 1) exchange(list.rank, list.id, list.slot, stride, (lane & stride) == 0);
+    list.n = min(k, list.n + __popc(admit));
+    if (lane >= k) {
+      list.rank = CUDART_INF_F;
+      list.id = kNoId;
+      list.slot = ~0u;
+    }
+  } else {
+    while (admit) {
+      const int from = __ffs(admit) - 1;
+      admit &= admit - 1;
+      const float cr = __shfl_sync(kFullMask, r, from);
+      const std::uint64_t cid = __shfl_sync(kFullMask, id, from);
+      const std::uint32_t cs = __shfl_sync(kFullMask, s, from);
+      if (list.n == k && !closer(cr, cid, list.bound, list.bound_id)) continue;
+      const std::uint32_t at = __popc(__ballot_sync(kFullMask, lane < list.n && closer(list.rank, list.id, cr, cid)));
+      const float up_rank = __shfl_up_sync(kFullMask, list.rank, 1);
+      const std::uint64_t up_id = __shfl_up_sync(kFullMask, list.id, 1);
+      const std::uint32_t up_slot = __shfl_up_sync(kFullMask, list.slot, 1);
+      if (lane > at) {
+        list.rank = up_rank;
+        list.id = up_id;
+        list.slot = up_slot;
+      } else if (lane == at) {
+        list.rank = cr;
+        list.id = cid;
+        list.slot = cs;
+      }
+      if (lane >= k) {  // the entry pushed past the k-th leaves the list
+        list.rank = CUDART_INF_F;
+        list.id = kNoId;
+        list.slot = ~0u;
+      }
+      if (list.n < k) ++list.n;
+      if (list.n == k) {
+        list.bound = __shfl_sync(kFullMask, list.rank, k - 1);
+        list.bound_id = __shfl_sync(kFullMask, list.id, k - 1);
+      }
+    }
+    return;
+  }
+  if (list.n == k) {
+    list.bound = __shfl_sync(kFullMask, list.rank, k - 1);
+    list.bound_id = __shfl_sync(kFullMask, list.id, k - 1);
+  }
+}
+
+/// A leaf's points as one lane's share: its point and slot (i >= count: none).
+struct LeafLoad {
+  float2 point;
+  std::uint32_t slot;
+};
+
+__device__ __forceinline__ LeafLoad load_leaf(const SpatialView& index, std::uint32_t leaf, std::uint32_t lane) {
+  const std::uint32_t i = leaf * 32 + lane;
+  LeafLoad l{make_float2(0.0f, 0.0f), ~0u};
+  if (i < index.count) {
+    l.point = reinterpret_cast<const float2*>(index.points)[i];
+    l.slot = index.slots[i];
+  }
+  return l;
+}
+
+/// Ranks a loaded leaf against the query and offers the points within the bound to the list.
+__device__ __forceinline__ void rank_leaf(WarpList& list, const LeafLoad& l, float qx, float qy,
+                                          const std::uint64_t* ids, std::uint32_t k, std::uint32_t lane) {
+  const bool present = l.slot != ~0u;
+  const float r = present ? rank2(qx, qy, l.point.x, l.point.y) : CUDART_INF_F;
+  const unsigned admit = __ballot_sync(kFullMask, present && r <= list.bound);
+  if (!admit) return;
+  const std::uint64_t id = (admit >> lane) & 1u ? ids[l.slot] : kNoId;
+  offer(list, admit, r, id, l.slot, k, lane);
+}
+
+/// Of the lanes in `open`, the one whose key (a bound's float bits: bounds are >= +0, so their
+/// bits order as they do) is smallest; -1 where open is empty.
+__device__ __forceinline__ int nearest_lane(unsigned open, float key, std::uint32_t lane) {
+  if (!open) return -1;
+  const std::uint32_t bits = (open >> lane) & 1u ? __float_as_uint(key) : ~0u;
+  const std::uint32_t least = __reduce_min_sync(kFullMask, bits);
+  return __ffs(__ballot_sync(kFullMask, bits == least && ((open >> lane) & 1u))) - 1;
+}
+
+__global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(SpatialSearchParams p) {
+  __shared__ StackEntry stacks[kSearchWarps][kStackEntries];
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::uint32_t q = blockIdx.x * kSearchWarps + warp;
+  if (q >= p.num_queries) return;  // the whole warp: no block-wide barrier below
+  StackEntry* const stack = stacks[warp];
+  const SpatialView& index = *p.index;
+  const std::uint32_t levels = index.levels, k = p.k;
+  const float4* const boxes = reinterpret_cast<const float4*>(index.boxes);
+  const std::uint64_t* const ids = p.store->ids;
+  const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
+  const unsigned lanes_below = (1u << lane) - 1;
+  WarpList list;
+
+  std::uint32_t top = 0;
+  if (levels > 0) {
+    if (lane == 0) stack[0] = StackEntry{(levels - 1) << kLevelShift, 0.0f};
+    top = 1;
+  }
+  __syncwarp();
+  while (top > 0) {
+    const StackEntry entry = stack[--top];
+    if (entry.bound > list.bound) continue;
+    const std::uint32_t level = entry.code >> kLevelShift, node = entry.code & kNodeMask;
+    if (level == 0) {  // a root that is a leaf
+      rank_leaf(list, load_leaf(index, node, lane), query.x, query.y, ids, k, lane);
+      continue;
+    }
+    const std::uint32_t child_level = level - 1, child = node * 32 + lane;
+    float b = CUDART_INF_F;
+    const bool present = child < index.level_size[child_level];
+    if (present) b = box_rank(query.x, query.y, boxes[index.level_start[child_level] + child]);
+    unsigned open = __ballot_sync(kFullMask, present && b <= list.bound);
+    if (!open) continue;
+    if (child_level == 0) {
+      // The leaves: nearest first, the next one's points loaded while this one's are ranked; a
+      // leaf whose bound the list has since passed is skipped, and once the nearest left is
+      // past it, all are.
+      int at = nearest_lane(open, b, lane);
+      open &= ~(1u << at);
+      LeafLoad current = load_leaf(index, node * 32 + at, lane);
+      while (at >= 0) {
+        const int next = nearest_lane(open, b, lane);
+        LeafLoad following{};
+        if (next >= 0) {
+          open &= ~(1u << next);
+          following = load_leaf(index, node * 32 + next, lane);
+        }
+        rank_leaf(list, current, query.x, query.y, ids, k, lane);
+        at = next;
+        current = following;
+        if (at >= 0 && __shfl_sync(kFullMask, b, at) > list.bound) break;  // nearest first: the rest are farther
+      }
+      continue;
+    }
+    // Inner nodes: the nearest on top of the stack, the others under it in lane order.
+    const std::uint32_t m = __popc(open);
+    const int nearest = nearest_lane(open, b, lane);
+    if ((open >> lane) & 1u) {
+      const std::uint32_t slot = lane == std::uint32_t(nearest) ? m - 1 : __popc(open & ~(1u << nearest) & lanes_below);
+      stack[top + slot] = StackEntry{(child_level << kLevelShift) | child, b};
+    }
+    top += m;
+    __syncwarp();
+  }
+  if (lane < k) {
+    const Candidate c = lane < list.n ? Candidate{list.rank, list.slot, list.id} : Candidate{CUDART_INF_F, ~0u, kNoId};
+    emit_answer(p.out, q, lane, c);
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots) {
+  std::vector<std::uint32_t> sizes;
+  if (slots == 0) return sizes;
+  sizes.push_back((slots + 31) / 32);
+  while (sizes.back() > 1) sizes.push_back((sizes.back() + 31) / 32);
+  return sizes;
+}
+
+int spatial_axis_bits(std::uint32_t slots) {
+  int bits = 1;  // 1 to 4 slots per cell, or 2^20 cells
+  while (bits < kMaxAxisBits && (std::uint64_t(slots) >> (2 * bits)) > 4) ++bits;
+  return bits;
+}
+
+std::size_t spatial_sort_bytes(std::uint32_t slots) {
+  std::size_t bytes = 0;
+  check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr), slots, 0, 2 * kMaxAxisBits + 1),
+             "cub::DeviceRadixSort::SortPairs (temporary storage size)");
+  return bytes;
+}
+
+void launch_spatial_build(const SpatialBuildParams& p, cudaStream_t stream) {
+  const std::vector<std::uint32_t> sizes = spatial_level_sizes(p.slots);  // at most 7 for 2^32 slots
+  SpatialView view;
+  view.points = p.points;
+  view.slots = p.slots_sorted;
+  view.boxes = p.boxes;
+  view.levels = std::uint32_t(sizes.size());
+  std::uint32_t start = 0;
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    view.level_start[l] = start;
+    view.level_size[l] = sizes[l];
+    start += sizes[l];
+  }
+  auto* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
+  check_cuda(cudaMemsetAsync(bounds, 0xff, 4 * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
+  check_cuda(cudaMemsetAsync(&bounds->count, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial count)");
+  if (p.slots > 0) {
+    const int bits = spatial_axis_bits(p.slots);
+    const std::uint32_t blocks = std::min<std::uint32_t>((p.slots + kBuildThreads - 1) / kBuildThreads, p.max_blocks);
+    spatial_bounds_kernel<<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds);
+    check_launch("spatial_bounds_kernel");
+    spatial_keys_kernel<<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds, bits, p.keys, p.order);
+    check_launch("spatial_keys_kernel");
+    std::size_t bytes = p.temp_bytes;
+    check_cuda(cub::DeviceRadixSort::SortPairs(p.temp, bytes, p.keys, p.keys_sorted, p.order, p.slots_sorted, p.slots,
+                                               0, 2 * bits + 1, stream),
+               "cub::DeviceRadixSort::SortPairs (spatial cells)");
+    float4* const boxes = reinterpret_cast<float4*>(p.boxes);
+    const std::uint32_t nodes = sizes.size() > 1 ? sizes[1] : 1;
+    spatial_leaves_kernel<<<nodes, 1024, 0, stream>>>(p.store, bounds, p.slots_sorted, sizes[0],
+                                                      reinterpret_cast<float2*>(p.points), boxes,
+                                                      sizes.size() > 1 ? boxes + view.level_start[1] : nullptr);
+    check_launch("spatial_leaves_kernel");
+  }
+  spatial_upper_kernel<<<1, 1024, 0, stream>>>(view, bounds, reinterpret_cast<float4*>(p.boxes), p.view);
+  check_launch("spatial_upper_kernel");
+}
+
+void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
+  if (p.num_queries == 0) return;
+  const std::uint32_t blocks = (p.num_queries + kSearchWarps - 1) / kSearchWarps;
+  spatial_search_kernel<<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+  check_launch("spatial_search_kernel");
+}
+
+}  // namespace streamknn::detail::gpu
