@@ -26,6 +26,8 @@
 #   latency       bench_latency (l2, then haversine)              -> latency.csv, latency-haversine.csv
 #   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
 #                                                                  -> lowdim.csv, lowdim-haversine.csv
+#   lowdim-scan   the same L2 rows with the spatial index off       -> lowdim-scan.csv
+#   lowdim-moves  Q 256,1,024 with 1,000 moves published before each search -> lowdim-moves.csv
 #   device        bench_search gis1m,mnist K 16 Q 1,16 --device 1: search_device's GPU, call and
 #                 host-to-host times under each row (device.log)   -> device.csv
 #   graph-copies  bench_graph_copies: a graph of 1-4 tiny kernels, answers out by a D2H copy or by
@@ -123,6 +125,13 @@ step lowdim 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 
   --csv "$OUTDIR/lowdim.csv"
 step lowdim-haversine 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
   --metric haversine --csv "$OUTDIR/lowdim-haversine.csv"
+# The same L2 rows without the spatial index (the scans alone), and with 1,000 moves published
+# before every search (each search sees a new snapshot: under Auto a batch of 1,024 rebuilds the
+# index for itself, one of 256 takes the scans).
+step lowdim-scan 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,16,256,1024 \
+  --spatial off --csv "$OUTDIR/lowdim-scan.csv"
+step lowdim-moves 20 90 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 256,1024 --reps 10 --sets 2 \
+  --moves 1000 --csv "$OUTDIR/lowdim-moves.csv"
 # Device-resident queries and answers (search_device) beside search(), printed under each row.
 step device 20 60 "$BIN/bench_search" --shapes gis1m,mnist --k 16 --q 1,16 --reps 30 --sets 3 --device 1 \
   --csv "$OUTDIR/device.csv"

@@ -33,7 +33,7 @@ struct TargetSpec {
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
 /// When the CUDA backend searches stores of one or two dimensions (L2, cosine) through a spatial
-/// index: a tree of boxes over the points in Morton order, rebuilt on the device after the store
+/// index: a tree of boxes over the points in Hilbert-curve order, rebuilt on the device after the store
 /// changes (about 0.1 ms per million points), that lets a query skip every box farther than its
 /// k-th neighbour. Answers are the same either way; only the time differs. Auto builds it once
 /// the searches since the last publish would have paid for it; Always before every search that

@@ -299,7 +299,7 @@ void launch_select(const SelectParams& params, cudaStream_t stream);
 
 /// The spatial index (kernels/spatial.cu) of a store of at most two elements per vector (L2
 /// ranks: cosine included): built on the query stream from one buffer's valid slots (a radix
-/// sort by grid cell in Morton order, a 32-way tree of boxes over the sorted points), then
+/// sort by grid cell along a Hilbert curve, a 32-way tree of boxes over the sorted points), then
 /// searched a warp per query for up to kSpatialMaxK neighbours, pruning every box whose bound
 /// exceeds the query's k-th rank. The search writes the answers itself (as the selection); ranks
 /// are the scan's bits.

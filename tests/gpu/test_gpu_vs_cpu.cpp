@@ -8,7 +8,8 @@
 // product; and a store where only the screen's margin keeps the answer); stores of about one
 // tile per warp; the selection's first prefix; the dense screen of batches over small stores;
 // the direct search of small batches over one-chunk stores; the query-resident scan of large
-// batches over them (and the selection's 256-thread blocks after it); aggregation parity;
+// batches over them (and the selection's 256-thread blocks after it); the spatial index of
+// stores of one or two dimensions (forced on, and under Auto across publishes); aggregation parity;
 // snapshots of in-flight searches across publishes on the device; graph replays after publishes.
 #include <array>
 #include <chrono>
@@ -499,6 +500,19 @@ TEST_CASE("GPU equals CPU through the spatial index (dims 1-2, every k to 32, er
                 StoreShape{1, 70'000, 32, 3, Metric::L2, 0.0, true, false, on},
                 StoreShape{2, 50'000, 5, 4, Metric::L2, 0.0, false, true, on}},
                /*as_batch=*/true, /*each_alone=*/true);
+}
+
+TEST_CASE("the spatial index: each path (sanitizer-sized)") {
+  // Small enough for compute-sanitizer: a tree of three levels and of one leaf, an empty store,
+  // erased slots, ties everywhere (one repeated point), merges by sorting and by insertion.
+  constexpr SpatialIndex on = SpatialIndex::Always;
+  check_shapes(5285,
+               {StoreShape{2, 20'000, 16, 64, Metric::L2, 0.5, false, false, on},
+                StoreShape{2, 2'000, 32, 8, Metric::L2, 0.0, false, true, on},
+                StoreShape{1, 3'000, 3, 5, Metric::L2, 0.0, true, false, on},
+                StoreShape{2, 30, 8, 2, Metric::L2, 0.2, false, false, on},
+                StoreShape{2, 0, 4, 1, Metric::L2, 0.0, false, false, on}},
+               /*as_batch=*/true, /*each_alone=*/false);
 }
 
 TEST_CASE("the spatial index on clustered points, points far from the origin, and through publishes (Auto)") {

@@ -1,7 +1,7 @@
 // The spatial index (launch_spatial_build) and its search (launch_spatial_search) for stores
 // of at most two elements per vector under L2 ranks.
 //
-// Build: the valid slots sorted by the Morton index of the cell of a 2^b x 2^b grid over the
+// Build: the valid slots sorted by the Hilbert index of the cell of a 2^b x 2^b grid over the
 // store's bounding box they fall in (b from the slot count: a few points per cell, b <= 10; a
 // CUB radix sort of (cell, slot), stable, so a cell keeps its slots' order), their points
 // gathered in that order, and a tree of boxes over them: a leaf is 32 consecutive points (a
@@ -48,13 +48,26 @@ constexpr std::uint32_t kNodeMask = (1u << kLevelShift) - 1;
 static_assert(kSpatialMaxLevels <= 8, "the level lives in three bits of a stack entry");
 constexpr int kStackEntries = 32 * int(kSpatialMaxLevels);     // 31 siblings per level above, 32 at the bottom
 
-/// The low 16 bits of v spread to the even bits.
-__device__ __forceinline__ std::uint32_t spread_bits(std::uint32_t v) {
-  v &= 0xffffu;
-  v = (v | (v << 8)) & 0x00ff00ffu;
-  v = (v | (v << 4)) & 0x0f0f0f0fu;
-  v = (v | (v << 2)) & 0x33333333u;
-  return (v | (v << 1)) & 0x55555555u;
+/// The index of cell (x, y) along the Hilbert curve over a grid of side n (a power of two).
+/// Consecutive cells along it are neighbours (a Morton order jumps at every power-of-two seam,
+/// and a leaf straddling a seam has a box reaching across it, which every query near that box
+/// must then open).
+__device__ __forceinline__ std::uint32_t hilbert_index(std::uint32_t n, std::uint32_t x, std::uint32_t y) {
+  std::uint32_t d = 0;
+  for (std::uint32_t s = n / 2; s > 0; s /= 2) {
+    const std::uint32_t rx = (x & s) ? 1u : 0u, ry = (y & s) ? 1u : 0u;
+    d += s * s * ((3u * rx) ^ ry);
+    if (ry == 0) {  // rotate the quadrant so that the curve's sub-curves join
+      if (rx == 1) {
+        x = n - 1 - x;
+        y = n - 1 - y;
+      }
+      const std::uint32_t t = x;
+      x = y;
+      y = t;
+    }
+  }
+  return d;
 }
 
 /// The rank of a point of two elements the way every kernel computes it (accumulate at width 2).
@@ -89,7 +102,7 @@ struct BuildBounds {
   std::uint32_t lo_x, lo_y, inv_hi_x, inv_hi_y, count;
 };
 
-/// The grid cell (Morton index) of a point, from the bounds the first pass found.
+/// The grid cell (its Hilbert index) of a point, from the bounds the first pass found.
 struct CellGrid {
   float lo_x, lo_y, scale_x, scale_y, top;
   int bits;
@@ -109,7 +122,7 @@ struct CellGrid {
   }
   __device__ std::uint32_t operator()(float2 p) const {
     const auto axis = [&](float v, float lo, float scale) { return std::uint32_t(fminf(fmaxf((v - lo) * scale, 0.0f), top)); };
-    return spread_bits(axis(p.x, lo_x, scale_x)) | (spread_bits(axis(p.y, lo_y, scale_y)) << 1);
+    return hilbert_index(1u << bits, axis(p.x, lo_x, scale_x), axis(p.y, lo_y, scale_y));
   }
 };
 
