@@ -32,12 +32,12 @@ struct TargetSpec {
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
-/// When the CUDA backend searches stores of one or two dimensions (L2, cosine) through a spatial
-/// index: a tree of boxes over the points in Hilbert-curve order, rebuilt on the device after the store
-/// changes (about 0.1 ms per million points), that lets a query skip every box farther than its
-/// k-th neighbour. Answers are the same either way; only the time differs. Auto builds it once
-/// the searches since the last publish would have paid for it; Always before every search that
-/// can use it (k <= 32, no visibility ranges); Off never.
+/// Whether the CUDA backend searches stores of one or two dimensions (L2, cosine; k <= 32, no
+/// visibility ranges) through a spatial index: a tree of boxes over the points in Hilbert-curve
+/// order, rebuilt on the device after the store changes (about 0.12 ms per million points), that
+/// lets a query skip every box farther than its k-th neighbour. The answers are the same either
+/// way; only the time differs. Auto: stores of 16,384 points or more, once 1,024 queries have been
+/// searched since the last publish; Always: before every search that can use it; Off: never.
 enum class SpatialIndex : unsigned char { Auto, Always, Off };
 
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.

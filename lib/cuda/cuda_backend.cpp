@@ -101,12 +101,9 @@ constexpr std::uint64_t kResidentMinWork = 1024;   // queries x k, see resident_
 constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, see choose_resident
 constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
 constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x the sample step, see choose_resident
-/// SpatialIndex::Auto (see spatial_wanted): batches of kSpatialMinQueries queries or more, or of
-/// kSpatialMinPairs (queries x slots) or more, over stores of kSpatialMinSlots slots or more take
-/// the index, built once kSpatialBuildQueries such queries have come since the store changed.
+/// SpatialIndex::Auto (see spatial_wanted): stores of kSpatialMinSlots slots or more take the
+/// index, built once kSpatialBuildQueries queries have come since the store changed.
 constexpr std::uint32_t kSpatialMinSlots = 16384;
-constexpr std::uint32_t kSpatialMinQueries = 128;
-constexpr std::uint64_t kSpatialMinPairs = std::uint64_t(1) << 27;
 constexpr std::uint64_t kSpatialBuildQueries = 1024;
 /// Queries per launch chunk of the spatial search (it needs no candidate workspace).
 constexpr std::uint32_t kSpatialChunkQueries = 1u << 16;
@@ -493,12 +490,14 @@ class CudaBackend final : public Backend {
   }
 
   /// Whether a batch over buffer b takes the spatial index (StoreConfig::spatial_index): stores
-  /// of at most two elements per vector, L2 ranks, no id ranges, k <= kSpatialMaxK. Auto: batches
-  /// large enough that the tree's walk beats the scans (kSpatialMinQueries, kSpatialMinPairs), over
-  /// stores of kSpatialMinSlots or more, where the index is current; where it is stale, once such
-  /// queries since the buffer last changed (this batch included) reach kSpatialBuildQueries, so a
-  /// store that changes between every few small batches does not pay for builds it would barely
-  /// use. Under mutex_.
+  /// of at most two elements per vector, L2 ranks, no id ranges, k <= kSpatialMaxK. Auto: stores of
+  /// kSpatialMinSlots or more, where the index is current (the walk beat the scans at every batch
+  /// size measured: H100, 100,000 to 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans'
+  /// time, run-2026-11-25-s25 call 8 against call 2); where it is stale, once the queries since the buffer last changed (this batch
+  /// included) reach kSpatialBuildQueries. A build costs about what the scans of a few hundred
+  /// queries save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a store that
+  /// changes every few hundred queries keeps the scans, and one that changes less often pays
+  /// for a build at most once per 1,024 queries. Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || chunks_ != 1 || stored_dim_ > 2 || filtered ||
         config_.metric == Metric::InnerProduct || k > kSpatialMaxK || nq == 0) {
@@ -507,7 +506,6 @@ class CudaBackend final : public Backend {
     if (config_.spatial_index == streamknn::SpatialIndex::Always) return true;
     const DeviceBuffer& buffer = store_.buffer(b);
     if (buffer.slot_count < kSpatialMinSlots) return false;
-    if (nq < kSpatialMinQueries && std::uint64_t(nq) * buffer.slot_count < kSpatialMinPairs) return false;
     SpatialTree& index = spatial_[b];
     if (index.current(buffer)) return true;
     if (index.counted_epoch != buffer.epoch) {

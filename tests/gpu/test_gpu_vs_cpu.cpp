@@ -518,10 +518,9 @@ TEST_CASE("the spatial index: each path (sanitizer-sized)") {
 TEST_CASE("the spatial index on clustered points, points far from the origin, and through publishes (Auto)") {
   // Clustered data (most points in a few tight clusters, some far away, queries anywhere) gives
   // leaves of very different sizes; points near 10^6 with neighbours 10^-2 apart put the ranks'
-  // rounding in play. Under Auto the index is built once 1,024 queries of large enough batches
-  // (128 or more here) have been searched since the last publish: the searches before and after
-  // it, and after moves and erases (each publish makes the index stale; the two buffers each keep
-  // their own), equal the CPU's.
+  // rounding in play. Under Auto the index is built once 1,024 queries have been searched since
+  // the last publish: the searches before and after it, and after moves and erases (each publish
+  // makes the index stale; the two buffers each keep their own), equal the CPU's.
   auto g = rng(5290);
   for (const bool far : {false, true}) {
     CAPTURE(far);

@@ -395,6 +395,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   __syncwarp();
   while (top > 0) {
     const StackEntry entry = stack[--top];
+    __syncwarp();  // every lane has read the entry before any lane pushes over it
     if (entry.bound > list.bound) continue;
     const std::uint32_t level = entry.code >> kLevelShift, node = entry.code & kNodeMask;
     if (level == 0) {  // a root that is a leaf
