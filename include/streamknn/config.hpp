@@ -32,12 +32,13 @@ struct TargetSpec {
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
-/// Whether the CUDA backend searches stores of one or two dimensions (L2, cosine; k <= 32, no
-/// visibility ranges) through a spatial index: a tree of boxes over the points in Hilbert-curve
-/// order, rebuilt on the device after the store changes (about 0.12 ms per million points), that
-/// lets a query skip every box farther than its k-th neighbour. The answers are the same either
-/// way; only the time differs. Auto: stores of 16,384 points or more, once 1,024 queries have been
-/// searched since the last publish; Always: before every search that can use it; Off: never.
+/// Whether the CUDA backend searches stores of one or two dimensions (L2, cosine), haversine
+/// stores and cosine stores of three dimensions (k <= 32, no visibility ranges) through a
+/// spatial index: a tree of boxes over the points in Hilbert-curve order, rebuilt on the device
+/// after the store changes (about 0.12 ms per million points), that lets a query skip every box
+/// farther than its k-th neighbour. The answers are the same either way; only the time differs.
+/// Auto: stores of 16,384 points or more, once 1,024 queries have been searched since the last
+/// publish; Always: before every search that can use it; Off: never.
 enum class SpatialIndex : unsigned char { Auto, Always, Off };
 
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
@@ -62,7 +63,8 @@ struct StoreConfig {
   /// only; 0 = one per hardware thread, up to 8. The pool starts at the first such batch. The
   /// published state does not depend on it.
   std::size_t publish_threads = 0;
-  /// CUDA backend, stores of one or two dimensions: see SpatialIndex. The CPU backend ignores it.
+  /// CUDA backend, stores of one or two dimensions, haversine, cosine at three: see SpatialIndex.
+  /// The CPU backend ignores it.
   SpatialIndex spatial_index = SpatialIndex::Auto;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers
   /// with garbage before every search, so a result the kernels fail to write cannot pass

@@ -483,14 +483,14 @@ class CudaBackend final : public Backend {
     plan.spatial = true;
     plan.shape.blocks_per_group = 1;
     plan.shape.chunks = chunks_;
-    plan.shape.one_chunk_width = 2;
+    plan.shape.one_chunk_width = int(chunk_floats_for(stored_dim_));
     plan.stride = 0;  // no candidate lists: the search writes the answers
     plan.chunk_queries = std::min(nq, kSpatialChunkQueries);
     return plan;
   }
 
   /// Whether a batch over buffer b takes the spatial index (StoreConfig::spatial_index): stores
-  /// of at most two elements per vector, L2 ranks, no id ranges, k <= kSpatialMaxK. Auto: stores of
+  /// spatial_store() covers, no id ranges, k <= kSpatialMaxK. Auto: stores of
   /// kSpatialMinSlots or more, where the index is current (the walk beat the scans at every batch
   /// size measured: H100, 100,000 to 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans'
   /// time, run-2026-11-25-s25 call 8 against call 2); where it is stale, once the queries since the buffer last changed (this batch
@@ -499,8 +499,8 @@ class CudaBackend final : public Backend {
   /// changes every few hundred queries keeps the scans, and one that changes less often pays
   /// for a build at most once per 1,024 queries. Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
-    if (config_.spatial_index == streamknn::SpatialIndex::Off || chunks_ != 1 || stored_dim_ > 2 || filtered ||
-        config_.metric == Metric::InnerProduct || k > kSpatialMaxK || nq == 0) {
+    if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
+        nq == 0) {
       return false;
     }
     if (config_.spatial_index == streamknn::SpatialIndex::Always) return true;
@@ -519,6 +519,13 @@ class CudaBackend final : public Backend {
   /// The store buffer whose device view this is.
   int buffer_of(const StoreView* view) const { return store_.buffer(0).view.get() == view ? 0 : 1; }
 
+  /// Stores the spatial index covers: at most two stored elements under L2 ranks, or points on
+  /// the unit sphere (haversine; cosine at three elements), whose grid is on the faces of a cube.
+  bool spatial_store() const noexcept {
+    if (config_.metric == Metric::InnerProduct) return false;
+    return stored_dim_ <= 2 || (stored_dim_ == 3 && (config_.metric == Metric::Haversine || config_.metric == Metric::Cosine));
+  }
+
   /// Builds buffer b's spatial index on the query stream where the plan uses it and it is stale
   /// (after the stream's wait for the buffer's writes). Under mutex_.
   void ready_index(const Plan& plan, int b, const char* where) const {
@@ -526,7 +533,7 @@ class CudaBackend final : public Backend {
     const DeviceBuffer& buffer = store_.buffer(b);
     if (spatial_[b].current(buffer)) return;
     try {
-      spatial_[b].build(buffer, query_stream_.get(), props_.multiProcessorCount);
+      spatial_[b].build(buffer, int(chunk_floats_for(stored_dim_)), query_stream_.get(), props_.multiProcessorCount);
     } catch (const OutOfMemory& e) {
       throw OutOfMemory(concat(where, ": not enough device memory for the spatial index of ", buffer.slot_count,
                                " slots (", e.what(), "); StoreConfig::spatial_index = Off does without it"));
@@ -1081,6 +1088,7 @@ class CudaBackend final : public Backend {
       SpatialSearchParams spatial;
       spatial.index = spatial_[buffer_of(view)].view();
       spatial.store = view;
+      spatial.width = int(chunk_floats_for(stored_dim_));
       spatial.queries = c.in<float>(c.layout.queries);
       spatial.num_queries = n;
       spatial.k = plan.k;

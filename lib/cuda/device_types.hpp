@@ -41,13 +41,14 @@ inline constexpr std::uint32_t chunk_floats_for(std::size_t stored_dim) { return
 /// Levels of a spatial index's tree at most (32-way, leaves of 32 points: 2^32 slots need 7).
 inline constexpr std::uint32_t kSpatialMaxLevels = 7;
 
-/// A spatial index of a store of at most two elements per vector (kernels/spatial.cu): its valid
-/// points in a spatial order and a 32-way tree of boxes over them. A copy lives in device memory,
-/// written by the build, so captured graphs read the current index.
+/// A spatial index of a store of one float4 chunk (kernels/spatial.cu): its valid points in a
+/// spatial order and a 32-way tree of boxes over them. A copy lives in device memory, written by
+/// the build, so captured graphs read the current index.
 struct SpatialView {
-  const float* points = nullptr;         ///< float2 per point, sorted; leaves x 32 entries
+  const float* points = nullptr;         ///< `width` floats per point, sorted; leaves x 32 entries
   const std::uint32_t* slots = nullptr;  ///< each sorted point's slot
-  const float* boxes = nullptr;          ///< float4 (lo x, lo y, hi x, hi y) per node, level 0 (leaves) first
+  const float* boxes = nullptr;          ///< 2 x width floats per node (lo, hi), level 0 (leaves) first
+  std::uint32_t width = 2;               ///< StoreView::chunk_floats
   std::uint32_t count = 0;               ///< points (the store's valid slots)
   std::uint32_t levels = 0;              ///< 0: no points; the root is the one node of level levels - 1
   std::uint32_t level_start[kSpatialMaxLevels] = {};  ///< first box of each level

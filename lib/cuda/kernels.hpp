@@ -297,22 +297,25 @@ inline constexpr std::uint32_t kSelectCapacity = 8192;
 void configure_select();
 void launch_select(const SelectParams& params, cudaStream_t stream);
 
-/// The spatial index (kernels/spatial.cu) of a store of at most two elements per vector (L2
-/// ranks: cosine included): built on the query stream from one buffer's valid slots (a radix
-/// sort by grid cell along a Hilbert curve, a 32-way tree of boxes over the sorted points), then
+/// The spatial index (kernels/spatial.cu) of a store of one float4 chunk under L2 ranks: width 2
+/// (at most two stored elements: L2, cosine; a grid over the points' bounding box) or width 4
+/// for points on the unit sphere (haversine, cosine at three elements; a grid on each face of
+/// the cube around it): built on the query stream from one buffer's valid slots (a radix sort by
+/// grid cell along a Hilbert curve, a 32-way tree of boxes over the sorted points), then
 /// searched a warp per query for up to kSpatialMaxK neighbours, pruning every box whose bound
 /// exceeds the query's k-th rank. The search writes the answers itself (as the selection); ranks
 /// are the scan's bits.
 inline constexpr std::uint32_t kSpatialMaxK = 32;
 /// Boxes per level for a store of `slots` slots (leaves of 32 first, up to one root; empty for 0).
 std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots);
-/// Bits per axis of the build's grid for a store of `slots` slots (2^(2 bits) cells).
-int spatial_axis_bits(std::uint32_t slots);
+/// Bits per axis of the build's grid for a store of `slots` slots (2^(2 bits) cells per grid).
+int spatial_axis_bits(std::uint32_t slots, int width);
 /// Bytes of CUB temporary storage the build's sort of `slots` keys needs.
 std::size_t spatial_sort_bytes(std::uint32_t slots);
 struct SpatialBuildParams {
   const StoreView* store = nullptr;       // the buffer's device view
   std::uint32_t slots = 0;                // the buffer's slot count (as its view)
+  int width = 2;                          // StoreView::chunk_floats: 2, or 4 (points on the unit sphere)
   std::uint32_t max_blocks = 0;           // blocks of the per-slot passes (a few per SM)
   std::uint32_t* scratch = nullptr;       // 5 words: the points' bounds and count
   std::uint32_t* keys = nullptr;          // slots each: the cells, unsorted and sorted
@@ -321,14 +324,15 @@ struct SpatialBuildParams {
   std::uint32_t* slots_sorted = nullptr;  // leaves x 32: SpatialView::slots
   void* temp = nullptr;                   // spatial_sort_bytes(slots)
   std::size_t temp_bytes = 0;
-  float* points = nullptr;                // leaves x 32 float2, sorted
-  float* boxes = nullptr;                 // sum of spatial_level_sizes float4
+  float* points = nullptr;                // leaves x 32 x width floats, sorted
+  float* boxes = nullptr;                 // sum of spatial_level_sizes x 2 x width floats
   SpatialView* view = nullptr;            // device copy, written last
 };
 void launch_spatial_build(const SpatialBuildParams& params, cudaStream_t stream);
 struct SpatialSearchParams {
   const SpatialView* index = nullptr;
   const StoreView* store = nullptr;      // the indexed buffer (ids)
+  int width = 2;                         // the index's (SpatialBuildParams::width)
   const float* queries = nullptr;        // num_queries float4 (one chunk)
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;                   // at most kSpatialMaxK

@@ -26,7 +26,7 @@ void fit(DeviceArray<T>& a, std::size_t n, const char* what, bool& waited, cudaS
 
 }  // namespace
 
-void SpatialTree::build(const DeviceBuffer& buffer, cudaStream_t stream, int sms) {
+void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms) {
   built_ = false;
   const std::uint32_t slots = buffer.slot_count;
   const std::vector<std::uint32_t> sizes = spatial_level_sizes(slots);
@@ -37,13 +37,14 @@ void SpatialTree::build(const DeviceBuffer& buffer, cudaStream_t stream, int sms
   fit(keys_, 2 * std::size_t(slots), "spatial index cells", waited, stream);
   fit(order_, slots, "spatial index order", waited, stream);
   fit(slots_sorted_, leaves * 32, "spatial index slots", waited, stream);
-  fit(points_, leaves * 32 * 2, "spatial index points", waited, stream);
-  fit(boxes_, boxes * 4, "spatial index boxes", waited, stream);
+  fit(points_, leaves * 32 * width, "spatial index points", waited, stream);
+  fit(boxes_, boxes * 2 * width, "spatial index boxes", waited, stream);
   fit(temp_, spatial_sort_bytes(slots), "spatial index sort storage", waited, stream);
   fit(view_, 1, "spatial index view", waited, stream);
   SpatialBuildParams p;
   p.store = buffer.view.get();
   p.slots = slots;
+  p.width = width;
   p.max_blocks = std::uint32_t(sms) * 8;
   p.scratch = scratch_.get();
   p.keys = keys_.get();

@@ -1,8 +1,11 @@
 // The spatial index (launch_spatial_build) and its search (launch_spatial_search) for stores
-// of at most two elements per vector under L2 ranks.
+// of one float4 chunk under L2 ranks: at most two stored elements (L2, cosine), or points on the
+// unit sphere (haversine, cosine at three elements).
 //
 // Build: the valid slots sorted by the Hilbert index of the cell of a 2^b x 2^b grid over the
-// store's bounding box they fall in (b from the slot count: a few points per cell, b <= 10; a
+// store's bounding box they fall in (on the sphere: over the face of the cube around it that
+// the point's direction crosses, faces one after another; b from the slot count: a few points
+// per cell, b <= 10; a
 // CUB radix sort of (cell, slot), stable, so a cell keeps its slots' order), their points
 // gathered in that order, and a tree of boxes over them: a leaf is 32 consecutive points (a
 // warp's load), a node 32 consecutive nodes of the level below, up to one root. The boxes are
@@ -70,31 +73,81 @@ __device__ __forceinline__ std::uint32_t hilbert_index(std::uint32_t n, std::uin
   return d;
 }
 
-/// The rank of a point of two elements the way every kernel computes it (accumulate at width 2).
-__device__ __forceinline__ float rank2(float qx, float qy, float px, float py) {
-  const float dx = __fsub_rn(qx, px), dy = __fsub_rn(qy, py);
-  return __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f));
-}
+/// A store's points and boxes by vector width (StoreView::chunk_floats): two elements (a float2
+/// per point, a float4 (lo x, lo y, hi x, hi y) per box) or four (a float4 per point, two per box).
+template <int kWidth>
+struct Geometry;
 
-/// A lower bound of rank2 over the box (lo.x, lo.y, hi.x, hi.y) (see the file comment).
-__device__ __forceinline__ float box_rank(float qx, float qy, const float4& box) {
-  return rank2(qx, qy, fminf(fmaxf(qx, box.x), box.z), fminf(fmaxf(qy, box.y), box.w));
-}
-
-/// The element-wise bounds of each lane's box (empty: lo = +inf, hi = -inf) over the warp.
-__device__ __forceinline__ float4 warp_box(float4 b) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    b.x = fminf(b.x, __shfl_xor_sync(kFullMask, b.x, m));
-    b.y = fminf(b.y, __shfl_xor_sync(kFullMask, b.y, m));
-    b.z = fmaxf(b.z, __shfl_xor_sync(kFullMask, b.z, m));
-    b.w = fmaxf(b.w, __shfl_xor_sync(kFullMask, b.w, m));
+template <>
+struct Geometry<2> {
+  using Point = float2;
+  struct Box {
+    float4 b;  // lo x, lo y, hi x, hi y
+  };
+  /// The rank the way every kernel computes it (accumulate at width 2).
+  static __device__ __forceinline__ float rank(const float4& q, float px, float py) {
+    const float dx = __fsub_rn(q.x, px), dy = __fsub_rn(q.y, py);
+    return __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f));
   }
-  return b;
-}
+  static __device__ __forceinline__ float rank(const float4& q, const Point& p) { return rank(q, p.x, p.y); }
+  /// A lower bound of rank over the box: the query clamped to it (see the file comment).
+  static __device__ __forceinline__ float box_rank(const float4& q, const Box& box) {
+    return rank(q, fminf(fmaxf(q.x, box.b.x), box.b.z), fminf(fmaxf(q.y, box.b.y), box.b.w));
+  }
+  static __device__ __forceinline__ Box box_of(const Point& p) { return Box{make_float4(p.x, p.y, p.x, p.y)}; }
+  static __device__ __forceinline__ Box empty_box() {
+    return Box{make_float4(CUDART_INF_F, CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F)};
+  }
+  /// The element-wise bounds of each lane's box (empty: lo = +inf, hi = -inf) over the warp.
+  static __device__ __forceinline__ Box warp_box(Box box) {
+    float4& b = box.b;
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) {
+      b.x = fminf(b.x, __shfl_xor_sync(kFullMask, b.x, m));
+      b.y = fminf(b.y, __shfl_xor_sync(kFullMask, b.y, m));
+      b.z = fmaxf(b.z, __shfl_xor_sync(kFullMask, b.z, m));
+      b.w = fmaxf(b.w, __shfl_xor_sync(kFullMask, b.w, m));
+    }
+    return box;
+  }
+};
 
-/// The box of no point: every bound of it is +inf.
-__device__ __forceinline__ float4 empty_box() { return make_float4(CUDART_INF_F, CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F); }
+template <>
+struct Geometry<4> {
+  using Point = float4;
+  struct Box {
+    float4 lo, hi;
+  };
+  /// The rank the way every kernel computes it (accumulate at width 4).
+  static __device__ __forceinline__ float rank(const float4& q, const Point& p) {
+    const float dx = __fsub_rn(q.x, p.x), dy = __fsub_rn(q.y, p.y), dz = __fsub_rn(q.z, p.z), dw = __fsub_rn(q.w, p.w);
+    return __fmaf_rn(dw, dw, __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f))));
+  }
+  static __device__ __forceinline__ float box_rank(const float4& q, const Box& box) {
+    const auto clamp = [](float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); };
+    return rank(q, make_float4(clamp(q.x, box.lo.x, box.hi.x), clamp(q.y, box.lo.y, box.hi.y),
+                               clamp(q.z, box.lo.z, box.hi.z), clamp(q.w, box.lo.w, box.hi.w)));
+  }
+  static __device__ __forceinline__ Box box_of(const Point& p) { return Box{p, p}; }
+  static __device__ __forceinline__ Box empty_box() {
+    return Box{make_float4(CUDART_INF_F, CUDART_INF_F, CUDART_INF_F, CUDART_INF_F),
+               make_float4(-CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F)};
+  }
+  static __device__ __forceinline__ Box warp_box(Box box) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) {
+      box.lo.x = fminf(box.lo.x, __shfl_xor_sync(kFullMask, box.lo.x, m));
+      box.lo.y = fminf(box.lo.y, __shfl_xor_sync(kFullMask, box.lo.y, m));
+      box.lo.z = fminf(box.lo.z, __shfl_xor_sync(kFullMask, box.lo.z, m));
+      box.lo.w = fminf(box.lo.w, __shfl_xor_sync(kFullMask, box.lo.w, m));
+      box.hi.x = fmaxf(box.hi.x, __shfl_xor_sync(kFullMask, box.hi.x, m));
+      box.hi.y = fmaxf(box.hi.y, __shfl_xor_sync(kFullMask, box.hi.y, m));
+      box.hi.z = fmaxf(box.hi.z, __shfl_xor_sync(kFullMask, box.hi.z, m));
+      box.hi.w = fmaxf(box.hi.w, __shfl_xor_sync(kFullMask, box.hi.w, m));
+    }
+    return box;
+  }
+};
 
 /// The build's scratch words: the valid points' min x, min y as ordered bits and max x, max y as
 /// inverted ordered bits (so that all four start at ~0 and fall by atomicMin), and their count.
@@ -126,7 +179,45 @@ struct CellGrid {
   }
 };
 
+/// The grid cell of a point on the unit sphere (haversine; cosine at three elements): the face
+/// of the cube around the sphere its direction crosses, then the Hilbert index of the crossing on
+/// a 2^b x 2^b grid over that face (six seams, at the cube's edges, where a plane grid would put
+/// the two hemispheres in one cell).
+struct SphereGrid {
+  int bits;
+  __device__ std::uint32_t operator()(const float4& p) const {
+    const float ax = fabsf(p.x), ay = fabsf(p.y), az = fabsf(p.z);
+    std::uint32_t face;
+    float u, v;
+    if (ax >= ay && ax >= az) {
+      face = p.x >= 0.0f ? 0 : 1;
+      u = p.y / ax;
+      v = p.z / ax;
+    } else if (ay >= az) {
+      face = p.y >= 0.0f ? 2 : 3;
+      u = p.x / ay;
+      v = p.z / ay;
+    } else {
+      face = p.z >= 0.0f ? 4 : 5;
+      u = p.x / az;
+      v = p.y / az;
+    }
+    const float top = float((1u << bits) - 1);
+    // fmaxf drops a NaN (a zero vector): such a point lands in a corner cell, still exact.
+    const auto axis = [&](float t) { return std::uint32_t(fminf(fmaxf((t + 1.0f) * 0.5f * top, 0.0f), top)); };
+    return (face << (2 * bits)) + hilbert_index(1u << bits, axis(u), axis(v));
+  }
+};
+
+/// Cells of a build's grid (the sort's absent key: past every point's) and its key bits.
+__host__ __device__ inline std::uint32_t grid_cells(int width, int bits) {
+  return (width == 2 ? 1u : 6u) << (2 * bits);
+}
+inline int key_bits(int width, int bits) { return 2 * bits + (width == 2 ? 1 : 3); }
+
 /// The valid points' bounds and count: a reduction per block, then one atomic per word and block.
+/// (At width 4 the sphere's grid needs no bounds: the count only.)
+template <int kWidth>
 __global__ void __launch_bounds__(kBuildThreads) spatial_bounds_kernel(const StoreView* view, BuildBounds* bounds) {
   __shared__ BuildBounds partial[kBuildThreads / 32];
   const StoreView s = *view;
@@ -134,6 +225,10 @@ __global__ void __launch_bounds__(kBuildThreads) spatial_bounds_kernel(const Sto
   BuildBounds b{~0u, ~0u, ~0u, ~0u, 0};
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
     if (!s.valid[i]) continue;
+    if constexpr (kWidth == 4) {
+      ++b.count;
+      continue;
+    }
     const float2 p = points[i];
     b.lo_x = min(b.lo_x, ordered_bits(p.x));
     b.lo_y = min(b.lo_y, ordered_bits(p.y));
@@ -166,58 +261,75 @@ __global__ void __launch_bounds__(kBuildThreads) spatial_bounds_kernel(const Sto
   }
 }
 
-/// Each slot's sort key, its cell (`cells` where erased: after every point), and its slot.
+/// Each slot's sort key, its cell (grid_cells where erased: after every point), and its slot.
+template <int kWidth>
 __global__ void __launch_bounds__(kBuildThreads) spatial_keys_kernel(const StoreView* view, const BuildBounds* bounds,
                                                                     int axis_bits, std::uint32_t* keys,
                                                                     std::uint32_t* order) {
   const StoreView s = *view;
-  const float2* const points = static_cast<const float2*>(s.vectors);
-  const CellGrid grid(*bounds, axis_bits);
-  const std::uint32_t absent = 1u << (2 * axis_bits);
+  const std::uint32_t absent = grid_cells(kWidth, axis_bits);
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
-    keys[i] = s.valid[i] ? grid(points[i]) : absent;
+    std::uint32_t key = absent;
+    if (s.valid[i]) {
+      if constexpr (kWidth == 2) {
+        key = CellGrid(*bounds, axis_bits)(static_cast<const float2*>(s.vectors)[i]);
+      } else {
+        key = SphereGrid{axis_bits}(static_cast<const float4*>(s.vectors)[i]);
+      }
+    }
+    keys[i] = key;
     order[i] = i;
   }
 }
 
 /// A block of 32 warps per node of level 1: a warp per leaf gathers its points in sorted order
 /// and takes their box, then warp 0 the node's box. Entries past the point count are empty.
+template <int kWidth>
 __global__ void __launch_bounds__(1024) spatial_leaves_kernel(const StoreView* view, const BuildBounds* bounds,
                                                              const std::uint32_t* slots, std::uint32_t leaves,
-                                                             float2* points, float4* leaf_boxes, float4* node_boxes) {
-  __shared__ float4 boxes[32];
+                                                             float* points_out, float* leaf_boxes_out,
+                                                             float* node_boxes_out) {
+  using G = Geometry<kWidth>;
+  using Point = typename G::Point;
+  using Box = typename G::Box;
+  __shared__ Box boxes[32];
+  Point* const points = reinterpret_cast<Point*>(points_out);
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::uint32_t leaf = blockIdx.x * 32 + warp, count = bounds->count;
-  float4 box = empty_box();
+  Box box = G::empty_box();
   const std::uint32_t i = leaf * 32 + lane;
   if (i < count) {
-    const float2 p = static_cast<const float2*>(view->vectors)[slots[i]];
+    const Point p = static_cast<const Point*>(view->vectors)[slots[i]];
     points[i] = p;
-    box = make_float4(p.x, p.y, p.x, p.y);
+    box = G::box_of(p);
   }
-  box = warp_box(box);
+  box = G::warp_box(box);
   if (lane == 0) {
     boxes[warp] = box;
-    if (leaf < leaves) leaf_boxes[leaf] = box;
+    if (leaf < leaves) reinterpret_cast<Box*>(leaf_boxes_out)[leaf] = box;
   }
-  if (node_boxes == nullptr) return;  // a single leaf: the root
+  if (node_boxes_out == nullptr) return;  // a single leaf: the root
   __syncthreads();
   if (warp == 0) {
-    box = warp_box(boxes[lane]);
-    if (lane == 0) node_boxes[blockIdx.x] = box;
+    box = G::warp_box(boxes[lane]);
+    if (lane == 0) reinterpret_cast<Box*>(node_boxes_out)[blockIdx.x] = box;
   }
 }
 
 /// One block: the levels above 1 (a warp per node), then the view with the point count.
+template <int kWidth>
 __global__ void __launch_bounds__(1024) spatial_upper_kernel(SpatialView view, const BuildBounds* bounds,
-                                                            float4* boxes, SpatialView* out) {
+                                                            float* boxes_out, SpatialView* out) {
+  using G = Geometry<kWidth>;
+  using Box = typename G::Box;
+  Box* const boxes = reinterpret_cast<Box*>(boxes_out);
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (std::uint32_t level = 2; level < view.levels; ++level) {
-    const float4* children = boxes + view.level_start[level - 1];
+    const Box* children = boxes + view.level_start[level - 1];
     const std::uint32_t child_count = view.level_size[level - 1];
     for (std::uint32_t node = warp; node < view.level_size[level]; node += warps) {
       const std::uint32_t child = node * 32 + lane;
-      const float4 box = warp_box(child < child_count ? children[child] : empty_box());
+      const Box box = G::warp_box(child < child_count ? children[child] : G::empty_box());
       if (lane == 0) boxes[view.level_start[level] + node] = box;
     }
     __syncthreads();
@@ -338,26 +450,31 @@ __device__ __forceinline__ void offer(WarpList& list, unsigned admit, float r, s
 }
 
 /// A leaf's points as one lane's share: its point and slot (i >= count: none).
+template <int kWidth>
 struct LeafLoad {
-  float2 point;
+  typename Geometry<kWidth>::Point point;
   std::uint32_t slot;
 };
 
-__device__ __forceinline__ LeafLoad load_leaf(const SpatialView& index, std::uint32_t leaf, std::uint32_t lane) {
+template <int kWidth>
+__device__ __forceinline__ LeafLoad<kWidth> load_leaf(const SpatialView& index, std::uint32_t leaf, std::uint32_t lane) {
+  using Point = typename Geometry<kWidth>::Point;
   const std::uint32_t i = leaf * 32 + lane;
-  LeafLoad l{make_float2(0.0f, 0.0f), ~0u};
+  LeafLoad<kWidth> l{};
+  l.slot = ~0u;
   if (i < index.count) {
-    l.point = reinterpret_cast<const float2*>(index.points)[i];
+    l.point = reinterpret_cast<const Point*>(index.points)[i];
     l.slot = index.slots[i];
   }
   return l;
 }
 
 /// Ranks a loaded leaf against the query and offers the points within the bound to the list.
-__device__ __forceinline__ void rank_leaf(WarpList& list, const LeafLoad& l, float qx, float qy,
+template <int kWidth>
+__device__ __forceinline__ void rank_leaf(WarpList& list, const LeafLoad<kWidth>& l, const float4& query,
                                           const std::uint64_t* ids, std::uint32_t k, std::uint32_t lane) {
   const bool present = l.slot != ~0u;
-  const float r = present ? rank2(qx, qy, l.point.x, l.point.y) : CUDART_INF_F;
+  const float r = present ? Geometry<kWidth>::rank(query, l.point) : CUDART_INF_F;
   const unsigned admit = __ballot_sync(kFullMask, present && r <= list.bound);
   if (!admit) return;
   const std::uint64_t id = (admit >> lane) & 1u ? ids[l.slot] : kNoId;
@@ -373,7 +490,9 @@ __device__ __forceinline__ int nearest_lane(unsigned open, float key, std::uint3
   return __ffs(__ballot_sync(kFullMask, bits == least && ((open >> lane) & 1u))) - 1;
 }
 
+template <int kWidth>
 __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(SpatialSearchParams p) {
+  using G = Geometry<kWidth>;
   __shared__ StackEntry stacks[kSearchWarps][kStackEntries];
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::uint32_t q = blockIdx.x * kSearchWarps + warp;
@@ -381,7 +500,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   StackEntry* const stack = stacks[warp];
   const SpatialView& index = *p.index;
   const std::uint32_t levels = index.levels, k = p.k;
-  const float4* const boxes = reinterpret_cast<const float4*>(index.boxes);
+  const auto* const boxes = reinterpret_cast<const typename G::Box*>(index.boxes);
   const std::uint64_t* const ids = p.store->ids;
   const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
   const unsigned lanes_below = (1u << lane) - 1;
@@ -399,13 +518,13 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
     if (entry.bound > list.bound) continue;
     const std::uint32_t level = entry.code >> kLevelShift, node = entry.code & kNodeMask;
     if (level == 0) {  // a root that is a leaf
-      rank_leaf(list, load_leaf(index, node, lane), query.x, query.y, ids, k, lane);
+      rank_leaf<kWidth>(list, load_leaf<kWidth>(index, node, lane), query, ids, k, lane);
       continue;
     }
     const std::uint32_t child_level = level - 1, child = node * 32 + lane;
     float b = CUDART_INF_F;
     const bool present = child < index.level_size[child_level];
-    if (present) b = box_rank(query.x, query.y, boxes[index.level_start[child_level] + child]);
+    if (present) b = G::box_rank(query, boxes[index.level_start[child_level] + child]);
     unsigned open = __ballot_sync(kFullMask, present && b <= list.bound);
     if (!open) continue;
     if (child_level == 0) {
@@ -414,15 +533,15 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
       // past it, all are.
       int at = nearest_lane(open, b, lane);
       open &= ~(1u << at);
-      LeafLoad current = load_leaf(index, node * 32 + at, lane);
+      LeafLoad<kWidth> current = load_leaf<kWidth>(index, node * 32 + at, lane);
       while (at >= 0) {
         const int next = nearest_lane(open, b, lane);
-        LeafLoad following{};
+        LeafLoad<kWidth> following{};
         if (next >= 0) {
           open &= ~(1u << next);
-          following = load_leaf(index, node * 32 + next, lane);
+          following = load_leaf<kWidth>(index, node * 32 + next, lane);
         }
-        rank_leaf(list, current, query.x, query.y, ids, k, lane);
+        rank_leaf<kWidth>(list, current, query, ids, k, lane);
         at = next;
         current = following;
         if (at >= 0 && __shfl_sync(kFullMask, b, at) > list.bound) break;  // nearest first: the rest are farther
@@ -455,9 +574,11 @@ std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots) {
   return sizes;
 }
 
-int spatial_axis_bits(std::uint32_t slots) {
-  int bits = 1;  // 1 to 4 slots per cell, or 2^20 cells
-  while (bits < kMaxAxisBits && (std::uint64_t(slots) >> (2 * bits)) > 4) ++bits;
+int spatial_axis_bits(std::uint32_t slots, int width) {
+  // 1 to 4 slots per cell, or 2^20 cells (per face of the sphere's cube at width 4)
+  const std::uint64_t per_grid = width == 2 ? slots : slots / 6;
+  int bits = 1;
+  while (bits < kMaxAxisBits && (per_grid >> (2 * bits)) > 4) ++bits;
   return bits;
 }
 
@@ -466,17 +587,21 @@ std::size_t spatial_sort_bytes(std::uint32_t slots) {
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
                                              static_cast<std::uint32_t*>(nullptr),
                                              static_cast<const std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr), slots, 0, 2 * kMaxAxisBits + 1),
+                                             static_cast<std::uint32_t*>(nullptr), slots, 0, key_bits(4, kMaxAxisBits)),
              "cub::DeviceRadixSort::SortPairs (temporary storage size)");
   return bytes;
 }
 
-void launch_spatial_build(const SpatialBuildParams& p, cudaStream_t stream) {
+namespace {
+
+template <int kWidth>
+void build(const SpatialBuildParams& p, cudaStream_t stream) {
   const std::vector<std::uint32_t> sizes = spatial_level_sizes(p.slots);  // at most 7 for 2^32 slots
   SpatialView view;
   view.points = p.points;
   view.slots = p.slots_sorted;
   view.boxes = p.boxes;
+  view.width = kWidth;
   view.levels = std::uint32_t(sizes.size());
   std::uint32_t start = 0;
   for (std::size_t l = 0; l < sizes.size(); ++l) {
@@ -488,31 +613,45 @@ void launch_spatial_build(const SpatialBuildParams& p, cudaStream_t stream) {
   check_cuda(cudaMemsetAsync(bounds, 0xff, 4 * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
   check_cuda(cudaMemsetAsync(&bounds->count, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial count)");
   if (p.slots > 0) {
-    const int bits = spatial_axis_bits(p.slots);
+    const int bits = spatial_axis_bits(p.slots, kWidth);
     const std::uint32_t blocks = std::min<std::uint32_t>((p.slots + kBuildThreads - 1) / kBuildThreads, p.max_blocks);
-    spatial_bounds_kernel<<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds);
+    spatial_bounds_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds);
     check_launch("spatial_bounds_kernel");
-    spatial_keys_kernel<<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds, bits, p.keys, p.order);
+    spatial_keys_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds, bits, p.keys, p.order);
     check_launch("spatial_keys_kernel");
     std::size_t bytes = p.temp_bytes;
     check_cuda(cub::DeviceRadixSort::SortPairs(p.temp, bytes, p.keys, p.keys_sorted, p.order, p.slots_sorted, p.slots,
-                                               0, 2 * bits + 1, stream),
+                                               0, key_bits(kWidth, bits), stream),
                "cub::DeviceRadixSort::SortPairs (spatial cells)");
-    float4* const boxes = reinterpret_cast<float4*>(p.boxes);
+    const std::size_t box_floats = sizeof(typename Geometry<kWidth>::Box) / sizeof(float);
     const std::uint32_t nodes = sizes.size() > 1 ? sizes[1] : 1;
-    spatial_leaves_kernel<<<nodes, 1024, 0, stream>>>(p.store, bounds, p.slots_sorted, sizes[0],
-                                                      reinterpret_cast<float2*>(p.points), boxes,
-                                                      sizes.size() > 1 ? boxes + view.level_start[1] : nullptr);
+    spatial_leaves_kernel<kWidth><<<nodes, 1024, 0, stream>>>(
+        p.store, bounds, p.slots_sorted, sizes[0], p.points, p.boxes,
+        sizes.size() > 1 ? p.boxes + view.level_start[1] * box_floats : nullptr);
     check_launch("spatial_leaves_kernel");
   }
-  spatial_upper_kernel<<<1, 1024, 0, stream>>>(view, bounds, reinterpret_cast<float4*>(p.boxes), p.view);
+  spatial_upper_kernel<kWidth><<<1, 1024, 0, stream>>>(view, bounds, p.boxes, p.view);
   check_launch("spatial_upper_kernel");
+}
+
+}  // namespace
+
+void launch_spatial_build(const SpatialBuildParams& p, cudaStream_t stream) {
+  if (p.width == 2) {
+    build<2>(p, stream);
+  } else {
+    build<4>(p, stream);
+  }
 }
 
 void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
   if (p.num_queries == 0) return;
   const std::uint32_t blocks = (p.num_queries + kSearchWarps - 1) / kSearchWarps;
-  spatial_search_kernel<<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+  if (p.width == 2) {
+    spatial_search_kernel<2><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+  } else {
+    spatial_search_kernel<4><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+  }
   check_launch("spatial_search_kernel");
 }
 
