@@ -105,6 +105,11 @@ constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x th
 /// index, built once kSpatialBuildQueries queries have come since the store changed.
 constexpr std::uint32_t kSpatialMinSlots = 16384;
 constexpr std::uint64_t kSpatialBuildQueries = 1024;
+/// Auto at k > 32 (lists of two or four entries per lane, filled one insertion at a time): batches
+/// of this many queries or more only. Same H100 call, index against the scans
+/// (run-2026-11-25-s25/call12): Q = 1,024 0.33-0.81x at every store and k = 64 / 128; Q = 256 1.0x
+/// (k = 64) and 1.17-1.65x slower (k = 128) at 100,000-1,000,000 x 2; Q = 1-16 up to 5x slower.
+constexpr std::uint32_t kSpatialLargeKMinQueries = 1024;
 /// Queries per launch chunk of the spatial search (it needs no candidate workspace).
 constexpr std::uint32_t kSpatialChunkQueries = 1u << 16;
 
@@ -490,14 +495,15 @@ class CudaBackend final : public Backend {
   }
 
   /// Whether a batch over buffer b takes the spatial index (StoreConfig::spatial_index): stores
-  /// spatial_store() covers, no id ranges, k <= kSpatialMaxK. Auto: stores of
-  /// kSpatialMinSlots or more, where the index is current (the walk beat the scans at every batch
-  /// size measured: H100, 100,000 to 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans'
-  /// time, run-2026-11-25-s25 call 8 against call 2); where it is stale, once the queries since the buffer last changed (this batch
-  /// included) reach kSpatialBuildQueries. A build costs about what the scans of a few hundred
-  /// queries save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a store that
-  /// changes every few hundred queries keeps the scans, and one that changes less often pays
-  /// for a build at most once per 1,024 queries. Under mutex_.
+  /// spatial_store() covers, no id ranges, k <= kSpatialMaxK. Auto: stores of kSpatialMinSlots
+  /// or more (batches of kSpatialLargeKMinQueries or more at k > 32), where the index is current
+  /// (at k <= 32 the walk beat the scans at every batch size measured: H100, 100,000 to
+  /// 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans' time, run-2026-11-25-s25 call 8
+  /// against call 2); where it is stale, once such queries since the buffer last changed (this
+  /// batch included) reach kSpatialBuildQueries. A build costs about what the scans of a few
+  /// hundred queries save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a
+  /// store that changes every few hundred queries keeps the scans, and one that changes less
+  /// often pays for a build at most once per 1,024 queries. Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
         nq == 0) {
@@ -505,7 +511,7 @@ class CudaBackend final : public Backend {
     }
     if (config_.spatial_index == streamknn::SpatialIndex::Always) return true;
     const DeviceBuffer& buffer = store_.buffer(b);
-    if (buffer.slot_count < kSpatialMinSlots) return false;
+    if (buffer.slot_count < kSpatialMinSlots || (k > 32 && nq < kSpatialLargeKMinQueries)) return false;
     SpatialTree& index = spatial_[b];
     if (index.current(buffer)) return true;
     if (index.counted_epoch != buffer.epoch) {

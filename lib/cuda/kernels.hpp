@@ -305,7 +305,7 @@ void launch_select(const SelectParams& params, cudaStream_t stream);
 /// searched a warp per query for up to kSpatialMaxK neighbours, pruning every box whose bound
 /// exceeds the query's k-th rank. The search writes the answers itself (as the selection); ranks
 /// are the scan's bits.
-inline constexpr std::uint32_t kSpatialMaxK = 32;
+inline constexpr std::uint32_t kSpatialMaxK = 128;
 /// Boxes per level for a store of `slots` slots (leaves of 32 first, up to one root; empty for 0).
 std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots);
 /// Bits per axis of the build's grid for a store of `slots` slots (2^(2 bits) cells per grid).

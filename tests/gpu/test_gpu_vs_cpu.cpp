@@ -473,14 +473,15 @@ TEST_CASE("the direct search: each path (sanitizer-sized)") {
              /*as_batch=*/true, /*each_alone=*/false);
 }
 
-TEST_CASE("GPU equals CPU through the spatial index (dims 1-2, the sphere, every k to 32, erased slots, ties, empty stores)") {
+TEST_CASE("GPU equals CPU through the spatial index (dims 1-2, the sphere, k to 128, erased slots, ties, empty stores)") {
   // StoreConfig::spatial_index = Always: every search of a store of one or two stored elements
   // (L2, cosine), or of points on the unit sphere (haversine; cosine at three dims: a grid on
-  // each face of a cube, boxes of four elements), at k <= 32 without id ranges builds the tree
+  // each face of a cube, boxes of four elements), at k <= 128 without id ranges builds the tree
   // of boxes and walks it, a warp per query. Stores from empty to 2,000,000 points (a root that is a leaf, partial leaves, up to
   // five levels), erased slots (90% of one store),
   // duplicates, every rank tied (one repeated point: the answer is the k smallest ids, so
-  // boxes whose bound equals the k-th must still be opened), k = 1 to 32, batches of 1 to 4,096
+  // boxes whose bound equals the k-th must still be opened), k = 1 to 128 (lists of one, two and
+  // four entries per lane, the entry pushed out of a full list and across registers), batches of 1 to 4,096
   // and one query at a time (graph replays of the spatial plan).
   constexpr SpatialIndex on = SpatialIndex::Always;
   check_shapes(5280,
@@ -493,6 +494,11 @@ TEST_CASE("GPU equals CPU through the spatial index (dims 1-2, the sphere, every
                 StoreShape{2, 300'000, 32, 100, Metric::Haversine, 0.5, true, false, on},
                 StoreShape{3, 400'000, 8, 200, Metric::Cosine, 0.2, false, false, on},
                 StoreShape{2, 40'000, 12, 30, Metric::Haversine, 0.0, false, true, on},
+                StoreShape{2, 1'000'000, 128, 1024, Metric::L2, 0.1, false, false, on},
+                StoreShape{2, 200'000, 64, 300, Metric::L2, 0.3, true, false, on},
+                StoreShape{2, 300'000, 33, 50, Metric::Haversine, 0.2, false, false, on},
+                StoreShape{2, 20'000, 100, 20, Metric::L2, 0.0, false, true, on},
+                StoreShape{2, 90, 128, 5, Metric::L2, 0.1, false, false, on},
                 StoreShape{2, 100'000, 20, 50, Metric::L2, 0.0, false, true, on},
                 StoreShape{2, 5'000, 32, 40, Metric::L2, 0.0, false, true, on},
                 StoreShape{2, 33, 32, 8, Metric::L2, 0.1, false, false, on},
@@ -517,6 +523,7 @@ TEST_CASE("the spatial index: each path (sanitizer-sized)") {
                 StoreShape{2, 2'000, 32, 8, Metric::L2, 0.0, false, true, on},
                 StoreShape{1, 3'000, 3, 5, Metric::L2, 0.0, true, false, on},
                 StoreShape{2, 10'000, 16, 32, Metric::Haversine, 0.3, false, false, on},
+                StoreShape{2, 8'000, 100, 16, Metric::L2, 0.2, false, false, on},
                 StoreShape{2, 30, 8, 2, Metric::L2, 0.2, false, false, on},
                 StoreShape{2, 0, 4, 1, Metric::L2, 0.0, false, false, on}},
                /*as_batch=*/true, /*each_alone=*/false);

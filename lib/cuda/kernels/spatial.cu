@@ -17,7 +17,8 @@
 // query's bound go on the stack with the nearest on top (so the first leaf reached is near the
 // query and its points bound the rest), and a node's leaves are ranked in place, nearest
 // first. At a leaf each lane ranks one point and those within the bound enter the query's list:
-// k <= 32 entries sorted by (rank, id), one per lane, whose k-th is the bound once it is full.
+// k <= 128 entries sorted by (rank, id), up to four per lane, whose k-th is the bound once it is
+// full.
 // The warp writes the answers itself, as the selection would.
 //
 // Why no answer is lost. A box [lo, hi] holds points p with lo <= p <= hi element-wise. Let c
@@ -33,6 +34,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/kernels.hpp"
@@ -346,15 +348,78 @@ struct StackEntry {
   float bound;
 };
 
-/// A query's list: lane i < n holds its i-th best (rank, id, slot) in the (rank, id) order,
-/// lanes from n on hold padding (+inf, kNoId); bound / bound_id are the k-th once n = k.
+/// A query's list of up to 32 R entries: entry e = 32 r + lane lives in register r of that
+/// lane; entries e < n hold the n best (rank, id, slot) in the (rank, id) order, the rest padding
+/// (+inf, kNoId); bound / bound_id are the k-th once n = k.
+template <int R>
 struct WarpList {
-  float rank = std::numeric_limits<float>::infinity();
-  std::uint64_t id = kNoId;
-  std::uint32_t slot = ~0u;
+  float rank[R];
+  std::uint64_t id[R];
+  std::uint32_t slot[R];
   std::uint32_t n = 0;
   float bound = std::numeric_limits<float>::infinity();
   std::uint64_t bound_id = kNoId;
+  __device__ WarpList() {
+#pragma unroll
+    for (int r = 0; r < R; ++r) pad(r);
+  }
+  __device__ __forceinline__ void pad(int r) {
+    rank[r] = CUDART_INF_F;
+    id[r] = kNoId;
+    slot[r] = ~0u;
+  }
+  /// bound / bound_id from entry k - 1 (every lane calls it once n = k).
+  __device__ __forceinline__ void take_bound(std::uint32_t k) {
+    const std::uint32_t lane_of = (k - 1) % 32, reg = (k - 1) / 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float b = __shfl_sync(kFullMask, rank[r], lane_of);
+      const std::uint64_t b_id = __shfl_sync(kFullMask, id[r], lane_of);
+      if (std::uint32_t(r) == reg) {
+        bound = b;
+        bound_id = b_id;
+      }
+    }
+  }
+  /// Inserts (cr, cid, cs) (the same in every lane) where it belongs, if it is among the k best.
+  __device__ __forceinline__ void insert(float cr, std::uint64_t cid, std::uint32_t cs, std::uint32_t k,
+                                         std::uint32_t lane) {
+    if (n == k && !closer(cr, cid, bound, bound_id)) return;
+    std::uint32_t at = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) at += __popc(__ballot_sync(kFullMask, 32 * r + lane < n && closer(rank[r], id[r], cr, cid)));
+    // Every entry from `at` on moves up one place; register r's lane 0 takes register r - 1's
+    // lane 31 (read before register r - 1 changes: the registers go from the top down).
+#pragma unroll
+    for (int r = R - 1; r >= 0; --r) {
+      const std::uint32_t e = 32 * r + lane;
+      float up_rank = __shfl_up_sync(kFullMask, rank[r], 1);
+      std::uint64_t up_id = __shfl_up_sync(kFullMask, id[r], 1);
+      std::uint32_t up_slot = __shfl_up_sync(kFullMask, slot[r], 1);
+      if (r > 0) {
+        const float carry_rank = __shfl_sync(kFullMask, rank[r > 0 ? r - 1 : 0], 31);
+        const std::uint64_t carry_id = __shfl_sync(kFullMask, id[r > 0 ? r - 1 : 0], 31);
+        const std::uint32_t carry_slot = __shfl_sync(kFullMask, slot[r > 0 ? r - 1 : 0], 31);
+        if (lane == 0) {
+          up_rank = carry_rank;
+          up_id = carry_id;
+          up_slot = carry_slot;
+        }
+      }
+      if (e > at) {
+        rank[r] = up_rank;
+        id[r] = up_id;
+        slot[r] = up_slot;
+      } else if (e == at) {
+        rank[r] = cr;
+        id[r] = cid;
+        slot[r] = cs;
+      }
+      if (e >= k) pad(r);  // the entry pushed past the k-th leaves the list
+    }
+    if (n < k) ++n;
+    if (n == k) take_bound(k);
+  }
 };
 
 /// Compare-exchange of lane entries with the lane `stride` away: the lane keeps the smaller of
@@ -371,15 +436,16 @@ __device__ __forceinline__ void exchange(float& rank, std::uint64_t& id, std::ui
   }
 }
 
-/// Leaves with more admitted points than this merge them into the list by sorting (two
-/// networks of 15 and 6 exchanges) rather than one insertion each (a chain of 7 dependent
-/// warp operations per point).
+/// Leaves with more admitted points than this merge them into a list of at most 32 by sorting
+/// (two networks of 15 and 6 exchanges) rather than one insertion each (a chain of 7 dependent
+/// warp operations per point). Longer lists insert each point.
 constexpr int kInsertEach = 4;
 
 /// Offers each admitted lane's point (rank, id, slot) to the list.
-__device__ __forceinline__ void offer(WarpList& list, unsigned admit, float r, std::uint64_t id, std::uint32_t s,
+template <int R>
+__device__ __forceinline__ void offer(WarpList<R>& list, unsigned admit, float r, std::uint64_t id, std::uint32_t s,
                                       std::uint32_t k, std::uint32_t lane) {
-  if (__popc(admit) > kInsertEach) {
+  if (R == 1 && __popc(admit) > kInsertEach) {
     // Sort the candidates descending, so that the list (ascending) and they form one bitonic
     // sequence; the element-wise smaller of the two halves are the 32 best of both, bitonic,
     // and one merge network orders them.
@@ -396,56 +462,25 @@ __device__ __forceinline__ void offer(WarpList& list, unsigned admit, float r, s
         exchange(cr, cid, cs, stride, ((lane & stride) == 0) != descending_block);
       }
     }
-    if (closer(cr, cid, list.rank, list.id)) {
-      list.rank = cr;
-      list.id = cid;
-      list.slot = cs;
+    if (closer(cr, cid, list.rank[0], list.id[0])) {
+      list.rank[0] = cr;
+      list.id[0] = cid;
+      list.slot[0] = cs;
     }
 #pragma unroll
-    for (std::uint32_t stride = 16; stride > 0; stride >>= 1) exchange(list.rank, list.id, list.slot, stride, (lane & stride) == 0);
+    for (std::uint32_t stride = 16; stride > 0; stride >>= 1) {
+      exchange(list.rank[0], list.id[0], list.slot[0], stride, (lane & stride) == 0);
+    }
     list.n = min(k, list.n + __popc(admit));
-    if (lane >= k) {
-      list.rank = CUDART_INF_F;
-      list.id = kNoId;
-      list.slot = ~0u;
-    }
-  } else {
-    while (admit) {
-      const int from = __ffs(admit) - 1;
-      admit &= admit - 1;
-      const float cr = __shfl_sync(kFullMask, r, from);
-      const std::uint64_t cid = __shfl_sync(kFullMask, id, from);
-      const std::uint32_t cs = __shfl_sync(kFullMask, s, from);
-      if (list.n == k && !closer(cr, cid, list.bound, list.bound_id)) continue;
-      const std::uint32_t at = __popc(__ballot_sync(kFullMask, lane < list.n && closer(list.rank, list.id, cr, cid)));
-      const float up_rank = __shfl_up_sync(kFullMask, list.rank, 1);
-      const std::uint64_t up_id = __shfl_up_sync(kFullMask, list.id, 1);
-      const std::uint32_t up_slot = __shfl_up_sync(kFullMask, list.slot, 1);
-      if (lane > at) {
-        list.rank = up_rank;
-        list.id = up_id;
-        list.slot = up_slot;
-      } else if (lane == at) {
-        list.rank = cr;
-        list.id = cid;
-        list.slot = cs;
-      }
-      if (lane >= k) {  // the entry pushed past the k-th leaves the list
-        list.rank = CUDART_INF_F;
-        list.id = kNoId;
-        list.slot = ~0u;
-      }
-      if (list.n < k) ++list.n;
-      if (list.n == k) {
-        list.bound = __shfl_sync(kFullMask, list.rank, k - 1);
-        list.bound_id = __shfl_sync(kFullMask, list.id, k - 1);
-      }
-    }
+    if (lane >= k) list.pad(0);
+    if (list.n == k) list.take_bound(k);
     return;
   }
-  if (list.n == k) {
-    list.bound = __shfl_sync(kFullMask, list.rank, k - 1);
-    list.bound_id = __shfl_sync(kFullMask, list.id, k - 1);
+  while (admit) {
+    const int from = __ffs(admit) - 1;
+    admit &= admit - 1;
+    list.insert(__shfl_sync(kFullMask, r, from), __shfl_sync(kFullMask, id, from), __shfl_sync(kFullMask, s, from), k,
+                lane);
   }
 }
 
@@ -470,8 +505,8 @@ __device__ __forceinline__ LeafLoad<kWidth> load_leaf(const SpatialView& index, 
 }
 
 /// Ranks a loaded leaf against the query and offers the points within the bound to the list.
-template <int kWidth>
-__device__ __forceinline__ void rank_leaf(WarpList& list, const LeafLoad<kWidth>& l, const float4& query,
+template <int kWidth, int R>
+__device__ __forceinline__ void rank_leaf(WarpList<R>& list, const LeafLoad<kWidth>& l, const float4& query,
                                           const std::uint64_t* ids, std::uint32_t k, std::uint32_t lane) {
   const bool present = l.slot != ~0u;
   const float r = present ? Geometry<kWidth>::rank(query, l.point) : CUDART_INF_F;
@@ -490,7 +525,8 @@ __device__ __forceinline__ int nearest_lane(unsigned open, float key, std::uint3
   return __ffs(__ballot_sync(kFullMask, bits == least && ((open >> lane) & 1u))) - 1;
 }
 
-template <int kWidth>
+/// kWidth: the store's vector width; R: the list's registers per lane (k <= 32 R).
+template <int kWidth, int R>
 __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(SpatialSearchParams p) {
   using G = Geometry<kWidth>;
   __shared__ StackEntry stacks[kSearchWarps][kStackEntries];
@@ -504,7 +540,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   const std::uint64_t* const ids = p.store->ids;
   const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
   const unsigned lanes_below = (1u << lane) - 1;
-  WarpList list;
+  WarpList<R> list;
 
   std::uint32_t top = 0;
   if (levels > 0) {
@@ -518,7 +554,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
     if (entry.bound > list.bound) continue;
     const std::uint32_t level = entry.code >> kLevelShift, node = entry.code & kNodeMask;
     if (level == 0) {  // a root that is a leaf
-      rank_leaf<kWidth>(list, load_leaf<kWidth>(index, node, lane), query, ids, k, lane);
+      rank_leaf<kWidth, R>(list, load_leaf<kWidth>(index, node, lane), query, ids, k, lane);
       continue;
     }
     const std::uint32_t child_level = level - 1, child = node * 32 + lane;
@@ -541,7 +577,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
           open &= ~(1u << next);
           following = load_leaf<kWidth>(index, node * 32 + next, lane);
         }
-        rank_leaf<kWidth>(list, current, query, ids, k, lane);
+        rank_leaf<kWidth, R>(list, current, query, ids, k, lane);
         at = next;
         current = following;
         if (at >= 0 && __shfl_sync(kFullMask, b, at) > list.bound) break;  // nearest first: the rest are farther
@@ -558,9 +594,13 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
     top += m;
     __syncwarp();
   }
-  if (lane < k) {
-    const Candidate c = lane < list.n ? Candidate{list.rank, list.slot, list.id} : Candidate{CUDART_INF_F, ~0u, kNoId};
-    emit_answer(p.out, q, lane, c);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const std::uint32_t e = 32 * r + lane;
+    if (e < k) {
+      const Candidate c = e < list.n ? Candidate{list.rank[r], list.slot[r], list.id[r]} : Candidate{CUDART_INF_F, ~0u, kNoId};
+      emit_answer(p.out, q, e, c);
+    }
   }
 }
 
@@ -647,10 +687,20 @@ void launch_spatial_build(const SpatialBuildParams& p, cudaStream_t stream) {
 void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
   if (p.num_queries == 0) return;
   const std::uint32_t blocks = (p.num_queries + kSearchWarps - 1) / kSearchWarps;
+  auto launch = [&](auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    if (p.k <= 32) {
+      spatial_search_kernel<kWidth, 1><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+    } else if (p.k <= 64) {
+      spatial_search_kernel<kWidth, 2><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+    } else {
+      spatial_search_kernel<kWidth, 4><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+    }
+  };
   if (p.width == 2) {
-    spatial_search_kernel<2><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+    launch(std::integral_constant<int, 2>{});
   } else {
-    spatial_search_kernel<4><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+    launch(std::integral_constant<int, 4>{});
   }
   check_launch("spatial_search_kernel");
 }
