@@ -41,7 +41,7 @@ LATEST = os.path.join("run-2026-11-25-s24", "complete-5ea34b1")
 # The run docs/performance.md's one-query and low-dimension tables come from (session 19's: the
 # code of those paths is unchanged since).
 LATENCY_RUN = os.path.join("run-2026-11-24-s19", "complete-d2ad5a7-b")
-LOWDIM_RUN = os.path.join("run-2026-11-25-s25", "complete-42c249e")  # the spatial index (Auto)
+LOWDIM_RUN = os.path.join("run-2026-11-25-s25", "complete-b1ad553")  # the spatial index (Auto)
 
 
 def device_of(path):
