@@ -63,9 +63,4 @@ void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stre
   slots_ = slots;
 }
 
-std::size_t SpatialTree::device_bytes() const noexcept {
-  return scratch_.bytes() + keys_.bytes() + order_.bytes() + slots_sorted_.bytes() + points_.bytes() +
-         boxes_.bytes() + temp_.bytes() + view_.bytes();
-}
-
 }  // namespace streamknn::detail::gpu

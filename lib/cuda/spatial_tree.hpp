@@ -17,13 +17,12 @@ class SpatialTree {
     return built_ && epoch_ == buffer.epoch && vectors_ == buffer.vectors.get() && slots_ == buffer.slot_count;
   }
   /// Rebuilds the index from `buffer` (of StoreView::chunk_floats `width`: 2, or 4 for points on
-  /// the unit sphere) on `stream`, ordered after the buffer's writes by the
-  /// caller. Growing its arrays first waits for the stream (searches may still read them).
-  /// Throws OutOfMemory with the index marked stale.
+  /// the unit sphere) on `stream`, ordered after the buffer's writes by the caller. Growing its
+  /// arrays first waits for the stream (searches may still read them). Throws OutOfMemory with
+  /// the index marked stale.
   void build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms);
   /// The device copy of the index's view (a fixed address: graphs may hold it).
   const SpatialView* view() const noexcept { return view_.get(); }
-  std::size_t device_bytes() const noexcept;
 
   /// Queries searched without the index since the buffer last changed (the backend's build rule).
   std::uint64_t queries_since_change = 0;

@@ -2,33 +2,31 @@
 // of one float4 chunk under L2 ranks: at most two stored elements (L2, cosine), or points on the
 // unit sphere (haversine, cosine at three elements).
 //
-// Build: the valid slots sorted by the Hilbert index of the cell of a 2^b x 2^b grid over the
-// store's bounding box they fall in (on the sphere: over the face of the cube around it that
-// the point's direction crosses, faces one after another; b from the slot count: a few points
-// per cell, b <= 10; a
-// CUB radix sort of (cell, slot), stable, so a cell keeps its slots' order), their points
-// gathered in that order, and a tree of boxes over them: a leaf is 32 consecutive points (a
-// warp's load), a node 32 consecutive nodes of the level below, up to one root. The boxes are
-// the points' real bounds, so the grid only decides which points share a leaf: any order would
-// give exact answers, a spatial one makes the boxes small.
+// Build: the valid slots sorted by the Hilbert index of the cell they fall in, on a 2^b x 2^b
+// grid over the store's bounding box (on the sphere: over the face of the cube around it that
+// the point's direction crosses, the faces one after another), b from the slot count (a few
+// points per cell, b <= 10); a CUB radix sort of (cell, slot), stable, so a cell keeps its slots'
+// order; their points gathered in that order; and a tree of boxes over them: a leaf is 32
+// consecutive points (a warp's load), a node 32 consecutive nodes of the level below, up to one
+// root. The boxes are the points' real bounds, so the grid only decides which points share a
+// leaf: any order would give exact answers, a spatial one makes the boxes small.
 //
 // Search: a warp per query walks the tree depth first from a stack in shared memory. At a node
 // the 32 lanes bound the rank of every point in each child box; the children within the
 // query's bound go on the stack with the nearest on top (so the first leaf reached is near the
 // query and its points bound the rest), and a node's leaves are ranked in place, nearest
 // first. At a leaf each lane ranks one point and those within the bound enter the query's list:
-// k <= 128 entries sorted by (rank, id), up to four per lane, whose k-th is the bound once it is
-// full.
-// The warp writes the answers itself, as the selection would.
+// k <= 128 entries in the (rank, id) order, up to four per lane, whose k-th is the bound once it
+// is full. The warp writes the answers itself, as the selection would.
 //
 // Why no answer is lost. A box [lo, hi] holds points p with lo <= p <= hi element-wise. Let c
 // be the query q clamped to the box. Then |q_i - c_i| <= |q_i - p_i| exactly for each element,
-// and the rank is fma(dy, dy, fma(dx, dx, 0)) with dx = fl(q_x - p_x): a rounded difference is
-// monotone in its exact value, and the FMAs are monotone in |dx|, |dy| and the accumulator, so
-// rank(q, c) <= rank(q, p) in floats. A box whose bound exceeds the query's k-th rank therefore
-// holds no point that could enter (an entry needs rank <= k-th, equal ranks then by id). An
-// empty box (hi < lo: a leaf past the store's points) bounds to +inf and is skipped once the
-// list is full.
+// and the rank is fma(dw, dw, fma(dz, dz, fma(dy, dy, fma(dx, dx, 0)))) (two terms at width 2)
+// with dx = fl(q_x - p_x): a rounded difference is monotone in its exact value, and the FMAs are
+// monotone in |dx|, .., |dw| and the accumulator, so rank(q, c) <= rank(q, p) in floats. A box
+// whose bound exceeds the query's k-th rank therefore holds no point that could enter (an entry
+// needs rank <= k-th, equal ranks then by id). An empty box (hi < lo: a leaf past the store's
+// points) bounds to +inf and is skipped once the list is full.
 #include <cub/device/device_radix_sort.cuh>
 #include <math_constants.h>
 
