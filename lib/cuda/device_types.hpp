@@ -45,10 +45,9 @@ inline constexpr std::uint32_t kSpatialMaxLevels = 7;
 /// spatial order and a 32-way tree of boxes over them. A copy lives in device memory, written by
 /// the build, so captured graphs read the current index.
 struct SpatialView {
-  const float* points = nullptr;         ///< `width` floats per point, sorted; leaves x 32 entries
+  const float* points = nullptr;         ///< StoreView::chunk_floats floats per point, sorted; leaves x 32 entries
   const std::uint32_t* slots = nullptr;  ///< each sorted point's slot
-  const float* boxes = nullptr;          ///< 2 x width floats per node (lo, hi), level 0 (leaves) first
-  std::uint32_t width = 2;               ///< StoreView::chunk_floats
+  const float* boxes = nullptr;          ///< 2 x chunk_floats floats per node (lo, hi), level 0 (leaves) first
   std::uint32_t count = 0;               ///< points (the store's valid slots)
   std::uint32_t levels = 0;              ///< 0: no points; the root is the one node of level levels - 1
   std::uint32_t level_start[kSpatialMaxLevels] = {};  ///< first box of each level

@@ -27,6 +27,20 @@ __device__ __forceinline__ bool closer(float ra, std::uint64_t ia, float rb, std
   return ra < rb || (ra == rb && ia < ib);
 }
 
+/// A Candidate from the lane `mask` away (xor), from lane `src`, or from `delta` lanes below.
+__device__ __forceinline__ Candidate shuffle_xor(const Candidate& c, int mask) {
+  return Candidate{__shfl_xor_sync(kFullMask, c.rank, mask), __shfl_xor_sync(kFullMask, c.slot, mask),
+                   __shfl_xor_sync(kFullMask, c.id, mask)};
+}
+__device__ __forceinline__ Candidate shuffle(const Candidate& c, int src) {
+  return Candidate{__shfl_sync(kFullMask, c.rank, src), __shfl_sync(kFullMask, c.slot, src),
+                   __shfl_sync(kFullMask, c.id, src)};
+}
+__device__ __forceinline__ Candidate shuffle_up(const Candidate& c, unsigned delta) {
+  return Candidate{__shfl_up_sync(kFullMask, c.rank, delta), __shfl_up_sync(kFullMask, c.slot, delta),
+                   __shfl_up_sync(kFullMask, c.id, delta)};
+}
+
 /// One step of an MSB-first radix select: one warp (every lane calls it) finds the digit of a
 /// 256-bucket histogram that holds the want-th key (1-based, want <= the histogram's total).
 /// True in the one lane that holds it, which gets the digit and the keys in smaller digits.

@@ -122,11 +122,6 @@ __device__ __forceinline__ void warp_insert(Candidate* list, std::uint32_t& n, s
 }
 
 
-__device__ __forceinline__ Candidate shuffle_xor(const Candidate& c, int mask) {
-  return Candidate{__shfl_xor_sync(kFullMask, c.rank, mask), __shfl_xor_sync(kFullMask, c.slot, mask),
-                   __shfl_xor_sync(kFullMask, c.id, mask)};
-}
-
 /// Number of entries of sorted[0, n) closer than c (binary search).
 __device__ __forceinline__ std::uint32_t count_closer(const Candidate* sorted, std::uint32_t n, const Candidate& c) {
   std::uint32_t lo = 0, hi = n;

@@ -86,8 +86,9 @@ struct Geometry<2> {
   };
   /// The rank the way every kernel computes it (accumulate at width 2).
   static __device__ __forceinline__ float rank(const float4& q, float px, float py) {
-    const float dx = __fsub_rn(q.x, px), dy = __fsub_rn(q.y, py);
-    return __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f));
+    float acc[1] = {0.0f};
+    accumulate<1, false, 2>(acc, make_float4(px, py, 0.0f, 0.0f), [&](int) { return q; });
+    return acc[0];
   }
   static __device__ __forceinline__ float rank(const float4& q, const Point& p) { return rank(q, p.x, p.y); }
   /// A lower bound of rank over the box: the query clamped to it (see the file comment).
@@ -120,8 +121,9 @@ struct Geometry<4> {
   };
   /// The rank the way every kernel computes it (accumulate at width 4).
   static __device__ __forceinline__ float rank(const float4& q, const Point& p) {
-    const float dx = __fsub_rn(q.x, p.x), dy = __fsub_rn(q.y, p.y), dz = __fsub_rn(q.z, p.z), dw = __fsub_rn(q.w, p.w);
-    return __fmaf_rn(dw, dw, __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, 0.0f))));
+    float acc[1] = {0.0f};
+    accumulate<1, false, 4>(acc, p, [&](int) { return q; });
+    return acc[0];
   }
   static __device__ __forceinline__ float box_rank(const float4& q, const Box& box) {
     const auto clamp = [](float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); };
@@ -347,91 +349,58 @@ struct StackEntry {
 };
 
 /// A query's list of up to 32 R entries: entry e = 32 r + lane lives in register r of that
-/// lane; entries e < n hold the n best (rank, id, slot) in the (rank, id) order, the rest padding
-/// (+inf, kNoId); bound / bound_id are the k-th once n = k.
+/// lane; entries e < n hold the n best in the (rank, id) order, the rest padding (+inf, kNoId);
+/// `bound` is the k-th once n = k.
 template <int R>
 struct WarpList {
-  float rank[R];
-  std::uint64_t id[R];
-  std::uint32_t slot[R];
+  Candidate entry[R];
   std::uint32_t n = 0;
-  float bound = std::numeric_limits<float>::infinity();
-  std::uint64_t bound_id = kNoId;
+  Candidate bound{std::numeric_limits<float>::infinity(), ~0u, kNoId};
   __device__ WarpList() {
 #pragma unroll
-    for (int r = 0; r < R; ++r) pad(r);
+    for (int r = 0; r < R; ++r) entry[r] = bound;
   }
-  __device__ __forceinline__ void pad(int r) {
-    rank[r] = CUDART_INF_F;
-    id[r] = kNoId;
-    slot[r] = ~0u;
-  }
-  /// bound / bound_id from entry k - 1 (every lane calls it once n = k).
+  /// bound from entry k - 1 (every lane calls it once n = k).
   __device__ __forceinline__ void take_bound(std::uint32_t k) {
-    const std::uint32_t lane_of = (k - 1) % 32, reg = (k - 1) / 32;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float b = __shfl_sync(kFullMask, rank[r], lane_of);
-      const std::uint64_t b_id = __shfl_sync(kFullMask, id[r], lane_of);
-      if (std::uint32_t(r) == reg) {
-        bound = b;
-        bound_id = b_id;
-      }
+      const Candidate b = shuffle(entry[r], (k - 1) % 32);
+      if (std::uint32_t(r) == (k - 1) / 32) bound = b;
     }
   }
-  /// Inserts (cr, cid, cs) (the same in every lane) where it belongs, if it is among the k best.
-  __device__ __forceinline__ void insert(float cr, std::uint64_t cid, std::uint32_t cs, std::uint32_t k,
-                                         std::uint32_t lane) {
-    if (n == k && !closer(cr, cid, bound, bound_id)) return;
+  /// Inserts c (the same in every lane) where it belongs, if it is among the k best.
+  __device__ __forceinline__ void insert(const Candidate& c, std::uint32_t k, std::uint32_t lane) {
+    if (n == k && !less_candidate(c, bound)) return;
     std::uint32_t at = 0;
 #pragma unroll
-    for (int r = 0; r < R; ++r) at += __popc(__ballot_sync(kFullMask, 32 * r + lane < n && closer(rank[r], id[r], cr, cid)));
+    for (int r = 0; r < R; ++r) at += __popc(__ballot_sync(kFullMask, 32 * r + lane < n && less_candidate(entry[r], c)));
     // Every entry from `at` on moves up one place; register r's lane 0 takes register r - 1's
     // lane 31 (read before register r - 1 changes: the registers go from the top down).
 #pragma unroll
     for (int r = R - 1; r >= 0; --r) {
       const std::uint32_t e = 32 * r + lane;
-      float up_rank = __shfl_up_sync(kFullMask, rank[r], 1);
-      std::uint64_t up_id = __shfl_up_sync(kFullMask, id[r], 1);
-      std::uint32_t up_slot = __shfl_up_sync(kFullMask, slot[r], 1);
+      Candidate up = shuffle_up(entry[r], 1);
       if (r > 0) {
-        const float carry_rank = __shfl_sync(kFullMask, rank[r > 0 ? r - 1 : 0], 31);
-        const std::uint64_t carry_id = __shfl_sync(kFullMask, id[r > 0 ? r - 1 : 0], 31);
-        const std::uint32_t carry_slot = __shfl_sync(kFullMask, slot[r > 0 ? r - 1 : 0], 31);
-        if (lane == 0) {
-          up_rank = carry_rank;
-          up_id = carry_id;
-          up_slot = carry_slot;
-        }
+        const Candidate carry = shuffle(entry[r > 0 ? r - 1 : 0], 31);
+        if (lane == 0) up = carry;
       }
       if (e > at) {
-        rank[r] = up_rank;
-        id[r] = up_id;
-        slot[r] = up_slot;
+        entry[r] = up;
       } else if (e == at) {
-        rank[r] = cr;
-        id[r] = cid;
-        slot[r] = cs;
+        entry[r] = c;
       }
-      if (e >= k) pad(r);  // the entry pushed past the k-th leaves the list
+      if (e >= k) entry[r] = Candidate{CUDART_INF_F, ~0u, kNoId};  // pushed past the k-th: out
     }
     if (n < k) ++n;
     if (n == k) take_bound(k);
   }
 };
 
-/// Compare-exchange of lane entries with the lane `stride` away: the lane keeps the smaller of
-/// the two by (rank, id) where keep_min, else the larger.
-__device__ __forceinline__ void exchange(float& rank, std::uint64_t& id, std::uint32_t& slot, std::uint32_t stride,
-                                         bool keep_min) {
-  const float other_rank = __shfl_xor_sync(kFullMask, rank, stride);
-  const std::uint64_t other_id = __shfl_xor_sync(kFullMask, id, stride);
-  const std::uint32_t other_slot = __shfl_xor_sync(kFullMask, slot, stride);
-  if (keep_min == closer(other_rank, other_id, rank, id)) {
-    rank = other_rank;
-    id = other_id;
-    slot = other_slot;
-  }
+/// Compare-exchange with the lane `stride` away: the lane keeps the smaller of the two by (rank,
+/// id) where keep_min, else the larger.
+__device__ __forceinline__ void exchange(Candidate& c, std::uint32_t stride, bool keep_min) {
+  const Candidate other = shuffle_xor(c, int(stride));
+  if (keep_min == less_candidate(other, c)) c = other;
 }
 
 /// Leaves with more admitted points than this merge them into a list of at most 32 by sorting
@@ -439,46 +408,36 @@ __device__ __forceinline__ void exchange(float& rank, std::uint64_t& id, std::ui
 /// warp operations per point). Longer lists insert each point.
 constexpr int kInsertEach = 4;
 
-/// Offers each admitted lane's point (rank, id, slot) to the list.
+/// Offers each admitted lane's point to the list.
 template <int R>
-__device__ __forceinline__ void offer(WarpList<R>& list, unsigned admit, float r, std::uint64_t id, std::uint32_t s,
-                                      std::uint32_t k, std::uint32_t lane) {
+__device__ __forceinline__ void offer(WarpList<R>& list, unsigned admit, const Candidate& mine, std::uint32_t k,
+                                      std::uint32_t lane) {
   if (R == 1 && __popc(admit) > kInsertEach) {
     // Sort the candidates descending, so that the list (ascending) and they form one bitonic
     // sequence; the element-wise smaller of the two halves are the 32 best of both, bitonic,
     // and one merge network orders them.
-    const bool mine = (admit >> lane) & 1u;
-    float cr = mine ? r : CUDART_INF_F;
-    std::uint64_t cid = mine ? id : kNoId;
-    std::uint32_t cs = mine ? s : ~0u;
+    Candidate c = (admit >> lane) & 1u ? mine : Candidate{CUDART_INF_F, ~0u, kNoId};
 #pragma unroll
     for (std::uint32_t size = 2; size <= 32; size <<= 1) {
 #pragma unroll
       for (std::uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
         // descending overall: blocks alternate, the last (size 32) descending
         const bool descending_block = (lane & size) == 0 || size == 32;
-        exchange(cr, cid, cs, stride, ((lane & stride) == 0) != descending_block);
+        exchange(c, stride, ((lane & stride) == 0) != descending_block);
       }
     }
-    if (closer(cr, cid, list.rank[0], list.id[0])) {
-      list.rank[0] = cr;
-      list.id[0] = cid;
-      list.slot[0] = cs;
-    }
+    if (less_candidate(c, list.entry[0])) list.entry[0] = c;
 #pragma unroll
-    for (std::uint32_t stride = 16; stride > 0; stride >>= 1) {
-      exchange(list.rank[0], list.id[0], list.slot[0], stride, (lane & stride) == 0);
-    }
+    for (std::uint32_t stride = 16; stride > 0; stride >>= 1) exchange(list.entry[0], stride, (lane & stride) == 0);
     list.n = min(k, list.n + __popc(admit));
-    if (lane >= k) list.pad(0);
+    if (lane >= k) list.entry[0] = Candidate{CUDART_INF_F, ~0u, kNoId};
     if (list.n == k) list.take_bound(k);
     return;
   }
   while (admit) {
     const int from = __ffs(admit) - 1;
     admit &= admit - 1;
-    list.insert(__shfl_sync(kFullMask, r, from), __shfl_sync(kFullMask, id, from), __shfl_sync(kFullMask, s, from), k,
-                lane);
+    list.insert(shuffle(mine, from), k, lane);
   }
 }
 
@@ -508,10 +467,10 @@ __device__ __forceinline__ void rank_leaf(WarpList<R>& list, const LeafLoad<kWid
                                           const std::uint64_t* ids, std::uint32_t k, std::uint32_t lane) {
   const bool present = l.slot != ~0u;
   const float r = present ? Geometry<kWidth>::rank(query, l.point) : CUDART_INF_F;
-  const unsigned admit = __ballot_sync(kFullMask, present && r <= list.bound);
+  const unsigned admit = __ballot_sync(kFullMask, present && r <= list.bound.rank);
   if (!admit) return;
   const std::uint64_t id = (admit >> lane) & 1u ? ids[l.slot] : kNoId;
-  offer(list, admit, r, id, l.slot, k, lane);
+  offer(list, admit, Candidate{r, l.slot, id}, k, lane);
 }
 
 /// Of the lanes in `open`, the one whose key (a bound's float bits: bounds are >= +0, so their
@@ -549,7 +508,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   while (top > 0) {
     const StackEntry entry = stack[--top];
     __syncwarp();  // every lane has read the entry before any lane pushes over it
-    if (entry.bound > list.bound) continue;
+    if (entry.bound > list.bound.rank) continue;
     const std::uint32_t level = entry.code >> kLevelShift, node = entry.code & kNodeMask;
     if (level == 0) {  // a root that is a leaf
       rank_leaf<kWidth, R>(list, load_leaf<kWidth>(index, node, lane), query, ids, k, lane);
@@ -559,7 +518,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
     float b = CUDART_INF_F;
     const bool present = child < index.level_size[child_level];
     if (present) b = G::box_rank(query, boxes[index.level_start[child_level] + child]);
-    unsigned open = __ballot_sync(kFullMask, present && b <= list.bound);
+    unsigned open = __ballot_sync(kFullMask, present && b <= list.bound.rank);
     if (!open) continue;
     if (child_level == 0) {
       // The leaves: nearest first, the next one's points loaded while this one's are ranked; a
@@ -578,7 +537,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
         rank_leaf<kWidth, R>(list, current, query, ids, k, lane);
         at = next;
         current = following;
-        if (at >= 0 && __shfl_sync(kFullMask, b, at) > list.bound) break;  // nearest first: the rest are farther
+        if (at >= 0 && __shfl_sync(kFullMask, b, at) > list.bound.rank) break;  // nearest first: the rest are farther
       }
       continue;
     }
@@ -596,8 +555,7 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   for (int r = 0; r < R; ++r) {
     const std::uint32_t e = 32 * r + lane;
     if (e < k) {
-      const Candidate c = e < list.n ? Candidate{list.rank[r], list.slot[r], list.id[r]} : Candidate{CUDART_INF_F, ~0u, kNoId};
-      emit_answer(p.out, q, e, c);
+      emit_answer(p.out, q, e, list.entry[r]);  // past n: padding
     }
   }
 }
@@ -639,7 +597,6 @@ void build(const SpatialBuildParams& p, cudaStream_t stream) {
   view.points = p.points;
   view.slots = p.slots_sorted;
   view.boxes = p.boxes;
-  view.width = kWidth;
   view.levels = std::uint32_t(sizes.size());
   std::uint32_t start = 0;
   for (std::size_t l = 0; l < sizes.size(); ++l) {
