@@ -22,6 +22,10 @@
 #             (--reps 10 --sets 2)
 #   lowchunk  bench_search gis1m,gis10m K 16,128 Q 4096,32768 (--reps 3 --sets 1; at K = 128 Q = 32,768 the
 #             query-resident scan runs in chunks)
+#   spatial   bench_search gis100k,gis1m,gis10m K 16 Q 1,256,1024 --spatial always, then haversine
+#             gis1m,gis10m (--reps 10 --sets 2): the index's search on a store that does not change
+#   moving    bench_search gis1m,gis10m K 16 Q 64,256,1024 with 1,000 moves anywhere, then 10,000
+#             moves of up to 0.001 (--drift) published before each search, Auto (--reps 10 --sets 2)
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
 #   nine12    bench_search mnist,imagenet,googlenews,small K 64,128 Q 9,10,12, then --metric ip (--reps 10 --sets 2)
@@ -97,6 +101,16 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         lowbatch)
           "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 32,64,256,1024 --reps 10 --sets 2 \
             --csv "$DIR/$tag-lowbatch.csv" > "$DIR/$tag-lowbatch.log" 2>&1 ;;
+        spatial)
+          "$bin/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 1,256,1024 --spatial always --reps 10 --sets 2 \
+            --csv "$DIR/$tag-spatial.csv" > "$DIR/$tag-spatial.log" 2>&1
+          "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 1,1024 --spatial always --metric haversine --reps 10 \
+            --sets 2 --csv "$DIR/$tag-spatial-haversine.csv" > "$DIR/$tag-spatial-haversine.log" 2>&1 ;;
+        moving)
+          "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 64,256,1024 --moves 1000 --reps 10 --sets 2 \
+            --csv "$DIR/$tag-moving-jumps.csv" > "$DIR/$tag-moving-jumps.log" 2>&1
+          "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 64,256,1024 --moves 10000 --drift 0.001 --reps 10 \
+            --sets 2 --csv "$DIR/$tag-moving-drift.csv" > "$DIR/$tag-moving-drift.log" 2>&1 ;;
         smallbatch)
           "$bin/bench_search" --shapes small --k 64,128 --q 16,24,32,64 --reps 10 --sets 2 \
             --csv "$DIR/$tag-smallbatch.csv" > "$DIR/$tag-smallbatch.log" 2>&1 ;;

@@ -3,6 +3,8 @@
 # with StoreConfig::spatial_index = Always and moves published before every search, so each
 # search rebuilds the index. On the GPU machine:
 #   bench/profile_spatial.sh [BIN (default .device-bin)] [SHAPE (gis1m)] [Q list (1,1024)]
+# MOVES="--moves 10000 --drift 0.001" publishes small moves instead (each search refits the index
+# where it can); SPATIAL=auto leaves the choice to Auto.
 # prints, per Q, each kernel's launches and mean duration (the build's kernels, CUB's scan, the
 # search). Clock control is left to the card, so durations match the benchmarks'.
 set -uo pipefail
@@ -11,10 +13,10 @@ SHAPE=${2:-gis1m}
 QS=${3:-1,1024}
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 for q in ${QS//,/ }; do
-  echo "=== $SHAPE K 16 Q $q (a rebuild before every search)"
+  echo "=== $SHAPE K 16 Q $q (${MOVES:---moves 1000} published before every search, --spatial ${SPATIAL:-always})"
   "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --kernel-name regex:"spatial|Radix" \
     --launch-count 40 --csv --page raw "$BIN/bench_search" --shapes "$SHAPE" --k 16 --q "$q" --reps 3 --sets 1 \
-    --spatial always --moves 1000 --csv /tmp/profile-spatial.csv 2>/dev/null |
+    --spatial "${SPATIAL:-always}" ${MOVES:---moves 1000} --csv /tmp/profile-spatial.csv 2>/dev/null |
     /usr/bin/env python3 -c '
 import csv, re, sys, collections
 rows = [r for r in csv.reader(sys.stdin) if len(r) > 3]
@@ -23,7 +25,7 @@ unit = rows[1][col["gpu__time_duration.sum"]]
 scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[unit]
 times = collections.OrderedDict()
 for r in rows[2:]:
-    match = re.search(r"(\w+_kernel|\w+Kernel)", r[col["Kernel Name"]])
+    match = re.search(r"(\w+_kernel(?:<[^>(]*>)?|\w+Kernel)", r[col["Kernel Name"]])
     name = match.group(1) if match else r[col["Kernel Name"]][:40]
     times.setdefault(name, []).append(float(r[col["gpu__time_duration.sum"]].replace(",", "")) * scale)
 for name, t in times.items():

@@ -1,6 +1,7 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
 //          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1] [--spatial auto|always|off]
+//          [--moves M [--drift S]]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -10,6 +11,8 @@
 // under the row (the host's part of a search against its wait for the device and the unpacking).
 // --moves M publishes M random moves before each timed search (untimed), so every search reads a
 // snapshot it has not seen (with a spatial index: the rebuild is part of the search's time).
+// --drift S makes those moves small: each moved point goes from where it is by up to S per
+// coordinate (uniform; degrees under haversine), as tracked objects move, instead of anywhere.
 // --spatial sets StoreConfig::spatial_index (stores of one or two dimensions; auto by default).
 // --device 1 also times search_device (queries and answers in device memory, streamknn/device.hpp)
 // on the same query sets and prints under the row the median GPU time between CUDA events recorded
@@ -122,7 +125,8 @@ int main(int argc, char** argv) {
                                           {"--split", "0"},
                                           {"--device", "0"},
                                           {"--spatial", "auto"},
-                                          {"--moves", "0"}};
+                                          {"--moves", "0"},
+                                          {"--drift", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
                                            {"imagenet", {"ImageNet-like", 1275219, 128}},
@@ -137,6 +141,7 @@ int main(int argc, char** argv) {
   const bool split_times = args["--split"] != "0";
   const bool device_times = args["--device"] != "0";
   const std::size_t moves = std::stoul(args["--moves"]);
+  const float drift = std::stof(args["--drift"]);
   const bench::Ceilings ceil = bench::measure_ceilings();
   std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
               ceil.read_gbps, ceil.fp32_tflops);
@@ -164,9 +169,12 @@ int main(int argc, char** argv) {
     auto fill = [&](float* x, std::size_t count) {
       for (std::size_t i = 0; i < count; ++i) x[i] = geo ? (i % 2 ? 360 * u(g) - 180 : 120 * u(g) - 60) : u(g);
     };
+    std::vector<float> where;  // each point's vector, where moves drift
+    if (moves > 0 && drift > 0) where.resize(shape.n * shape.d);
     const auto t0 = std::chrono::steady_clock::now();
     for (PointId id = 0; id < shape.n; ++id) {
       fill(v.data(), v.size());
+      if (!where.empty()) std::copy(v.begin(), v.end(), where.begin() + id * shape.d);
       while (!store.try_push(Update::insert(id, v))) store.publish();
     }
     store.publish();
@@ -185,8 +193,18 @@ int main(int argc, char** argv) {
           const auto& qset = query_sets[r % sets];
           if (moves > 0) {  // a store that changes between searches: each search sees a new snapshot
             for (std::size_t m = 0; m < moves; ++m) {
-              fill(v.data(), v.size());
-              while (!store.try_push(Update::move(PointId(g() % shape.n), v))) store.publish();
+              const PointId id = g() % shape.n;
+              if (where.empty()) {
+                fill(v.data(), v.size());
+              } else {  // a small step from where the point is, kept inside the data's range
+                float* x = where.data() + id * shape.d;
+                for (std::size_t i = 0; i < shape.d; ++i) {
+                  const float lo = geo ? (i % 2 ? -180.0f : -60.0f) : 0.0f, hi = geo ? (i % 2 ? 180.0f : 60.0f) : 1.0f;
+                  x[i] = std::clamp(x[i] + drift * (2 * u(g) - 1), lo, hi);
+                }
+                std::copy(x, x + shape.d, v.begin());
+              }
+              while (!store.try_push(Update::move(id, v))) store.publish();
             }
             store.publish();
           }

@@ -102,9 +102,11 @@ constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, s
 constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
 constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x the sample step, see choose_resident
 /// SpatialIndex::Auto (see spatial_wanted): stores of kSpatialMinSlots slots or more take the
-/// index, built once kSpatialBuildQueries queries have come since the store changed.
+/// index, built once the scans have searched kSpatialBuildQueries queries while it was stale, or
+/// refit (SpatialTree::refittable) once they have searched kSpatialRefitQueries.
 constexpr std::uint32_t kSpatialMinSlots = 16384;
 constexpr std::uint64_t kSpatialBuildQueries = 1024;
+constexpr std::uint64_t kSpatialRefitQueries = 128;
 /// Auto at k > 32 (lists of two or four entries per lane, filled one insertion at a time): batches
 /// of this many queries or more only. Same H100 call, index against the scans
 /// (run-2026-11-25-s25/call12): Q = 1,024 0.33-0.81x at every store and k = 64 / 128; Q = 256 1.0x
@@ -499,11 +501,13 @@ class CudaBackend final : public Backend {
   /// or more (batches of kSpatialLargeKMinQueries or more at k > 32), where the index is current
   /// (at k <= 32 the walk beat the scans at every batch size measured: H100, 100,000 to
   /// 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans' time, run-2026-11-25-s25 call 8
-  /// against call 2); where it is stale, once such queries since the buffer last changed (this
-  /// batch included) reach kSpatialBuildQueries. A build costs about what the scans of a few
-  /// hundred queries save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a
-  /// store that changes every few hundred queries keeps the scans, and one that changes less
-  /// often pays for a build at most once per 1,024 queries. Under mutex_.
+  /// against call 2); where it is stale, once the queries the scans have searched since it was
+  /// last brought up to date (this batch included) reach kSpatialRefitQueries where a refit will
+  /// do, else kSpatialBuildQueries. A build costs about what the scans of a few hundred queries
+  /// save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a store that changes
+  /// and cannot be refit pays for a build at most once per 1,024 queries that it spent on the
+  /// scans instead (the ski-rental rule: at most about twice the cost of the better choice).
+  /// Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
         nq == 0) {
@@ -514,12 +518,8 @@ class CudaBackend final : public Backend {
     if (buffer.slot_count < kSpatialMinSlots || (k > 32 && nq < kSpatialLargeKMinQueries)) return false;
     SpatialTree& index = spatial_[b];
     if (index.current(buffer)) return true;
-    if (index.counted_epoch != buffer.epoch) {
-      index.counted_epoch = buffer.epoch;
-      index.queries_since_change = 0;
-    }
-    index.queries_since_change += nq;
-    return index.queries_since_change >= kSpatialBuildQueries;
+    index.queries_waiting += nq;
+    return index.queries_waiting >= (index.refittable(buffer) ? kSpatialRefitQueries : kSpatialBuildQueries);
   }
 
   /// The store buffer whose device view this is.
@@ -532,18 +532,26 @@ class CudaBackend final : public Backend {
     return stored_dim_ <= 2 || (stored_dim_ == 3 && (config_.metric == Metric::Haversine || config_.metric == Metric::Cosine));
   }
 
-  /// Builds buffer b's spatial index on the query stream where the plan uses it and it is stale
-  /// (after the stream's wait for the buffer's writes). Under mutex_.
+  /// Brings buffer b's spatial index up to date on the query stream where the plan uses it and
+  /// it is stale (after the stream's wait for the buffer's writes): a refit where one will do,
+  /// else a build. Under mutex_.
   void ready_index(const Plan& plan, int b, const char* where) const {
     if (!plan.spatial) return;
     const DeviceBuffer& buffer = store_.buffer(b);
-    if (spatial_[b].current(buffer)) return;
+    SpatialTree& index = spatial_[b];
+    if (index.current(buffer)) return;
+    const int width = int(chunk_floats_for(stored_dim_));
     try {
-      spatial_[b].build(buffer, int(chunk_floats_for(stored_dim_)), query_stream_.get(), props_.multiProcessorCount);
+      if (index.refittable(buffer)) {
+        index.refit(buffer, width, query_stream_.get(), props_.multiProcessorCount);
+      } else {
+        index.build(buffer, width, query_stream_.get(), props_.multiProcessorCount, props_.canMapHostMemory != 0);
+      }
     } catch (const OutOfMemory& e) {
       throw OutOfMemory(concat(where, ": not enough device memory for the spatial index of ", buffer.slot_count,
                                " slots (", e.what(), "); StoreConfig::spatial_index = Off does without it"));
     }
+    index.queries_waiting = 0;
   }
 
   /// Launch geometry from the device's properties and the shape: the largest query group and

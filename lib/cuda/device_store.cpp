@@ -170,6 +170,8 @@ void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
   t.vector_count = static_cast<std::uint32_t>(batch.vector_slots.size());
   t.target_count = static_cast<std::uint32_t>(batch.target_slots.size());
   t.id_count = static_cast<std::uint32_t>(batch.id_slots.size());
+  target.inserts = static_cast<std::uint32_t>(
+      std::count_if(batch.ids.begin(), batch.ids.end(), [](PointId id) { return id != kInvalidId; }));
   t.vector_slots = place(batch.vector_slots.size() * 4);
   t.vectors = place(batch.vectors.size() * 4);
   t.target_slots = place(batch.target_slots.size() * 4);
@@ -197,6 +199,8 @@ void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
 void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
   const BatchLayout& t = batch.layout;
   if (t.empty) return;
+  b.inserts += batch.inserts;
+  b.vector_writes += t.vector_count;
   const unsigned char* d = batch.data.get();
   ScatterParams p;
   p.vectors = b.vectors.get();
@@ -256,6 +260,7 @@ int DeviceStore::write_back_targets(std::uint32_t count, std::uint64_t epoch,
   DeviceBatch& next = batches_[1 - previous_];
   BatchLayout& t = next.layout;
   t = BatchLayout{};
+  next.inserts = 0;
   t.target_count = count;
   t.target_slots = 0;
   t.values = align_up(std::size_t(count) * 4, 16);

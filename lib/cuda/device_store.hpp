@@ -33,6 +33,9 @@ struct DeviceBuffer {
   std::uint32_t capacity = 0;          // slots, a multiple of kTile
   std::uint32_t slot_count = 0;
   std::uint64_t epoch = 0;
+  /// Writes applied since the buffer was made, for the spatial index's refit rule: slots given an
+  /// id (inserts; erases write kInvalidId and are not counted) and vectors written (moves, inserts).
+  std::uint64_t inserts = 0, vector_writes = 0;
   Event written;                       // after the last write on the update stream
   Event last_read;                     // after the last search that read this buffer
 
@@ -52,6 +55,7 @@ struct DeviceBatch {
   PinnedArray<unsigned char> staging;
   Event uploaded;                      // staging may be refilled once this has fired
   BatchLayout layout;
+  std::uint32_t inserts = 0;           // ids it writes that are not kInvalidId
 };
 
 class DeviceStore {

@@ -42,13 +42,18 @@ inline constexpr std::uint32_t chunk_floats_for(std::size_t stored_dim) { return
 inline constexpr std::uint32_t kSpatialMaxLevels = 7;
 
 /// A spatial index of a store of one float4 chunk (kernels/spatial.cu): its valid points in a
-/// spatial order and a 32-way tree of boxes over them. A copy lives in device memory, written by
+/// spatial order and a 32-way tree of boxes over them, plus the overflow: valid points a refit
+/// left out of the tree (moved far from their leaf, or inserted since the build). An entry whose
+/// slot was erased since the build holds a NaN point. A copy lives in device memory, written by
 /// the build, so captured graphs read the current index.
 struct SpatialView {
   const float* points = nullptr;         ///< StoreView::chunk_floats floats per point, sorted; leaves x 32 entries
   const std::uint32_t* slots = nullptr;  ///< each sorted point's slot
   const float* boxes = nullptr;          ///< 2 x chunk_floats floats per node (lo, hi), level 0 (leaves) first
-  std::uint32_t count = 0;               ///< points (the store's valid slots)
+  std::uint32_t count = 0;               ///< tree entries (the valid slots when it was built)
+  const float* overflow_points = nullptr;       ///< valid points outside the tree (chunk_floats floats each)
+  const std::uint32_t* overflow_slots = nullptr;
+  std::uint32_t overflow_count = 0;
   std::uint32_t levels = 0;              ///< 0: no points; the root is the one node of level levels - 1
   std::uint32_t level_start[kSpatialMaxLevels] = {};  ///< first box of each level
   std::uint32_t level_size[kSpatialMaxLevels] = {};   ///< nodes of each level

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "cuda/cuda_check.hpp"
-#include "cuda/kernels.hpp"
 
 namespace streamknn::detail::gpu {
 
@@ -26,25 +25,64 @@ void fit(DeviceArray<T>& a, std::size_t n, const char* what, bool& waited, cudaS
 
 }  // namespace
 
-void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms) {
-  built_ = false;
-  const std::uint32_t slots = buffer.slot_count;
-  const std::vector<std::uint32_t> sizes = spatial_level_sizes(slots);
+void SpatialTree::read_stats() {
+  if (!stats_pending_ || !stats_written_.done()) return;
+  last_stats_ = *stats_.get();
+  stats_pending_ = false;
+}
+
+bool SpatialTree::refittable(const DeviceBuffer& buffer) {
+  if (!built_ || stats_.get() == nullptr || vectors_ != buffer.vectors.get() || capacity_ != buffer.capacity) return false;
+  if (buffer.inserts - inserts_at_build_ > kMaxOverflow) return false;
+  if (buffer.vector_writes - vector_writes_at_update_ > std::max<std::uint64_t>(tree_slots_ / 4, kMaxOverflow)) return false;
+  read_stats();  // figures not yet written count as the last ones read
+  return last_stats_.overflow <= kMaxOverflow && last_stats_.leaf_area <= kMaxAreaGrowth * last_stats_.built_leaf_area;
+}
+
+void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms, bool mapped) {
+  if (mapped && stats_.get() == nullptr) stats_ = PinnedArray<SpatialStats>(1, "spatial index figures", true);
+  launch(buffer, width, false, stream, sms);
+}
+
+void SpatialTree::refit(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms) {
+  launch(buffer, width, true, stream, sms);
+}
+
+void SpatialTree::launch(const DeviceBuffer& buffer, int width, bool refit, cudaStream_t stream, int sms) {
+  built_ = built_ && refit;  // stale until the launch below is enqueued
+  const std::uint32_t slots = buffer.slot_count, tree_slots = refit ? tree_slots_ : slots;
+  const std::vector<std::uint32_t> sizes = spatial_level_sizes(tree_slots);
   const std::size_t leaves = sizes.empty() ? 0 : sizes[0];
   const std::size_t boxes = std::accumulate(sizes.begin(), sizes.end(), std::size_t(0));
   bool waited = false;
-  fit(scratch_, 5, "spatial index scratch", waited, stream);
-  fit(keys_, 2 * std::size_t(slots), "spatial index cells", waited, stream);
-  fit(order_, slots, "spatial index order", waited, stream);
-  fit(slots_sorted_, leaves * 32, "spatial index slots", waited, stream);
-  fit(points_, leaves * 32 * width, "spatial index points", waited, stream);
-  fit(boxes_, boxes * 2 * width, "spatial index boxes", waited, stream);
-  fit(temp_, spatial_sort_bytes(slots), "spatial index sort storage", waited, stream);
-  fit(view_, 1, "spatial index view", waited, stream);
+  try {
+    fit(scratch_, kSpatialScratchWords, "spatial index scratch", waited, stream);
+    fit(view_, 1, "spatial index view", waited, stream);
+    if (refit) {
+      fit(overflow_slots_, buffer.capacity, "spatial index overflow slots", waited, stream);
+      fit(overflow_points_, std::size_t(buffer.capacity) * width, "spatial index overflow points", waited, stream);
+    } else {
+      fit(keys_, 2 * std::size_t(slots), "spatial index cells", waited, stream);
+      fit(order_, slots, "spatial index order", waited, stream);
+      fit(slots_sorted_, leaves * 32, "spatial index slots", waited, stream);
+      fit(points_, leaves * 32 * width, "spatial index points", waited, stream);
+      fit(boxes_, boxes * 2 * width, "spatial index boxes", waited, stream);
+      fit(built_boxes_, leaves * 2 * width, "spatial index built boxes", waited, stream);
+      fit(temp_, spatial_sort_bytes(slots), "spatial index sort storage", waited, stream);
+    }
+  } catch (...) {
+    built_ = false;
+    throw;
+  }
+  // The figures of a launch still pending are never read: the stream writes them before these,
+  // and the host reads once the last launch is done. Each launch writes the whole struct but the
+  // build's area, which a refit leaves as its build wrote it.
   SpatialBuildParams p;
   p.store = buffer.view.get();
   p.slots = slots;
+  p.tree_slots = tree_slots;
   p.width = width;
+  p.refit = refit;
   p.max_blocks = std::uint32_t(sms) * 8;
   p.scratch = scratch_.get();
   p.keys = keys_.get();
@@ -55,12 +93,27 @@ void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stre
   p.temp_bytes = temp_.bytes();
   p.points = points_.get();
   p.boxes = boxes_.get();
+  p.built_leaf_boxes = built_boxes_.get();
+  p.overflow_slots = overflow_slots_.get();
+  p.overflow_points = overflow_points_.get();
+  p.stats = stats_.device_ptr();
   p.view = view_.get();
   launch_spatial_build(p, stream);
+  if (p.stats != nullptr) {
+    stats_written_.record(stream);
+    stats_pending_ = true;
+  }
   built_ = true;
   epoch_ = buffer.epoch;
   vectors_ = buffer.vectors.get();
   slots_ = slots;
+  vector_writes_at_update_ = buffer.vector_writes;
+  if (!refit) {
+    tree_slots_ = slots;
+    capacity_ = buffer.capacity;
+    inserts_at_build_ = buffer.inserts;
+    last_stats_ = SpatialStats{};  // until the build's own are read: no overflow, no growth
+  }
 }
 
 }  // namespace streamknn::detail::gpu

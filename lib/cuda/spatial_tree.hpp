@@ -1,5 +1,6 @@
 // The spatial index of one reference buffer (kernels/spatial.cu): the owner of its device
-// arrays, rebuilt on the query stream when the buffer has changed since it was built.
+// arrays, built on the query stream when the buffer has changed since it was built, or refit
+// where that change left the tree usable.
 #pragma once
 
 #include <cstdint>
@@ -7,36 +8,57 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_store.hpp"
 #include "cuda/device_types.hpp"
+#include "cuda/kernels.hpp"
 
 namespace streamknn::detail::gpu {
 
 class SpatialTree {
  public:
+  /// Overflow (SpatialView) a refit may leave, and inserts since the build it may take: past
+  /// it the next change makes a build. Every search ranks the whole overflow.
+  static constexpr std::uint32_t kMaxOverflow = 2048;
+  /// A refit's leaf boxes may cover this many times the area of the build's.
+  static constexpr float kMaxAreaGrowth = 2.0f;
+
   /// True when the index describes `buffer` as it is now (same epoch, arrays and slot count).
   bool current(const DeviceBuffer& buffer) const noexcept {
     return built_ && epoch_ == buffer.epoch && vectors_ == buffer.vectors.get() && slots_ == buffer.slot_count;
   }
+  /// True when refit() can bring a stale index up to date and keep it fast: built on the same
+  /// arrays, at most kMaxOverflow inserts since the build, fewer vector writes since the last
+  /// build or refit than a quarter of the tree (a store moved wholesale is sorted again), and
+  /// the last refit's figures (read once the device has written them) within the limits above.
+  bool refittable(const DeviceBuffer& buffer);
   /// Rebuilds the index from `buffer` (of StoreView::chunk_floats `width`: 2, or 4 for points on
   /// the unit sphere) on `stream`, ordered after the buffer's writes by the caller. Growing its
   /// arrays first waits for the stream (searches may still read them). Throws OutOfMemory with
-  /// the index marked stale.
-  void build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms);
+  /// the index marked stale. `mapped`: the device can write host memory (else no refits).
+  void build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms, bool mapped);
+  /// Brings the index up to date with `buffer` without sorting (where refittable()).
+  void refit(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms);
   /// The device copy of the index's view (a fixed address: graphs may hold it).
   const SpatialView* view() const noexcept { return view_.get(); }
 
-  /// Queries searched without the index since the buffer last changed (the backend's build rule).
-  std::uint64_t queries_since_change = 0;
-  std::uint64_t counted_epoch = ~std::uint64_t(0);
+  /// Queries searched without the index since it was last built or refit (the backend's rule).
+  std::uint64_t queries_waiting = 0;
 
  private:
-  DeviceArray<std::uint32_t> scratch_, keys_, order_, slots_sorted_;  // keys_: unsorted, then sorted
-  DeviceArray<float> points_, boxes_;
+  void launch(const DeviceBuffer& buffer, int width, bool refit, cudaStream_t stream, int sms);
+  void read_stats();
+
+  DeviceArray<std::uint32_t> scratch_, keys_, order_, slots_sorted_, overflow_slots_;  // keys_: unsorted, then sorted
+  DeviceArray<float> points_, boxes_, built_boxes_, overflow_points_;
   DeviceArray<unsigned char> temp_;
   DeviceArray<SpatialView> view_;
+  PinnedArray<SpatialStats> stats_;  // mapped: written by each build's or refit's last kernel
+  Event stats_written_;
+  bool stats_pending_ = false;
+  SpatialStats last_stats_{};
   bool built_ = false;
   std::uint64_t epoch_ = 0;
   const void* vectors_ = nullptr;
-  std::uint32_t slots_ = 0;
+  std::uint32_t slots_ = 0, tree_slots_ = 0, capacity_ = 0;
+  std::uint64_t inserts_at_build_ = 0, vector_writes_at_update_ = 0;
 };
 
 }  // namespace streamknn::detail::gpu

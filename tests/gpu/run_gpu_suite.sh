@@ -86,7 +86,7 @@ for arg in "$@"; do
       cases="GPU equals CPU on small batches over one-chunk stores*,GPU aggregation equals the CPU's*"
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
       cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
-      cases+=",the dot-product screen: each group*,the spatial index: each path*"
+      cases+=",the dot-product screen: each group*,the spatial index: each path*,the spatial index refit: each path*"
       for tool in memcheck racecheck synccheck; do
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$cases"

@@ -11,6 +11,7 @@
 // batches over them (and the selection's 256-thread blocks after it); the spatial index of
 // stores of one or two dimensions (forced on, and under Auto across publishes); aggregation parity;
 // snapshots of in-flight searches across publishes on the device; graph replays after publishes.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -580,6 +581,85 @@ TEST_CASE("the spatial index on clustered points, points far from the origin, an
       t.publish();
     }
   }
+}
+
+/// Rounds of publishes over a store under the spatial index, each checked against the CPU: drifts
+/// (a twentieth of the points moved a little: they stay in their leaves, whose boxes grow), jumps
+/// (points moved anywhere: the overflow), erases and inserts (new ids, and ids erased before).
+/// Each round's first search finds the index stale: a refit where SpatialTree::refittable allows
+/// (each buffer's index sees two rounds of writes, a tenth of the store: under the quarter that a
+/// refit takes; the overflow grows by the jumps and inserts and crosses its limit of 2,048 within
+/// the rounds, which makes the next one a build), else a build; the searches after it use the
+/// index as it is. A build whose search skipped the overflow fails here (checked on the H100).
+void check_refits(std::uint64_t seed, Metric metric, std::size_t n, std::size_t rounds, std::size_t jumps,
+                  std::size_t churn, SpatialIndex spatial, std::initializer_list<std::size_t> batches) {
+  auto g = rng(seed);
+  const std::size_t dim = 2;
+  Twin t(dim, metric, TargetSpec::none(), 1 << 17, spatial);
+  const bool sphere = metric == Metric::Haversine;
+  std::normal_distribution<float> step(0.0f, sphere ? 0.05f : 0.002f);
+  auto drifted = [&](const std::vector<float>& v) {
+    if (!sphere) return std::vector<float>{v[0] + step(g), v[1] + step(g)};
+    const float lon = v[1] + step(g);
+    return std::vector<float>{std::clamp(v[0] + step(g), -89.9f, 89.9f), lon > 180 ? lon - 360 : lon < -180 ? lon + 360 : lon};
+  };
+  const auto data = points_for(metric, g, n, dim);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::vector<float> v(data.begin() + i * dim, data.begin() + (i + 1) * dim);
+    t.push(Update::insert(PointId(i), v));
+    t.model.vectors[PointId(i)] = v;
+  }
+  t.publish();
+  PointId next_id = n;
+  for (std::size_t round = 0; round < rounds; ++round) {
+    CAPTURE(round);
+    for (std::size_t i = 0; i < n / 20; ++i) {
+      const PointId id = g() % next_id;
+      const auto it = t.model.vectors.find(id);
+      if (it == t.model.vectors.end()) continue;
+      it->second = drifted(it->second);
+      t.push(Update::move(id, it->second));
+    }
+    for (std::size_t i = 0; i < jumps; ++i) {
+      const PointId id = g() % next_id;
+      if (!t.model.vectors.count(id)) continue;
+      const auto v = points_for(metric, g, 1, dim);
+      t.push(Update::move(id, v));
+      t.model.vectors[id] = v;
+    }
+    for (std::size_t i = 0; i < churn; ++i) {
+      const PointId gone = g() % next_id;
+      if (t.model.vectors.erase(gone)) t.push(Update::erase(gone));
+      // half new ids, half ids erased before (their slots were freed)
+      const PointId id = i % 2 ? next_id++ : g() % next_id;
+      if (t.model.vectors.count(id)) continue;
+      const auto v = points_for(metric, g, 1, dim);
+      t.push(Update::insert(id, v));
+      t.model.vectors[id] = v;
+    }
+    t.publish();
+    for (const std::size_t q : batches) {
+      CAPTURE(q);
+      const auto queries = points_for(metric, g, q, dim);
+      for (const std::size_t k : {1, 16, 100}) {
+        CAPTURE(k);
+        CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, metric, queries) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("the spatial index refit across publishes: drifts, jumps, erases, inserts (Always and Auto)") {
+  check_refits(5300, Metric::L2, 200'000, 6, 500, 300, SpatialIndex::Always, {300, 1});
+  check_refits(5301, Metric::Haversine, 100'000, 5, 700, 200, SpatialIndex::Always, {200});
+  // Auto: 64 queries at a time, so the scans serve the first after each publish and the index
+  // is refit once 128 have waited; k = 100 takes the index from 1,024 queries only.
+  check_refits(5302, Metric::L2, 100'000, 4, 300, 300, SpatialIndex::Auto, {64, 64, 1024});
+}
+
+TEST_CASE("the spatial index refit: each path (sanitizer-sized)") {
+  check_refits(5305, Metric::L2, 20'000, 3, 900, 100, SpatialIndex::Always, {40});
+  check_refits(5306, Metric::Haversine, 10'000, 2, 900, 100, SpatialIndex::Always, {20});
 }
 
 TEST_CASE("GPU equals CPU where large batches over one-chunk stores take the query-resident scan") {

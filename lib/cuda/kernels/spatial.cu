@@ -11,6 +11,16 @@
 // root. The boxes are the points' real bounds, so the grid only decides which points share a
 // leaf: any order would give exact answers, a spatial one makes the boxes small.
 //
+// Refit (after a publish, in place of a build): the same entries, each point gathered again from
+// its slot. Erased slots leave a NaN point (its rank is NaN: never admitted). A point that moved
+// stays in its leaf while it is near the leaf's box of the last build (within that box grown by
+// kNearExtents times its larger extent on every side), and the boxes are taken again from the
+// points kept; a point that moved farther, and every valid slot without an entry (inserted since
+// the build), goes to the overflow, a plain list that every search ranks after the walk. Boxes
+// still bound exactly the points in them, so the proof below holds; the tree only gets slower
+// (larger boxes, a longer overflow), which the backend watches through SpatialStats to decide on
+// the next full build.
+//
 // Search: a warp per query walks the tree depth first from a stack in shared memory. At a node
 // the 32 lanes bound the rank of every point in each child box; the children within the
 // query's bound go on the stack with the nearest on top (so the first leaf reached is near the
@@ -73,6 +83,12 @@ __device__ __forceinline__ std::uint32_t hilbert_index(std::uint32_t n, std::uin
   return d;
 }
 
+/// How far a refit lets a point move from its leaf's built box, in extents of that box, before it
+/// goes to the overflow. A grown box costs only the queries near it (a leaf of 1,000,000 x 2
+/// uniform points grown to 7 times its side is opened by about 0.2% of K = 16 queries), an
+/// overflow point costs every query a 32nd of a leaf; SpatialStats watches the total growth.
+constexpr float kNearExtents = 3.0f;
+
 /// A store's points and boxes by vector width (StoreView::chunk_floats): two elements (a float2
 /// per point, a float4 (lo x, lo y, hi x, hi y) per box) or four (a float4 per point, two per box).
 template <int kWidth>
@@ -98,6 +114,18 @@ struct Geometry<2> {
   static __device__ __forceinline__ Box box_of(const Point& p) { return Box{make_float4(p.x, p.y, p.x, p.y)}; }
   static __device__ __forceinline__ Box empty_box() {
     return Box{make_float4(CUDART_INF_F, CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F)};
+  }
+  static __device__ __forceinline__ Point nan_point() { return make_float2(CUDART_NAN_F, CUDART_NAN_F); }
+  /// The refit's measure of a box (its area; 0 when empty).
+  static __device__ __forceinline__ float area(const Box& box) {
+    const float w = box.b.z - box.b.x, h = box.b.w - box.b.y;
+    return w >= 0.0f && h >= 0.0f ? w * h : 0.0f;
+  }
+  /// Whether a refit keeps p in the leaf whose last built box is `built`: within it grown on
+  /// every side by kNearExtents times its larger extent (false for NaN).
+  static __device__ __forceinline__ bool near(const Box& built, const Point& p) {
+    const float m = kNearExtents * fmaxf(built.b.z - built.b.x, built.b.w - built.b.y);
+    return p.x >= built.b.x - m && p.x <= built.b.z + m && p.y >= built.b.y - m && p.y <= built.b.w + m;
   }
   /// The element-wise bounds of each lane's box (empty: lo = +inf, hi = -inf) over the warp.
   static __device__ __forceinline__ Box warp_box(Box box) {
@@ -135,6 +163,20 @@ struct Geometry<4> {
     return Box{make_float4(CUDART_INF_F, CUDART_INF_F, CUDART_INF_F, CUDART_INF_F),
                make_float4(-CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F, -CUDART_INF_F)};
   }
+  static __device__ __forceinline__ Point nan_point() {
+    return make_float4(CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F, CUDART_NAN_F);
+  }
+  /// Half the box's surface (points on the sphere fill thin boxes); 0 when empty.
+  static __device__ __forceinline__ float area(const Box& box) {
+    const float x = box.hi.x - box.lo.x, y = box.hi.y - box.lo.y, z = box.hi.z - box.lo.z;
+    return x >= 0.0f && y >= 0.0f && z >= 0.0f ? x * y + y * z + z * x : 0.0f;
+  }
+  static __device__ __forceinline__ bool near(const Box& built, const Point& p) {
+    const float m = kNearExtents * fmaxf(fmaxf(built.hi.x - built.lo.x, built.hi.y - built.lo.y),
+                                         fmaxf(built.hi.z - built.lo.z, built.hi.w - built.lo.w));
+    return p.x >= built.lo.x - m && p.x <= built.hi.x + m && p.y >= built.lo.y - m && p.y <= built.hi.y + m &&
+           p.z >= built.lo.z - m && p.z <= built.hi.z + m && p.w >= built.lo.w - m && p.w <= built.hi.w + m;
+  }
   static __device__ __forceinline__ Box warp_box(Box box) {
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) {
@@ -152,10 +194,16 @@ struct Geometry<4> {
 };
 
 /// The build's scratch words: the valid points' min x, min y as ordered bits and max x, max y as
-/// inverted ordered bits (so that all four start at ~0 and fall by atomicMin), and their count.
+/// inverted ordered bits (so that all four start at ~0 and fall by atomicMin), and their count
+/// (the tree's entries, kept until the next build); then a build's or refit's overflow count and
+/// summed leaf area (SpatialStats).
 struct BuildBounds {
-  std::uint32_t lo_x, lo_y, inv_hi_x, inv_hi_y, count;
+  std::uint32_t lo_x, lo_y, inv_hi_x, inv_hi_y, count, overflow;
+  float leaf_area;
+  std::uint32_t unused;
 };
+static_assert(sizeof(BuildBounds) == kSpatialScratchWords * sizeof(std::uint32_t));
+constexpr std::size_t kBoundsWords = 4, kKeptWords = 5;  // memset 0xff, then kept by a refit
 
 /// The grid cell (its Hilbert index) of a point, from the bounds the first pass found.
 struct CellGrid {
@@ -284,44 +332,98 @@ __global__ void __launch_bounds__(kBuildThreads) spatial_keys_kernel(const Store
   }
 }
 
-/// A block of 32 warps per node of level 1: a warp per leaf gathers its points in sorted order
-/// and takes their box, then warp 0 the node's box. Entries past the point count are empty.
-template <int kWidth>
-__global__ void __launch_bounds__(1024) spatial_leaves_kernel(const StoreView* view, const BuildBounds* bounds,
-                                                             const std::uint32_t* slots, std::uint32_t leaves,
-                                                             float* points_out, float* leaf_boxes_out,
-                                                             float* node_boxes_out) {
+/// Leaves per warp of the leaves kernel: their loads are issued together (with one leaf per warp,
+/// a point's gather was the only load in flight per thread, and the kernel waited on them).
+constexpr int kLeavesPerWarp = 4;
+constexpr int kLeavesThreads = 32 * 32 / kLeavesPerWarp;  // a node of level 1 per block
+
+/// A block per node of level 1: each warp gathers the points of kLeavesPerWarp leaves in sorted
+/// order and takes their boxes, then warp 0 the node's box and adds the leaves' areas. Entries
+/// past the point count are empty. A build keeps its leaf boxes; a refit (kRefit) gathers the same
+/// slots again: an erased one leaves a NaN point, and a point no longer near its leaf's built box
+/// (kNearExtents) goes to the overflow instead.
+template <int kWidth, bool kRefit>
+__global__ void __launch_bounds__(kLeavesThreads) spatial_leaves_kernel(SpatialBuildParams p, std::uint32_t leaves,
+                                                                       float* node_boxes_out) {
   using G = Geometry<kWidth>;
   using Point = typename G::Point;
   using Box = typename G::Box;
   __shared__ Box boxes[32];
-  Point* const points = reinterpret_cast<Point*>(points_out);
+  const StoreView* const store = p.store;
+  BuildBounds* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
+  Point* const points = reinterpret_cast<Point*>(p.points);
+  Box* const built = reinterpret_cast<Box*>(p.built_leaf_boxes);
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const std::uint32_t leaf = blockIdx.x * 32 + warp, count = bounds->count;
-  Box box = G::empty_box();
-  const std::uint32_t i = leaf * 32 + lane;
-  if (i < count) {
-    const Point p = static_cast<const Point*>(view->vectors)[slots[i]];
-    points[i] = p;
-    box = G::box_of(p);
+  const std::uint32_t first_leaf = blockIdx.x * 32 + warp * kLeavesPerWarp, count = bounds->count;
+  std::uint32_t slot[kLeavesPerWarp];
+#pragma unroll
+  for (int u = 0; u < kLeavesPerWarp; ++u) {
+    const std::uint32_t i = (first_leaf + u) * 32 + lane;
+    slot[u] = i < count ? p.slots_sorted[i] : ~0u;
   }
-  box = G::warp_box(box);
-  if (lane == 0) {
-    boxes[warp] = box;
-    if (leaf < leaves) reinterpret_cast<Box*>(leaf_boxes_out)[leaf] = box;
+  Point v[kLeavesPerWarp];
+  bool kept[kLeavesPerWarp];
+#pragma unroll
+  for (int u = 0; u < kLeavesPerWarp; ++u) {
+    kept[u] = slot[u] != ~0u;
+    if (kept[u]) v[u] = static_cast<const Point*>(store->vectors)[slot[u]];
+    if (kRefit && kept[u]) kept[u] = store->valid[slot[u]] != 0;
   }
-  if (node_boxes_out == nullptr) return;  // a single leaf: the root
+#pragma unroll
+  for (int u = 0; u < kLeavesPerWarp; ++u) {
+    const std::uint32_t leaf = first_leaf + u, i = leaf * 32 + lane;
+    if constexpr (kRefit) {
+      if (kept[u] && !G::near(built[leaf], v[u])) {
+        const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
+        p.overflow_slots[at] = slot[u];
+        reinterpret_cast<Point*>(p.overflow_points)[at] = v[u];
+        kept[u] = false;
+      }
+    }
+    if (i < count) points[i] = kept[u] ? v[u] : G::nan_point();
+    const Box box = G::warp_box(kept[u] ? G::box_of(v[u]) : G::empty_box());
+    if (lane == 0) {
+      boxes[warp * kLeavesPerWarp + u] = box;
+      if (leaf < leaves) {
+        reinterpret_cast<Box*>(p.boxes)[leaf] = box;
+        if (!kRefit) built[leaf] = box;
+      }
+    }
+  }
   __syncthreads();
   if (warp == 0) {
-    box = G::warp_box(boxes[lane]);
-    if (lane == 0) reinterpret_cast<Box*>(node_boxes_out)[blockIdx.x] = box;
+    float area = G::area(boxes[lane]);
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) area += __shfl_xor_sync(kFullMask, area, m);
+    if (lane == 0) atomicAdd(&bounds->leaf_area, area);
+    if (node_boxes_out != nullptr) {  // else a single leaf: the root
+      const Box box = G::warp_box(boxes[lane]);
+      if (lane == 0) reinterpret_cast<Box*>(node_boxes_out)[blockIdx.x] = box;
+    }
+  }
+}
+
+/// A refit's valid slots without a tree entry go to the overflow: slots past the build's slot
+/// count, and those whose cell the build left absent (erased then, inserted since; the build's
+/// unsorted keys stay until the next build).
+template <int kWidth>
+__global__ void __launch_bounds__(kBuildThreads) spatial_inserted_kernel(SpatialBuildParams p, std::uint32_t absent) {
+  using Point = typename Geometry<kWidth>::Point;
+  const StoreView s = *p.store;
+  BuildBounds* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
+    if (!s.valid[i] || (i < p.tree_slots && p.keys[i] != absent)) continue;
+    const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
+    p.overflow_slots[at] = i;
+    reinterpret_cast<Point*>(p.overflow_points)[at] = static_cast<const Point*>(s.vectors)[i];
   }
 }
 
 /// One block: the levels above 1 (a warp per node), then the view with the point count.
 template <int kWidth>
 __global__ void __launch_bounds__(1024) spatial_upper_kernel(SpatialView view, const BuildBounds* bounds,
-                                                            float* boxes_out, SpatialView* out) {
+                                                            float* boxes_out, SpatialView* out, SpatialStats* stats,
+                                                            bool refit) {
   using G = Geometry<kWidth>;
   using Box = typename G::Box;
   Box* const boxes = reinterpret_cast<Box*>(boxes_out);
@@ -338,7 +440,13 @@ __global__ void __launch_bounds__(1024) spatial_upper_kernel(SpatialView view, c
   }
   if (threadIdx.x == 0) {
     view.count = bounds->count;
+    view.overflow_count = bounds->overflow;
     *out = view;
+    if (stats != nullptr) {
+      stats->overflow = bounds->overflow;
+      stats->leaf_area = bounds->leaf_area;
+      if (!refit) stats->built_leaf_area = bounds->leaf_area;
+    }
   }
 }
 
@@ -551,6 +659,23 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
     top += m;
     __syncwarp();
   }
+  // The overflow (points a refit left out of the tree), ranked whole, last: by now the bound
+  // rejects nearly all of them, and a slot is read only for a point it admits. Every warp reads
+  // the same short list (in L1 after the first), so one load at a time: loads issued ahead cost
+  // the walk registers, and blocks per SM.
+  const auto* const overflow_points = reinterpret_cast<const typename G::Point*>(index.overflow_points);
+  const std::uint32_t overflow = index.overflow_count;
+#pragma unroll 1
+  for (std::uint32_t first = 0; first < overflow; first += 32) {
+    const std::uint32_t i = first + lane;
+    const bool present = i < overflow;
+    const float r = present ? G::rank(query, overflow_points[i]) : CUDART_INF_F;
+    const unsigned admit = __ballot_sync(kFullMask, present && r <= list.bound.rank);
+    if (!admit) continue;
+    const bool mine = (admit >> lane) & 1u;
+    const std::uint32_t slot = mine ? index.overflow_slots[i] : ~0u;
+    offer(list, admit, Candidate{r, slot, mine ? ids[slot] : kNoId}, k, lane);
+  }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const std::uint32_t e = 32 * r + lane;
@@ -592,11 +717,13 @@ namespace {
 
 template <int kWidth>
 void build(const SpatialBuildParams& p, cudaStream_t stream) {
-  const std::vector<std::uint32_t> sizes = spatial_level_sizes(p.slots);  // at most 7 for 2^32 slots
+  const std::vector<std::uint32_t> sizes = spatial_level_sizes(p.tree_slots);  // at most 7 for 2^32 slots
   SpatialView view;
   view.points = p.points;
   view.slots = p.slots_sorted;
   view.boxes = p.boxes;
+  view.overflow_points = p.overflow_points;
+  view.overflow_slots = p.overflow_slots;
   view.levels = std::uint32_t(sizes.size());
   std::uint32_t start = 0;
   for (std::size_t l = 0; l < sizes.size(); ++l) {
@@ -605,11 +732,28 @@ void build(const SpatialBuildParams& p, cudaStream_t stream) {
     start += sizes[l];
   }
   auto* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
-  check_cuda(cudaMemsetAsync(bounds, 0xff, 4 * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
-  check_cuda(cudaMemsetAsync(&bounds->count, 0, sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial count)");
-  if (p.slots > 0) {
+  const std::size_t first_zeroed = p.refit ? kKeptWords : kBoundsWords;  // a refit keeps the count
+  if (!p.refit) {
+    check_cuda(cudaMemsetAsync(bounds, 0xff, kBoundsWords * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
+  }
+  check_cuda(cudaMemsetAsync(p.scratch + first_zeroed, 0, (kSpatialScratchWords - first_zeroed) * sizeof(std::uint32_t), stream),
+             "cudaMemsetAsync(spatial counts)");
+  const std::uint32_t blocks = std::min<std::uint32_t>((p.slots + kBuildThreads - 1) / kBuildThreads, p.max_blocks);
+  const std::size_t box_floats = sizeof(typename Geometry<kWidth>::Box) / sizeof(float);
+  const std::uint32_t nodes = sizes.size() > 1 ? sizes[1] : 1;
+  float* const node_boxes = sizes.size() > 1 ? p.boxes + view.level_start[1] * box_floats : nullptr;
+  if (p.refit) {
+    if (!sizes.empty()) {
+      spatial_leaves_kernel<kWidth, true><<<nodes, kLeavesThreads, 0, stream>>>(p, sizes[0], node_boxes);
+      check_launch("spatial_leaves_kernel (refit)");
+    }
+    if (p.slots > 0) {
+      const std::uint32_t absent = grid_cells(kWidth, spatial_axis_bits(p.tree_slots, kWidth));
+      spatial_inserted_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p, absent);
+      check_launch("spatial_inserted_kernel");
+    }
+  } else if (p.slots > 0) {
     const int bits = spatial_axis_bits(p.slots, kWidth);
-    const std::uint32_t blocks = std::min<std::uint32_t>((p.slots + kBuildThreads - 1) / kBuildThreads, p.max_blocks);
     spatial_bounds_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds);
     check_launch("spatial_bounds_kernel");
     spatial_keys_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds, bits, p.keys, p.order);
@@ -618,14 +762,10 @@ void build(const SpatialBuildParams& p, cudaStream_t stream) {
     check_cuda(cub::DeviceRadixSort::SortPairs(p.temp, bytes, p.keys, p.keys_sorted, p.order, p.slots_sorted, p.slots,
                                                0, key_bits(kWidth, bits), stream),
                "cub::DeviceRadixSort::SortPairs (spatial cells)");
-    const std::size_t box_floats = sizeof(typename Geometry<kWidth>::Box) / sizeof(float);
-    const std::uint32_t nodes = sizes.size() > 1 ? sizes[1] : 1;
-    spatial_leaves_kernel<kWidth><<<nodes, 1024, 0, stream>>>(
-        p.store, bounds, p.slots_sorted, sizes[0], p.points, p.boxes,
-        sizes.size() > 1 ? p.boxes + view.level_start[1] * box_floats : nullptr);
+    spatial_leaves_kernel<kWidth, false><<<nodes, kLeavesThreads, 0, stream>>>(p, sizes[0], node_boxes);
     check_launch("spatial_leaves_kernel");
   }
-  spatial_upper_kernel<kWidth><<<1, 1024, 0, stream>>>(view, bounds, p.boxes, p.view);
+  spatial_upper_kernel<kWidth><<<1, 1024, 0, stream>>>(view, bounds, p.boxes, p.view, p.stats, p.refit);
   check_launch("spatial_upper_kernel");
 }
 
