@@ -4,7 +4,8 @@
 # search rebuilds the index. On the GPU machine:
 #   bench/profile_spatial.sh [BIN (default .device-bin)] [SHAPE (gis1m)] [Q list (1,1024)]
 # MOVES="--moves 10000 --drift 0.001" publishes small moves instead (each search refits the index
-# where it can); SPATIAL=auto leaves the choice to Auto.
+# where it can); SPATIAL=auto leaves the choice to Auto; REPS=N times N searches (default 3);
+# CACHE=none keeps the caches between kernels (ncu flushes them by default: a cold figure).
 # prints, per Q, each kernel's launches and mean duration (the build's kernels, CUB's scan, the
 # search). Clock control is left to the card, so durations match the benchmarks'.
 set -uo pipefail
@@ -14,8 +15,9 @@ QS=${3:-1,1024}
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 for q in ${QS//,/ }; do
   echo "=== $SHAPE K 16 Q $q (${MOVES:---moves 1000} published before every search, --spatial ${SPATIAL:-always})"
-  "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --kernel-name regex:"spatial|Radix" \
-    --launch-count 40 --csv --page raw "$BIN/bench_search" --shapes "$SHAPE" --k 16 --q "$q" --reps 3 --sets 1 \
+  "$ncu_bin" --clock-control none --cache-control "${CACHE:-all}" --metrics gpu__time_duration.sum \
+    --kernel-name regex:"spatial|Radix" --launch-count 400 --csv --page raw \
+    "$BIN/bench_search" --shapes "$SHAPE" --k 16 --q "$q" --reps "${REPS:-3}" --sets 1 \
     --spatial "${SPATIAL:-always}" ${MOVES:---moves 1000} --csv /tmp/profile-spatial.csv 2>/dev/null |
     /usr/bin/env python3 -c '
 import csv, re, sys, collections
@@ -29,6 +31,6 @@ for r in rows[2:]:
     name = match.group(1) if match else r[col["Kernel Name"]][:40]
     times.setdefault(name, []).append(float(r[col["gpu__time_duration.sum"]].replace(",", "")) * scale)
 for name, t in times.items():
-    print(f"  {name:40s} {len(t):4d} launches  mean {sum(t) / len(t):8.2f} us")
+    print(f"  {name:40s} {len(t):4d} launches  mean {sum(t) / len(t):8.2f} us  (min {min(t):8.2f}, max {max(t):8.2f})")
 '
 done

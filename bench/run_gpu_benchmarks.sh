@@ -27,7 +27,9 @@
 #   lowdim        bench_search gis100k,gis1m,gis10m K 16 Q 1,16,256,1024 (l2, then haversine)
 #                                                                  -> lowdim.csv, lowdim-haversine.csv
 #   lowdim-scan   the same L2 rows with the spatial index off       -> lowdim-scan.csv
-#   lowdim-moves  Q 256,1,024 with 1,000 moves published before each search -> lowdim-moves.csv
+#   lowdim-moves  Q 256,1,024 with 1,000 moves anywhere published before each search -> lowdim-moves.csv
+#   lowdim-drift  Q 64,256,1,024 with 10,000 moves of up to 0.001 (tracked objects: the index is
+#                 refit, not sorted again)                          -> lowdim-drift.csv
 #   device        bench_search gis1m,mnist K 16 Q 1,16 --device 1: search_device's GPU, call and
 #                 host-to-host times under each row (device.log)   -> device.csv
 #   graph-copies  bench_graph_copies: a graph of 1-4 tiny kernels, answers out by a D2H copy or by
@@ -132,6 +134,8 @@ step lowdim-scan 30 120 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16
   --spatial off --csv "$OUTDIR/lowdim-scan.csv"
 step lowdim-moves 20 90 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 256,1024 --reps 10 --sets 2 \
   --moves 1000 --csv "$OUTDIR/lowdim-moves.csv"
+step lowdim-drift 20 90 "$BIN/bench_search" --shapes gis100k,gis1m,gis10m --k 16 --q 64,256,1024 --reps 10 --sets 2 \
+  --moves 10000 --drift 0.001 --csv "$OUTDIR/lowdim-drift.csv"
 # Device-resident queries and answers (search_device) beside search(), printed under each row.
 step device 20 60 "$BIN/bench_search" --shapes gis1m,mnist --k 16 --q 1,16 --reps 30 --sets 3 --device 1 \
   --csv "$OUTDIR/device.csv"

@@ -330,7 +330,7 @@ struct SpatialBuildParams {
   int width = 2;                          // StoreView::chunk_floats: 2, or 4 (points on the unit sphere)
   bool refit = false;
   std::uint32_t max_blocks = 0;           // blocks of the per-slot passes (a few per SM)
-  std::uint32_t* scratch = nullptr;       // kSpatialScratchWords: bounds, count, overflow, area
+  std::uint32_t* scratch = nullptr;       // spatial_scratch_words(tree_slots): bounds, counts, arrivals
   std::uint32_t* keys = nullptr;          // slots each: the cells, unsorted (kept: a refit reads them) and sorted
   std::uint32_t* keys_sorted = nullptr;
   std::uint32_t* order = nullptr;         // slots: 0, 1, ... before the sort
@@ -345,8 +345,10 @@ struct SpatialBuildParams {
   SpatialStats* stats = nullptr;          // host memory the device can write, or nullptr
   SpatialView* view = nullptr;            // device copy, written last
 };
-/// Words of SpatialBuildParams::scratch.
+/// Words of SpatialBuildParams::scratch for a tree of `slots` slots: kSpatialScratchWords, then a
+/// word per node of level 2.
 inline constexpr std::size_t kSpatialScratchWords = 8;
+std::size_t spatial_scratch_words(std::uint32_t slots);
 void launch_spatial_build(const SpatialBuildParams& params, cudaStream_t stream);
 struct SpatialSearchParams {
   const SpatialView* index = nullptr;

@@ -56,7 +56,7 @@ void SpatialTree::launch(const DeviceBuffer& buffer, int width, bool refit, cuda
   const std::size_t boxes = std::accumulate(sizes.begin(), sizes.end(), std::size_t(0));
   bool waited = false;
   try {
-    fit(scratch_, kSpatialScratchWords, "spatial index scratch", waited, stream);
+    fit(scratch_, spatial_scratch_words(tree_slots), "spatial index scratch", waited, stream);
     fit(view_, 1, "spatial index view", waited, stream);
     if (refit) {
       fit(overflow_slots_, buffer.capacity, "spatial index overflow slots", waited, stream);

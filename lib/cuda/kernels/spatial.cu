@@ -195,15 +195,16 @@ struct Geometry<4> {
 
 /// The build's scratch words: the valid points' min x, min y as ordered bits and max x, max y as
 /// inverted ordered bits (so that all four start at ~0 and fall by atomicMin), and their count
-/// (the tree's entries, kept until the next build); then a build's or refit's overflow count and
-/// summed leaf area (SpatialStats).
+/// (the tree's entries, kept until the next build); then a build's or refit's overflow count,
+/// summed leaf area (SpatialStats) and blocks done, which its last block resets for the next
+/// launch. After them, an arrival count per node of level 2 (reset by the node's last arrival).
 struct BuildBounds {
   std::uint32_t lo_x, lo_y, inv_hi_x, inv_hi_y, count, overflow;
   float leaf_area;
-  std::uint32_t unused;
+  std::uint32_t blocks_done;
 };
 static_assert(sizeof(BuildBounds) == kSpatialScratchWords * sizeof(std::uint32_t));
-constexpr std::size_t kBoundsWords = 4, kKeptWords = 5;  // memset 0xff, then kept by a refit
+constexpr std::size_t kBoundsWords = 4;  // memset 0xff by a build; the rest zero
 
 /// The grid cell (its Hilbert index) of a point, from the bounds the first pass found.
 struct CellGrid {
@@ -332,121 +333,167 @@ __global__ void __launch_bounds__(kBuildThreads) spatial_keys_kernel(const Store
   }
 }
 
-/// Leaves per warp of the leaves kernel: their loads are issued together (with one leaf per warp,
+/// Leaves per warp of the tree kernel: their loads are issued together (with one leaf per warp,
 /// a point's gather was the only load in flight per thread, and the kernel waited on them).
 constexpr int kLeavesPerWarp = 4;
-constexpr int kLeavesThreads = 32 * 32 / kLeavesPerWarp;  // a node of level 1 per block
+constexpr int kTreeThreads = 32 * 32 / kLeavesPerWarp;  // a node of level 1 per block
 
-/// A block per node of level 1: each warp gathers the points of kLeavesPerWarp leaves in sorted
-/// order and takes their boxes, then warp 0 the node's box and adds the leaves' areas. Entries
-/// past the point count are empty. A build keeps its leaf boxes; a refit (kRefit) gathers the same
-/// slots again: an erased one leaves a NaN point, and a point no longer near its leaf's built box
-/// (kNearExtents) goes to the overflow instead.
+/// A node's box from its children's (child_count of them from `children`, the node's 32 from
+/// 32 node), a warp per node. The children were written by other blocks of this launch before
+/// their fence: read from L2.
+template <class G>
+__device__ __forceinline__ void node_box(const typename G::Box* children, std::uint32_t child_count,
+                                         typename G::Box* out, std::uint32_t node, std::uint32_t lane) {
+  using Box = typename G::Box;
+  const std::uint32_t child = node * 32 + lane;
+  Box box = G::empty_box();
+  if (child < child_count) {
+    const float* from = reinterpret_cast<const float*>(children + child);
+    float* to = reinterpret_cast<float*>(&box);
+#pragma unroll
+    for (std::size_t f = 0; f < sizeof(Box) / sizeof(float); ++f) to[f] = __ldcg(from + f);
+  }
+  box = G::warp_box(box);
+  if (lane == 0) out[node] = box;
+}
+
+/// The whole tree in one launch, after a build's sort or for a refit: blocks [0, tree_blocks) each
+/// take a node of level 1 (kLeavesPerWarp leaves per warp: gather their points in sorted order,
+/// take their boxes, then the node's box, and add the leaves' areas); the last of a level-2 node's
+/// children to arrive takes that node's box; a refit's other blocks send the valid slots without
+/// an entry to the overflow; the last block of all takes the levels above 2 and writes the view
+/// and the figures. A refit gathers each entry's slot again: an erased one leaves a NaN point, and
+/// a point no longer near its leaf's built box (kNearExtents) goes to the overflow instead; a build
+/// keeps its leaf boxes for the refits.
 template <int kWidth, bool kRefit>
-__global__ void __launch_bounds__(kLeavesThreads) spatial_leaves_kernel(SpatialBuildParams p, std::uint32_t leaves,
-                                                                       float* node_boxes_out) {
+__global__ void __launch_bounds__(kTreeThreads, 1) spatial_tree_kernel(SpatialBuildParams p, SpatialView view,
+                                                                   std::uint32_t tree_blocks, std::uint32_t absent) {
   using G = Geometry<kWidth>;
   using Point = typename G::Point;
   using Box = typename G::Box;
   __shared__ Box boxes[32];
+  __shared__ bool last;
   const StoreView* const store = p.store;
   BuildBounds* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
-  Point* const points = reinterpret_cast<Point*>(p.points);
-  Box* const built = reinterpret_cast<Box*>(p.built_leaf_boxes);
+  std::uint32_t* const level2_arrivals = p.scratch + kSpatialScratchWords;
+  Box* const tree_boxes = reinterpret_cast<Box*>(p.boxes);
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const std::uint32_t first_leaf = blockIdx.x * 32 + warp * kLeavesPerWarp, count = bounds->count;
-  std::uint32_t slot[kLeavesPerWarp];
+  if (blockIdx.x < tree_blocks) {
+    Point* const points = reinterpret_cast<Point*>(p.points);
+    Box* const built = reinterpret_cast<Box*>(p.built_leaf_boxes);
+    const std::uint32_t first_leaf = blockIdx.x * 32 + warp * kLeavesPerWarp, count = bounds->count;
+    const std::uint32_t leaves = view.level_size[0];
+    std::uint32_t slot[kLeavesPerWarp];
+    Box near_box[kLeavesPerWarp];
 #pragma unroll
-  for (int u = 0; u < kLeavesPerWarp; ++u) {
-    const std::uint32_t i = (first_leaf + u) * 32 + lane;
-    slot[u] = i < count ? p.slots_sorted[i] : ~0u;
-  }
-  Point v[kLeavesPerWarp];
-  bool kept[kLeavesPerWarp];
+    for (int u = 0; u < kLeavesPerWarp; ++u) {
+      const std::uint32_t i = (first_leaf + u) * 32 + lane;
+      slot[u] = i < count ? p.slots_sorted[i] : ~0u;
+      if (kRefit && i < count) near_box[u] = built[first_leaf + u];
+    }
+    Point v[kLeavesPerWarp];
+    bool kept[kLeavesPerWarp];
 #pragma unroll
-  for (int u = 0; u < kLeavesPerWarp; ++u) {
-    kept[u] = slot[u] != ~0u;
-    if (kept[u]) v[u] = static_cast<const Point*>(store->vectors)[slot[u]];
-    if (kRefit && kept[u]) kept[u] = store->valid[slot[u]] != 0;
-  }
+    for (int u = 0; u < kLeavesPerWarp; ++u) {
+      kept[u] = slot[u] != ~0u;
+      if (kept[u]) v[u] = static_cast<const Point*>(store->vectors)[slot[u]];
+      if (kRefit && kept[u]) kept[u] = store->valid[slot[u]] != 0;
+    }
 #pragma unroll
-  for (int u = 0; u < kLeavesPerWarp; ++u) {
-    const std::uint32_t leaf = first_leaf + u, i = leaf * 32 + lane;
-    if constexpr (kRefit) {
-      if (kept[u] && !G::near(built[leaf], v[u])) {
-        const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
-        p.overflow_slots[at] = slot[u];
-        reinterpret_cast<Point*>(p.overflow_points)[at] = v[u];
-        kept[u] = false;
+    for (int u = 0; u < kLeavesPerWarp; ++u) {
+      const std::uint32_t leaf = first_leaf + u, i = leaf * 32 + lane;
+      if constexpr (kRefit) {
+        if (kept[u] && !G::near(near_box[u], v[u])) {
+          const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
+          p.overflow_slots[at] = slot[u];
+          reinterpret_cast<Point*>(p.overflow_points)[at] = v[u];
+          kept[u] = false;
+        }
+      }
+      if (i < count) points[i] = kept[u] ? v[u] : G::nan_point();
+      const Box box = G::warp_box(kept[u] ? G::box_of(v[u]) : G::empty_box());
+      if (lane == 0) {
+        boxes[warp * kLeavesPerWarp + u] = box;
+        if (leaf < leaves) {
+          tree_boxes[leaf] = box;
+          if (!kRefit) built[leaf] = box;
+        }
       }
     }
-    if (i < count) points[i] = kept[u] ? v[u] : G::nan_point();
-    const Box box = G::warp_box(kept[u] ? G::box_of(v[u]) : G::empty_box());
-    if (lane == 0) {
-      boxes[warp * kLeavesPerWarp + u] = box;
-      if (leaf < leaves) {
-        reinterpret_cast<Box*>(p.boxes)[leaf] = box;
-        if (!kRefit) built[leaf] = box;
+    __syncthreads();
+    if (warp == 0) {
+      float area = G::area(boxes[lane]);
+#pragma unroll
+      for (int m = 16; m > 0; m >>= 1) area += __shfl_xor_sync(kFullMask, area, m);
+      if (lane == 0) atomicAdd(&bounds->leaf_area, area);
+      if (view.levels > 1) {  // else a single leaf: the root
+        const Box box = G::warp_box(boxes[lane]);
+        if (lane == 0) tree_boxes[view.level_start[1] + blockIdx.x] = box;
       }
+    }
+    if (view.levels > 2) {  // the last of the 32 (or fewer) children of a node of level 2 takes its box
+      __threadfence();
+      __syncthreads();
+      const std::uint32_t parent = blockIdx.x / 32;
+      if (threadIdx.x == 0) {
+        const std::uint32_t children = min(32u, view.level_size[1] - parent * 32);
+        last = atomicAdd(&level2_arrivals[parent], 1u) == children - 1;
+      }
+      __syncthreads();
+      if (last && warp == 0) {
+        __threadfence();
+        node_box<G>(tree_boxes + view.level_start[1], view.level_size[1], tree_boxes + view.level_start[2], parent, lane);
+        if (lane == 0) level2_arrivals[parent] = 0;
+      }
+    }
+  } else if constexpr (kRefit) {
+    const StoreView s = *store;
+    const std::uint32_t threads = (gridDim.x - tree_blocks) * blockDim.x;
+    for (std::uint32_t i = (blockIdx.x - tree_blocks) * blockDim.x + threadIdx.x; i < s.slot_count; i += threads) {
+      if (!s.valid[i] || (i < p.tree_slots && p.keys[i] != absent)) continue;
+      const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
+      p.overflow_slots[at] = i;
+      reinterpret_cast<Point*>(p.overflow_points)[at] = static_cast<const Point*>(s.vectors)[i];
+    }
+  }
+  // The last block of all: the levels above 2, then the view, the figures, and the counters reset.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&bounds->blocks_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // (Shared copies of the level table: indexing the parameter by level would copy it to the stack.)
+  __shared__ std::uint32_t level_start[kSpatialMaxLevels], level_size[kSpatialMaxLevels];
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (std::uint32_t l = 0; l < kSpatialMaxLevels; ++l) {
+      level_start[l] = view.level_start[l];
+      level_size[l] = view.level_size[l];
     }
   }
   __syncthreads();
-  if (warp == 0) {
-    float area = G::area(boxes[lane]);
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) area += __shfl_xor_sync(kFullMask, area, m);
-    if (lane == 0) atomicAdd(&bounds->leaf_area, area);
-    if (node_boxes_out != nullptr) {  // else a single leaf: the root
-      const Box box = G::warp_box(boxes[lane]);
-      if (lane == 0) reinterpret_cast<Box*>(node_boxes_out)[blockIdx.x] = box;
+  for (std::uint32_t level = 3; level < view.levels; ++level) {
+    for (std::uint32_t node = warp; node < level_size[level]; node += kTreeThreads / 32) {
+      node_box<G>(tree_boxes + level_start[level - 1], level_size[level - 1], tree_boxes + level_start[level], node, lane);
     }
-  }
-}
-
-/// A refit's valid slots without a tree entry go to the overflow: slots past the build's slot
-/// count, and those whose cell the build left absent (erased then, inserted since; the build's
-/// unsorted keys stay until the next build).
-template <int kWidth>
-__global__ void __launch_bounds__(kBuildThreads) spatial_inserted_kernel(SpatialBuildParams p, std::uint32_t absent) {
-  using Point = typename Geometry<kWidth>::Point;
-  const StoreView s = *p.store;
-  BuildBounds* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < s.slot_count; i += gridDim.x * blockDim.x) {
-    if (!s.valid[i] || (i < p.tree_slots && p.keys[i] != absent)) continue;
-    const std::uint32_t at = atomicAdd(&bounds->overflow, 1u);
-    p.overflow_slots[at] = i;
-    reinterpret_cast<Point*>(p.overflow_points)[at] = static_cast<const Point*>(s.vectors)[i];
-  }
-}
-
-/// One block: the levels above 1 (a warp per node), then the view with the point count.
-template <int kWidth>
-__global__ void __launch_bounds__(1024) spatial_upper_kernel(SpatialView view, const BuildBounds* bounds,
-                                                            float* boxes_out, SpatialView* out, SpatialStats* stats,
-                                                            bool refit) {
-  using G = Geometry<kWidth>;
-  using Box = typename G::Box;
-  Box* const boxes = reinterpret_cast<Box*>(boxes_out);
-  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (std::uint32_t level = 2; level < view.levels; ++level) {
-    const Box* children = boxes + view.level_start[level - 1];
-    const std::uint32_t child_count = view.level_size[level - 1];
-    for (std::uint32_t node = warp; node < view.level_size[level]; node += warps) {
-      const std::uint32_t child = node * 32 + lane;
-      const Box box = G::warp_box(child < child_count ? children[child] : G::empty_box());
-      if (lane == 0) boxes[view.level_start[level] + node] = box;
-    }
+    __threadfence();
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    view.count = bounds->count;
-    view.overflow_count = bounds->overflow;
-    *out = view;
-    if (stats != nullptr) {
-      stats->overflow = bounds->overflow;
-      stats->leaf_area = bounds->leaf_area;
-      if (!refit) stats->built_leaf_area = bounds->leaf_area;
+    const std::uint32_t overflow = __ldcg(&bounds->overflow);
+    const float area = __ldcg(&bounds->leaf_area);
+    view.count = __ldcg(&bounds->count);
+    view.overflow_count = overflow;
+    *p.view = view;
+    if (p.stats != nullptr) {
+      p.stats->overflow = overflow;
+      p.stats->leaf_area = area;
+      if (!kRefit) p.stats->built_leaf_area = area;
     }
+    bounds->overflow = 0;
+    bounds->leaf_area = 0.0f;
+    bounds->blocks_done = 0;
   }
 }
 
@@ -703,6 +750,11 @@ int spatial_axis_bits(std::uint32_t slots, int width) {
   return bits;
 }
 
+std::size_t spatial_scratch_words(std::uint32_t slots) {
+  const std::vector<std::uint32_t> sizes = spatial_level_sizes(slots);
+  return kSpatialScratchWords + (sizes.size() > 2 ? sizes[2] : 0);
+}
+
 std::size_t spatial_sort_bytes(std::uint32_t slots) {
   std::size_t bytes = 0;
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
@@ -732,27 +784,24 @@ void build(const SpatialBuildParams& p, cudaStream_t stream) {
     start += sizes[l];
   }
   auto* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
-  const std::size_t first_zeroed = p.refit ? kKeptWords : kBoundsWords;  // a refit keeps the count
-  if (!p.refit) {
-    check_cuda(cudaMemsetAsync(bounds, 0xff, kBoundsWords * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
-  }
-  check_cuda(cudaMemsetAsync(p.scratch + first_zeroed, 0, (kSpatialScratchWords - first_zeroed) * sizeof(std::uint32_t), stream),
-             "cudaMemsetAsync(spatial counts)");
   const std::uint32_t blocks = std::min<std::uint32_t>((p.slots + kBuildThreads - 1) / kBuildThreads, p.max_blocks);
-  const std::size_t box_floats = sizeof(typename Geometry<kWidth>::Box) / sizeof(float);
-  const std::uint32_t nodes = sizes.size() > 1 ? sizes[1] : 1;
-  float* const node_boxes = sizes.size() > 1 ? p.boxes + view.level_start[1] * box_floats : nullptr;
+  // Blocks of the tree kernel: a node of level 1 each (one for a single leaf; at least one, which
+  // writes the view), and for a refit as many again over the slots, up to a few per SM.
+  const std::uint32_t tree_blocks = sizes.empty() ? 0 : sizes.size() > 1 ? sizes[1] : 1;
   if (p.refit) {
-    if (!sizes.empty()) {
-      spatial_leaves_kernel<kWidth, true><<<nodes, kLeavesThreads, 0, stream>>>(p, sizes[0], node_boxes);
-      check_launch("spatial_leaves_kernel (refit)");
-    }
-    if (p.slots > 0) {
-      const std::uint32_t absent = grid_cells(kWidth, spatial_axis_bits(p.tree_slots, kWidth));
-      spatial_inserted_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p, absent);
-      check_launch("spatial_inserted_kernel");
-    }
-  } else if (p.slots > 0) {
+    // No memset: the last launch's last block left the counters at zero.
+    const std::uint32_t scan_blocks = std::min<std::uint32_t>((p.slots + kTreeThreads - 1) / kTreeThreads, p.max_blocks);
+    const std::uint32_t absent = grid_cells(kWidth, spatial_axis_bits(p.tree_slots, kWidth));
+    spatial_tree_kernel<kWidth, true><<<std::max(1u, tree_blocks + scan_blocks), kTreeThreads, 0, stream>>>(
+        p, view, tree_blocks, absent);
+    check_launch("spatial_tree_kernel (refit)");
+    return;
+  }
+  check_cuda(cudaMemsetAsync(bounds, 0xff, kBoundsWords * sizeof(std::uint32_t), stream), "cudaMemsetAsync(spatial bounds)");
+  check_cuda(cudaMemsetAsync(p.scratch + kBoundsWords, 0, (spatial_scratch_words(p.tree_slots) - kBoundsWords) * sizeof(std::uint32_t),
+                             stream),
+             "cudaMemsetAsync(spatial counts)");
+  if (p.slots > 0) {
     const int bits = spatial_axis_bits(p.slots, kWidth);
     spatial_bounds_kernel<kWidth><<<blocks, kBuildThreads, 0, stream>>>(p.store, bounds);
     check_launch("spatial_bounds_kernel");
@@ -762,11 +811,9 @@ void build(const SpatialBuildParams& p, cudaStream_t stream) {
     check_cuda(cub::DeviceRadixSort::SortPairs(p.temp, bytes, p.keys, p.keys_sorted, p.order, p.slots_sorted, p.slots,
                                                0, key_bits(kWidth, bits), stream),
                "cub::DeviceRadixSort::SortPairs (spatial cells)");
-    spatial_leaves_kernel<kWidth, false><<<nodes, kLeavesThreads, 0, stream>>>(p, sizes[0], node_boxes);
-    check_launch("spatial_leaves_kernel");
   }
-  spatial_upper_kernel<kWidth><<<1, 1024, 0, stream>>>(view, bounds, p.boxes, p.view, p.stats, p.refit);
-  check_launch("spatial_upper_kernel");
+  spatial_tree_kernel<kWidth, false><<<std::max(1u, tree_blocks), kTreeThreads, 0, stream>>>(p, view, tree_blocks, 0);
+  check_launch("spatial_tree_kernel");
 }
 
 }  // namespace
