@@ -102,11 +102,18 @@ constexpr std::uint32_t kResidentMinTiles = 4;     // tiles per warp at least, s
 constexpr std::uint32_t kResidentWarps = 4;        // per block, see choose_resident
 constexpr std::uint32_t kResidentShareFactor = 4;  // warps per row >= this x the sample step, see choose_resident
 /// SpatialIndex::Auto (see spatial_wanted): stores of kSpatialMinSlots slots or more take the
-/// index, built once the scans have searched kSpatialBuildQueries queries while it was stale, or
-/// refit (SpatialTree::refittable) once they have searched kSpatialRefitQueries.
+/// index, refit (SpatialTree::refittable) once kSpatialRefitQueries queries have come since the
+/// buffer changed, else built once kSpatialBuildQueries have.
 constexpr std::uint32_t kSpatialMinSlots = 16384;
 constexpr std::uint64_t kSpatialBuildQueries = 1024;
 constexpr std::uint64_t kSpatialRefitQueries = 128;
+/// The refit's query count for a store of `slots` slots: a refit costs about 40-45 us per million
+/// points (ncu, 1,000,000 x 2: 36 us; 10,000,000 x 2: 448 us), the index saves about 0.25 us a
+/// query at 1,000,000 x 2 and 2 us at 10,000,000 x 2 (Q = 256-1,024), so at 10M the rule of 128
+/// refit for too few (Q = 256 per publish: 0.70-0.74 ms against the scans' 0.56, s26 call 11).
+std::uint64_t spatial_refit_queries(std::uint32_t slots) {
+  return std::max<std::uint64_t>(kSpatialRefitQueries, slots / 25000);
+}
 /// Auto at k > 32 (lists of two or four entries per lane, filled one insertion at a time): batches
 /// of this many queries or more only. Same H100 call, index against the scans
 /// (run-2026-11-25-s25/call12): Q = 1,024 0.33-0.81x at every store and k = 64 / 128; Q = 256 1.0x
@@ -501,13 +508,18 @@ class CudaBackend final : public Backend {
   /// or more (batches of kSpatialLargeKMinQueries or more at k > 32), where the index is current
   /// (at k <= 32 the walk beat the scans at every batch size measured: H100, 100,000 to
   /// 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans' time, run-2026-11-25-s25 call 8
-  /// against call 2); where it is stale, once the queries the scans have searched since it was
-  /// last brought up to date (this batch included) reach kSpatialRefitQueries where a refit will
-  /// do, else kSpatialBuildQueries. A build costs about what the scans of a few hundred queries
-  /// save (1,000,000 x 2: 0.12 ms against 0.35 -> 0.07 ms at Q = 1,024), so a store that changes
-  /// and cannot be refit pays for a build at most once per 1,024 queries that it spent on the
-  /// scans instead (the ski-rental rule: at most about twice the cost of the better choice).
-  /// Under mutex_.
+  /// against call 2). Where it is stale, a refit once spatial_refit_queries queries (this batch
+  /// included) have come since the buffer last changed, and where a refit will not do, a build
+  /// once kSpatialBuildQueries have, or once that many have waited on the scans since the index
+  /// was last brought up to date while the buffer's last epoch had spatial_refit_queries or more
+  /// and the last refit stayed within its limits (a store that changes every few hundred queries:
+  /// one build, then refits; not a store whose points jump, which the refits cannot follow). A
+  /// build costs about what the scans of a few hundred queries save (1,000,000 x 2: 0.11 ms
+  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that; a store that changes
+  /// every few dozen queries keeps the scans (counting only the queries since the last update
+  /// made a query thread of 16 per batch, with a publish after every one or two, pay a refit or a
+  /// build every 8 batches for an index that served one or two: query p99 55 -> 172 us,
+  /// bench_updates, run-2026-11-25-s26). Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
         nq == 0) {
@@ -518,8 +530,18 @@ class CudaBackend final : public Backend {
     if (buffer.slot_count < kSpatialMinSlots || (k > 32 && nq < kSpatialLargeKMinQueries)) return false;
     SpatialTree& index = spatial_[b];
     if (index.current(buffer)) return true;
+    if (index.counted_epoch != buffer.epoch) {
+      index.counted_epoch = buffer.epoch;
+      index.queries_last_epoch = index.queries_this_epoch;
+      index.queries_this_epoch = 0;
+    }
+    index.queries_this_epoch += nq;
     index.queries_waiting += nq;
-    return index.queries_waiting >= (index.refittable(buffer) ? kSpatialRefitQueries : kSpatialBuildQueries);
+    const std::uint64_t refit_queries = spatial_refit_queries(buffer.slot_count);
+    if (index.refittable(buffer)) return index.queries_this_epoch >= refit_queries;
+    return index.queries_this_epoch >= kSpatialBuildQueries ||
+           (index.queries_waiting >= kSpatialBuildQueries && index.queries_last_epoch >= refit_queries &&
+            !index.refit_failed());
   }
 
   /// The store buffer whose device view this is.

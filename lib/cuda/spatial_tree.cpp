@@ -25,10 +25,17 @@ void fit(DeviceArray<T>& a, std::size_t n, const char* what, bool& waited, cudaS
 
 }  // namespace
 
+bool SpatialTree::within_limits(const SpatialStats& s) {
+  return s.overflow <= kMaxOverflow && s.leaf_area <= kMaxAreaGrowth * s.built_leaf_area;
+}
+
 void SpatialTree::read_stats() {
   if (!stats_pending_ || !stats_written_.done()) return;
   last_stats_ = *stats_.get();
   stats_pending_ = false;
+  // Only a build's first refit says whether refits can follow this store: later ones also carry
+  // the growth of the refits before them, which a build clears.
+  if (pending_refit_) refit_failed_ = !within_limits(last_stats_) && (refit_failed_ || pending_first_refit_);
 }
 
 bool SpatialTree::refittable(const DeviceBuffer& buffer) {
@@ -36,7 +43,7 @@ bool SpatialTree::refittable(const DeviceBuffer& buffer) {
   if (buffer.inserts - inserts_at_build_ > kMaxOverflow) return false;
   if (buffer.vector_writes - vector_writes_at_update_ > std::max<std::uint64_t>(tree_slots_ / 4, kMaxOverflow)) return false;
   read_stats();  // figures not yet written count as the last ones read
-  return last_stats_.overflow <= kMaxOverflow && last_stats_.leaf_area <= kMaxAreaGrowth * last_stats_.built_leaf_area;
+  return within_limits(last_stats_);
 }
 
 void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms, bool mapped) {
@@ -102,7 +109,10 @@ void SpatialTree::launch(const DeviceBuffer& buffer, int width, bool refit, cuda
   if (p.stats != nullptr) {
     stats_written_.record(stream);
     stats_pending_ = true;
+    pending_refit_ = refit;
+    pending_first_refit_ = refit && refits_since_build_ == 0;
   }
+  refits_since_build_ = refit ? refits_since_build_ + 1 : 0;
   built_ = true;
   epoch_ = buffer.epoch;
   vectors_ = buffer.vectors.get();

@@ -36,15 +36,24 @@ class SpatialTree {
   void build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms, bool mapped);
   /// Brings the index up to date with `buffer` without sorting (where refittable()).
   void refit(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms);
+  /// True when a build's first refit left the index past the limits above (a store whose points
+  /// jump: refits cannot follow it), until a refit stays within them; builds leave it as it is.
+  bool refit_failed() noexcept {
+    read_stats();
+    return refit_failed_;
+  }
   /// The device copy of the index's view (a fixed address: graphs may hold it).
   const SpatialView* view() const noexcept { return view_.get(); }
 
-  /// Queries searched without the index since it was last built or refit (the backend's rule).
-  std::uint64_t queries_waiting = 0;
+  /// The backend's Auto rule: queries searched without the index since it was last built or
+  /// refit, and searched over the buffer in its current epoch and in the one before.
+  std::uint64_t queries_waiting = 0, queries_this_epoch = 0, queries_last_epoch = 0;
+  std::uint64_t counted_epoch = ~std::uint64_t(0);
 
  private:
   void launch(const DeviceBuffer& buffer, int width, bool refit, cudaStream_t stream, int sms);
   void read_stats();
+  static bool within_limits(const SpatialStats& stats);
 
   DeviceArray<std::uint32_t> scratch_, keys_, order_, slots_sorted_, overflow_slots_;  // keys_: unsorted, then sorted
   DeviceArray<float> points_, boxes_, built_boxes_, overflow_points_;
@@ -52,7 +61,8 @@ class SpatialTree {
   DeviceArray<SpatialView> view_;
   PinnedArray<SpatialStats> stats_;  // mapped: written by each build's or refit's last kernel
   Event stats_written_;
-  bool stats_pending_ = false;
+  bool stats_pending_ = false, pending_refit_ = false, pending_first_refit_ = false, refit_failed_ = false;
+  std::uint32_t refits_since_build_ = 0;
   SpatialStats last_stats_{};
   bool built_ = false;
   std::uint64_t epoch_ = 0;
