@@ -319,8 +319,8 @@ cpu_threads: threads a CPU-backend search may use (0: one per hardware thread).
 publish_threads: threads publish() may use for a large batch of moves and target changes
 (0: one per hardware thread, up to 8).
 spatial_index: CUDA backend, stores of one or two dimensions: 'auto' (a tree of boxes over the
-points, built on the device once enough large batches have been searched since the last
-publish), 'always' or 'off'. The answers are the same; only the time differs.
+points, kept on the device and refit or rebuilt after a publish once enough queries have come),
+'always' or 'off'. The answers are the same; only the time differs.
 
 Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
 queued by insert / move / erase / set_target and become visible together at publish(); unknown
