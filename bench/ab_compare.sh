@@ -26,6 +26,9 @@
 #             gis1m,gis10m (--reps 10 --sets 2): the index's search on a store that does not change
 #   moving    bench_search gis1m,gis10m K 16 Q 64,256,1024 with 1,000 moves anywhere, then 10,000
 #             moves of up to 0.001 (--drift) published before each search, Auto (--reps 10 --sets 2)
+#   updates   bench_updates l2, 1,000,000 x 2, publishes of 1,000 / 10,000 / 100,000 moves anywhere and
+#             four producers streaming, each alone and with the query thread (Q = 16) running
+#             (--seconds 1): moves/s and the query thread's p99 (the spatial index's refit rules)
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
 #   nine12    bench_search mnist,imagenet,googlenews,small K 64,128 Q 9,10,12, then --metric ip (--reps 10 --sets 2)
@@ -111,6 +114,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
             --csv "$DIR/$tag-moving-jumps.csv" > "$DIR/$tag-moving-jumps.log" 2>&1
           "$bin/bench_search" --shapes gis1m,gis10m --k 16 --q 64,256,1024 --moves 10000 --drift 0.001 --reps 10 \
             --sets 2 --csv "$DIR/$tag-moving-drift.csv" > "$DIR/$tag-moving-drift.log" 2>&1 ;;
+        updates)
+          "$bin/bench_updates" --metric l2 --batches 1000,10000,100000 --seconds 1 \
+            --csv "$DIR/$tag-updates.csv" > "$DIR/$tag-updates.log" 2>&1 ;;
         smallbatch)
           "$bin/bench_search" --shapes small --k 64,128 --q 16,24,32,64 --reps 10 --sets 2 \
             --csv "$DIR/$tag-smallbatch.csv" > "$DIR/$tag-smallbatch.log" 2>&1 ;;
@@ -142,6 +148,14 @@ for path in sorted(glob.glob(os.path.join(d, "*.csv"))):
         if "path" in r:  # latency
             rows[(kind, r["path"], "p50_us")][build].append(float(r["p50_us"]))
             rows[(kind, r["path"], "p99_us")][build].append(float(r["p99_us"]))
+        elif "query_p99_us" in r:  # bench_updates: the query thread's p99, and moves/s under it
+            what = f'P={r["producers"]}' if r["producers"] != "0" else f'batch={r["batch"]}'
+            what = "no updates" if r["batch"] == "0" else what
+            if r["queries"] == "1" and r["query_p99_us"]:
+                rows[(kind, what + " +queries", "p99_us")][build].append(float(r["query_p99_us"]))
+            if r["moves_per_s"]:
+                rows[(kind, what + (" +queries" if r["queries"] == "1" else ""), "Mmove/s")][build].append(
+                    float(r["moves_per_s"]) / 1e6)
         else:
             rows[(kind, f'{r["shape"]} K={r["K"]} Q={r["Q"]}', "ms")][build].append(float(r["median_ms"]))
 cands = names[1:]
