@@ -37,11 +37,10 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = os.path.join("run-2026-11-25-s24", "complete-5ea34b1")
-# The run docs/performance.md's one-query and low-dimension tables come from (session 19's: the
-# code of those paths is unchanged since).
-LATENCY_RUN = os.path.join("run-2026-11-24-s19", "complete-d2ad5a7-b")
-LOWDIM_RUN = os.path.join("run-2026-11-25-s25", "complete-b1ad553")  # the spatial index (Auto)
+LATEST = os.path.join("run-2026-11-25-s26", "complete-8817a31")
+# The runs of docs/performance.md's one-query table and low-dimension panel (the latest too).
+LATENCY_RUN = LATEST
+LOWDIM_RUN = LATEST  # the spatial index under Auto
 
 
 def device_of(path):
