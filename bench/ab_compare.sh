@@ -149,8 +149,8 @@ for path in sorted(glob.glob(os.path.join(d, "*.csv"))):
             rows[(kind, r["path"], "p50_us")][build].append(float(r["p50_us"]))
             rows[(kind, r["path"], "p99_us")][build].append(float(r["p99_us"]))
         elif "query_p99_us" in r:  # bench_updates: the query thread's p99, and moves/s under it
-            what = f'P={r["producers"]}' if r["producers"] != "0" else f'batch={r["batch"]}'
-            what = "no updates" if r["batch"] == "0" else what
+            what = ("no updates" if r["batch"] == "0" else
+                    f'P={r["producers"]}' if r["producers"] != "0" else f'batch={r["batch"]}')
             if r["queries"] == "1" and r["query_p99_us"]:
                 rows[(kind, what + " +queries", "p99_us")][build].append(float(r["query_p99_us"]))
             if r["moves_per_s"]:

@@ -8,24 +8,23 @@ PyTorch peers of the same run and FAISS, measured separately) and prints, per K,
 shape and Q, then each shape's Q = 1 share of the floor and its Q = 16 / Q = 1 time. Standard
 library only, so it runs here and on the GPU machine.
 """
-import csv
+import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import read_rows  # noqa: E402  (standard library only)
+from targets import by_shape  # noqa: E402
+
 SHAPES = ["MNIST-like", "ImageNet-like", "GoogleNews-like"]
-
-
-def rows_of(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     run = Path(sys.argv[1])
-    search = {(r["shape"], int(r["K"]), int(r["Q"])): r for r in rows_of(run / "search.csv")}
-    compare = {(r["shape"], int(r["K"]), int(r["Q"])): r for r in rows_of(run / "compare.csv")}
+    search = by_shape(read_rows(run / "search.csv"))
+    compare = by_shape(read_rows(run / "compare.csv"))
     ks = sorted({k for s, k, _ in search if s in SHAPES})
     for k in ks:
         print(f"K = {k}:\n")

@@ -29,16 +29,14 @@ def _rows(run, name):
     return read_rows(path) if os.path.exists(path) else None
 
 
-def _search(rows, shape, k, q):
-    for r in rows or ():
-        if r["shape"] == shape and int(r["K"]) == k and int(r["Q"]) == q:
-            return r
-    return None
+def by_shape(rows):
+    """bench_search rows keyed by (shape, K, Q); {} for a missing CSV."""
+    return {(r["shape"], int(r["K"]), int(r["Q"])): r for r in rows or ()}
 
 
 def q1_of_floor(search, shape, minimum):
     """Q = 1 achieved / floor at K = 64 and 128 (the worse of the two decides)."""
-    vals = [_search(search, shape, k, 1) for k in (64, 128)]
+    vals = [search.get((shape, k, 1)) for k in (64, 128)]
     if not all(vals):
         return None
     fr = [float(v["achieved_over_floor"]) for v in vals]
@@ -49,8 +47,8 @@ def through_q16(search, shape):
     """The slowest batch of Q = 2..16 against one query's time, K = 64 and 128 (<= 1.5x)."""
     out = []
     for k in (64, 128):
-        one = _search(search, shape, k, 1)
-        batches = [r for r in (search or ()) if r["shape"] == shape and int(r["K"]) == k and 1 < int(r["Q"]) <= 16]
+        one = search.get((shape, k, 1))
+        batches = [r for (s, kk, q), r in search.items() if s == shape and kk == k and 1 < q <= 16]
         if not one or not batches:
             return None
         out.append(max(float(r["median_ms"]) for r in batches) / float(one["median_ms"]))
@@ -72,7 +70,7 @@ def peer_ratio(compare, column, qs, minimum, shapes=PAPER_SHAPES):
 
 def lowdim_q1(lowdim, latency):
     """1,000,000 x 2, K = 16, Q = 1 against the plain round trip (raw) of the latency run: <= 2x."""
-    one = _search(lowdim, "low-dim 1M x 2", 16, 1)
+    one = lowdim.get(("low-dim 1M x 2", 16, 1))
     raw = {r["path"]: r for r in latency or ()}
     if not one or "raw" not in raw:
         return None
@@ -84,7 +82,7 @@ def lowdim_q1(lowdim, latency):
 
 def lowdim_q1024(lowdim):
     """1,000,000 x 2, K = 16, Q = 1,024 at >= 50% of the FP32 rate (counted as brute-force pairs)."""
-    r = _search(lowdim, "low-dim 1M x 2", 16, 1024)
+    r = lowdim.get(("low-dim 1M x 2", 16, 1024))
     if not r:
         return None
     fr = float(r["achieved_over_floor"])
@@ -135,8 +133,8 @@ def cpu_faiss(rows):
 
 def targets(run, cpu_rows=None):
     """[(target, (figure, met) or None)] for one run folder."""
-    search, compare = _rows(run, "search.csv"), _rows(run, "compare.csv")
-    lowdim, latency = _rows(run, "lowdim.csv"), _rows(run, "latency.csv")
+    search, compare = by_shape(_rows(run, "search.csv")), _rows(run, "compare.csv")
+    lowdim, latency = by_shape(_rows(run, "lowdim.csv")), _rows(run, "latency.csv")
     out = [
         ("Q = 1 >= 85% of floor, GoogleNews-like (K 64 / 128)", q1_of_floor(search, "GoogleNews-like", 0.85)),
         ("Q = 1 >= 85% of floor, ImageNet-like", q1_of_floor(search, "ImageNet-like", 0.85)),
@@ -169,12 +167,12 @@ def _cell(result):
 
 
 def selftest():
-    search = [
+    search = by_shape([
         {"shape": "MNIST-like", "K": "64", "Q": "1", "median_ms": "0.1", "achieved_over_floor": "0.72"},
         {"shape": "MNIST-like", "K": "128", "Q": "1", "median_ms": "0.1", "achieved_over_floor": "0.69"},
         {"shape": "MNIST-like", "K": "64", "Q": "16", "median_ms": "0.15", "achieved_over_floor": "0.5"},
         {"shape": "MNIST-like", "K": "128", "Q": "8", "median_ms": "0.16", "achieved_over_floor": "0.5"},
-    ]
+    ])
     assert q1_of_floor(search, "MNIST-like", 0.70)[1] is False  # the worse K decides
     assert q1_of_floor(search, "MNIST-like", 0.65)[1] is True
     assert through_q16(search, "MNIST-like")[1] is False  # K = 128 Q = 8: 1.6x
