@@ -515,7 +515,9 @@ class CudaBackend final : public Backend {
   /// and the last refit stayed within its limits (a store that changes every few hundred queries:
   /// one build, then refits; not a store whose points jump, which the refits cannot follow). A
   /// build costs about what the scans of a few hundred queries save (1,000,000 x 2: 0.11 ms
-  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that; a store that changes
+  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that. An index is current
+  /// only while SpatialTree::usable (a refit that sent most moved points to the overflow is
+  /// not), and after such a refit builds wait for epochs that last (see below). A store that changes
   /// every few dozen queries keeps the scans (counting only the queries since the last update
   /// made a query thread of 16 per batch, with a publish after every one or two, pay a refit or a
   /// build every 8 batches for an index that served one or two: query p99 55 -> 172 us,
@@ -529,7 +531,7 @@ class CudaBackend final : public Backend {
     const DeviceBuffer& buffer = store_.buffer(b);
     if (buffer.slot_count < kSpatialMinSlots || (k > 32 && nq < kSpatialLargeKMinQueries)) return false;
     SpatialTree& index = spatial_[b];
-    if (index.current(buffer)) return true;
+    if (index.usable(buffer)) return true;
     if (index.counted_epoch != buffer.epoch) {
       index.counted_epoch = buffer.epoch;
       index.queries_last_epoch = index.queries_this_epoch;
@@ -539,6 +541,15 @@ class CudaBackend final : public Backend {
     index.queries_waiting += nq;
     const std::uint64_t refit_queries = spatial_refit_queries(buffer.slot_count);
     if (index.refittable(buffer)) return index.queries_this_epoch >= refit_queries;
+    if (index.refit_overflowed()) {
+      // Points jump: each epoch needs a build, paid by one batch. Build for epochs that last
+      // (this one or the one before ran twice the build's queries): a query thread of 16 per
+      // batch with four producers publishing about 1,000 queries apart, building at the 1,024th
+      // query of most epochs, had query p99 1.4-4.0x the update-free one; with this rule 0.9-2.1x
+      // (bench_updates, run-2026-11-28-s28 calls 2 and 3).
+      return index.queries_this_epoch >= kSpatialBuildQueries &&
+             std::max(index.queries_this_epoch, index.queries_last_epoch) >= 2 * kSpatialBuildQueries;
+    }
     return index.queries_this_epoch >= kSpatialBuildQueries ||
            (index.queries_waiting >= kSpatialBuildQueries && index.queries_last_epoch >= refit_queries &&
             !index.refit_failed());
@@ -561,7 +572,7 @@ class CudaBackend final : public Backend {
     if (!plan.spatial) return;
     const DeviceBuffer& buffer = store_.buffer(b);
     SpatialTree& index = spatial_[b];
-    if (index.current(buffer)) return;
+    if (index.usable(buffer)) return;
     const int width = int(chunk_floats_for(stored_dim_));
     try {
       if (index.refittable(buffer)) {

@@ -655,6 +655,10 @@ TEST_CASE("the spatial index refit across publishes: drifts, jumps, erases, inse
   // Auto: 64 queries at a time, so the scans serve the first after each publish and the index
   // is refit once 128 have waited; k = 100 takes the index from 1,024 queries only.
   check_refits(5302, Metric::L2, 100'000, 4, 300, 300, SpatialIndex::Auto, {64, 64, 1024});
+  // 20,000 jumps a buffer: each refit leaves more than SpatialTree::kMaxSearchOverflow in the
+  // overflow. The first search ranks it (the refit's figures are not read yet), the second finds
+  // the index unusable and builds; each buffer tries a refit again after 8 builds (rounds 18 and 19).
+  check_refits(5303, Metric::L2, 200'000, 20, 10'000, 100, SpatialIndex::Always, {8, 8});
 }
 
 TEST_CASE("the spatial index refit: each path (sanitizer-sized)") {
