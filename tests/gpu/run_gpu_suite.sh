@@ -22,7 +22,8 @@
 #                    (the next command on the same machine) waits for it and collects its log
 # Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S
 # (limit per compute-sanitizer run, default 300 s), SKIP_SUITES=1 (not the first two suites: for
-# the sanitizers of a build whose suites passed in an earlier call; about 220 s on an H100).
+# the sanitizers of a build whose suites passed in an earlier call; about 220 s on an H100),
+# SANITIZE_TOOLS (--sanitize-kernels' tools, default "memcheck racecheck synccheck").
 # Writes logs to $OUT (if set) or ./gpu-logs. Exit status: number of failed suites.
 set -u
 BIN=${1:-.device-bin}
@@ -90,7 +91,7 @@ for arg in "$@"; do
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
       cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
       cases+=",the dot-product screen: each group*,the spatial index: each path*,the spatial index refit: each path*"
-      for tool in memcheck racecheck synccheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$cases"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
