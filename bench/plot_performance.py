@@ -37,7 +37,7 @@ PEER_STYLE = {"torch-matmul-topk": ("PyTorch matmul + topk", "tab:green", "s"),
 from peers import read_rows  # noqa: E402  (the same directory: standard library only, no torch at import)
 
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
-LATEST = os.path.join("run-2026-11-25-s26", "complete-8817a31")
+LATEST = os.path.join("run-2026-11-28-s28", "complete-8f4cce1")
 # The runs of docs/performance.md's one-query table and low-dimension panel (the latest too).
 LATENCY_RUN = LATEST
 LOWDIM_RUN = LATEST  # the spatial index under Auto

@@ -38,7 +38,8 @@ enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 /// lets a query skip every box farther than its k-th neighbour. After a publish it is refit (the
 /// points gathered again, boxes grown, points that moved far or were inserted ranked apart: about
 /// 40 us per million points) or, where that would make it slow, sorted again (about 0.1 ms per
-/// million points). The answers are the same either way; only the time differs. Auto: stores of
+/// million points); a refit that left many moved points ranked apart is not searched. The
+/// answers are the same either way; only the time differs. Auto: stores of
 /// 16,384 points or more (at k > 32 batches of 1,024 queries or more), refit once 128 queries
 /// have come since the last publish (more on stores of millions), built once 1,024 have; Always:
 /// before every search that can use it; Off: never.
