@@ -12,7 +12,8 @@
 #                    the direct search's paths (lists cut between segments, all ranks tied), the
 #                    query-resident scan's paths (lists that fill, merges in several rounds), the
 #                    dot-product screen's groups of 12, 16 and 32 on small stores.
-#                    racecheck takes about 130 s on an H100 (session 28), memcheck and synccheck about 15 s each.
+#                    racecheck takes about 130 s on an H100 (session 28), memcheck and synccheck
+#                    about 15 s each.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
 #     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
