@@ -515,13 +515,13 @@ class CudaBackend final : public Backend {
   /// and the last refit stayed within its limits (a store that changes every few hundred queries:
   /// one build, then refits; not a store whose points jump, which the refits cannot follow). A
   /// build costs about what the scans of a few hundred queries save (1,000,000 x 2: 0.11 ms
-  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that. An index is current
-  /// only while SpatialTree::usable (a refit that sent most moved points to the overflow is
-  /// not), and after such a refit builds wait for epochs that last (see below). A store that changes
-  /// every few dozen queries keeps the scans (counting only the queries since the last update
-  /// made a query thread of 16 per batch, with a publish after every one or two, pay a refit or a
-  /// build every 8 batches for an index that served one or two: query p99 55 -> 172 us,
-  /// bench_updates, run-2026-11-25-s26). Under mutex_.
+  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that. An index counts as
+  /// current only while SpatialTree::usable (a refit that sent most moved points to the overflow
+  /// does not), and after such a refit builds wait for epochs that last (see below). A store
+  /// that changes every few dozen queries keeps the scans (counting only the queries since the
+  /// last update made a query thread of 16 per batch, with a publish after every one or two, pay
+  /// a refit or a build every 8 batches for an index that served one or two: query p99 55 -> 172
+  /// us, bench_updates, run-2026-11-25-s26). Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
         nq == 0) {
