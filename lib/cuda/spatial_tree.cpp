@@ -36,7 +36,7 @@ void SpatialTree::read_stats() {
   // Only a build's first refit says whether refits can follow this store: later ones also carry
   // the growth of the refits before them, which a build clears.
   if (pending_refit_) refit_failed_ = !within_limits(last_stats_) && (refit_failed_ || pending_first_refit_);
-  if (pending_refit_ && last_stats_.overflow > kMaxSearchOverflow) {
+  if (pending_refit_ && !searchable(last_stats_)) {
     refit_overflowed_ = true;
     builds_since_overflowed_refit_ = 0;
   }

@@ -39,7 +39,7 @@ class SpatialTree {
   bool usable(const DeviceBuffer& buffer) {
     if (!current(buffer)) return false;
     read_stats();
-    return stats_pending_ || last_stats_.overflow <= kMaxSearchOverflow;
+    return stats_pending_ || searchable(last_stats_);
   }
   /// True when refit() can bring a stale index up to date and keep it fast: built on the same
   /// arrays, at most kMaxOverflow inserts since the build, fewer vector writes since the last
@@ -79,6 +79,7 @@ class SpatialTree {
   void launch(const DeviceBuffer& buffer, int width, bool refit, cudaStream_t stream, int sms);
   void read_stats();
   static bool within_limits(const SpatialStats& stats);
+  static bool searchable(const SpatialStats& stats) noexcept { return stats.overflow <= kMaxSearchOverflow; }
 
   DeviceArray<std::uint32_t> scratch_, keys_, order_, slots_sorted_, overflow_slots_;  // keys_: unsorted, then sorted
   DeviceArray<float> points_, boxes_, built_boxes_, overflow_points_;

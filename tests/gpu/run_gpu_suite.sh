@@ -23,7 +23,7 @@
 #                    (the next command on the same machine) waits for it and collects its log
 # Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S
 # (limit per compute-sanitizer run, default 300 s), SKIP_SUITES=1 (not the first two suites: for
-# the sanitizers of a build whose suites passed in an earlier call; about 220 s on an H100),
+# the sanitizers of a build whose suites passed in an earlier call; 200-220 s on an H100),
 # SANITIZE_TOOLS (--sanitize-kernels' tools, default "memcheck racecheck synccheck").
 # Writes logs to $OUT (if set) or ./gpu-logs. Exit status: number of failed suites.
 set -u
