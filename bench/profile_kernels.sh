@@ -2,7 +2,7 @@
 # Per-kernel GPU time of the search pipeline (Nsight Compute), for the shapes whose fixed costs
 # matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16, and batches of 256 / 1,024), Q = 1 / 16 / 64
 # (and 32 at K = 128) on the MNIST-like
-# and ImageNet-like stores (K = 64; Q = 1 at K = 128 too), and Q = 1 / 12 (K = 64) and 16 (K = 128) on
+# and ImageNet-like stores (K = 64; Q = 1 at K = 128 too), and Q = 1 / 12 (K = 64), 8 / 12 / 16 (K = 128) on
 # the GoogleNews-like one. On the GPU machine:
 #   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
 # Only the library's kernels are profiled (sample pass, scan, select, aggregate), after the
@@ -68,4 +68,6 @@ profile imagenet-q12 "$BIN/bench_search" --shapes imagenet --k 64 --q 12 --reps 
 profile imagenet-q16 "$BIN/bench_search" --shapes imagenet --k 64 --q 16 --reps 20 --sets 1
 profile googlenews-q1 "$BIN/bench_search" --shapes googlenews --k 64 --q 1 --reps 20 --sets 1
 profile googlenews-q12 "$BIN/bench_search" --shapes googlenews --k 64 --q 12 --reps 20 --sets 1
+profile googlenews-q8-k128 "$BIN/bench_search" --shapes googlenews --k 128 --q 8 --reps 20 --sets 1
+profile googlenews-q12-k128 "$BIN/bench_search" --shapes googlenews --k 128 --q 12 --reps 20 --sets 1
 profile googlenews-q16-k128 "$BIN/bench_search" --shapes googlenews --k 128 --q 16 --reps 20 --sets 1

@@ -835,7 +835,10 @@ class CudaBackend final : public Backend {
   ///   Q = 4..9 1.0-1.5x, Q <= 2 0.76-1.0x). Measured in run-2026-11-23-globallists/ab-* and
   ///   run-2026-11-23-samplepass/rule*/. Since the sample pass splits its sums (L2 over 32+
   ///   chunks) it also pays from 8 queries at k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it
-  ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6).
+  ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6). Inner-product
+  ///   batches of 9+ (kScreenMinQueries) take it at any k, since the screen that runs them needs its
+  ///   bound; without it they ran the exact form from a cold start: same H100 call
+  ///   (run-2026-11-28-s29/call3), MNIST-like K = 64 Q = 9 0.296 -> 0.192 ms (0.65x).
   /// - Large stores, batches of 16+ queries or 8+ at k >= 128, dims <= 128: every 16th tile (two calls
   ///   against every 32nd, run-2026-11-24-s14/call4-5): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x,
   ///   Q = 16-64 0.87-0.91x, K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x;
@@ -857,7 +860,9 @@ class CudaBackend final : public Backend {
       const bool dense = chunks_ <= 32 && (nq >= 16 || (nq >= 8 && k >= 128));
       return dense && enough(kDenseSampleStep) ? kDenseSampleStep : kSampleStep;
     }
-    const bool many_lists = nq >= 12 || (nq >= 8 && (k >= 128 || split_sample_possible())) || (nq >= 4 && chunks_ <= 32);
+    const bool screened_ip = config_.metric == Metric::InnerProduct && nq >= kScreenMinQueries;
+    const bool many_lists =
+        nq >= 12 || screened_ip || (nq >= 8 && (k >= 128 || split_sample_possible())) || (nq >= 4 && chunks_ <= 32);
     if (!many_lists) return 0;
     if (nq >= 16 && k >= 128 && chunks_ > 2 && chunks_ <= 32 && enough(kSmallStoreDenseStep)) return kSmallStoreDenseStep;
     return enough(kSmallStoreSampleStep) ? kSmallStoreSampleStep : 0;
@@ -1288,6 +1293,15 @@ class CudaBackend final : public Backend {
     if (sample.staged_queries && !sample.split_sums && large_store && n >= kSampleStagedWideGroup &&
         sample_staged_bytes(chunks_, kSampleStagedWideGroup) <= kSampleStagedMaxBytes) {
       sample.staged_group = kSampleStagedWideGroup;
+    }
+    // Batches of 9-12 over large stores the same way in one group of 12, where groups of 8 ranked
+    // them as two (the second half empty, its tiles read again from L2). Same H100 call against
+    // groups of 8 (run-2026-11-28-s29/call3, two rounds): GoogleNews-like Q = 9-12 0.985-0.991x
+    // (the sample pass 70 us of the K = 128 Q = 12 search, 46 us at Q = 8: ncu, call1),
+    // ImageNet-like K = 128 0.976x, K = 64 0.995-1.004x, inner product 0.98-1.0x.
+    if (sample.staged_queries && !sample.split_sums && large_store && n > kSampleStagedGroup &&
+        n <= kSampleStagedMidGroup && sample_staged_bytes(chunks_, kSampleStagedMidGroup) <= kSampleStagedMaxBytes) {
+      sample.staged_group = kSampleStagedMidGroup;
     }
     // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
     // calls, GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12

@@ -43,8 +43,10 @@ inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 inline constexpr std::uint32_t kSampleGroup = 4;
 /// SampleParams::staged_queries: queries per block (and per warp, in one pass over its tile),
 /// held in shared memory, at most kSampleStagedMaxBytes of them (the default dynamic limit):
-/// kSampleStagedGroup, or kSampleStagedWideGroup for batches of that many (SampleParams::staged_group).
+/// kSampleStagedGroup, or kSampleStagedMidGroup / kSampleStagedWideGroup for batches of 9-12 / 16+
+/// (SampleParams::staged_group).
 inline constexpr std::uint32_t kSampleStagedGroup = 8;
+inline constexpr std::uint32_t kSampleStagedMidGroup = 12;
 inline constexpr std::uint32_t kSampleStagedWideGroup = 16;
 inline constexpr std::size_t kSampleStagedMaxBytes = 48 * 1024;
 inline std::size_t sample_staged_bytes(std::uint32_t chunks, std::uint32_t group = kSampleStagedGroup) {
@@ -65,7 +67,7 @@ struct SampleParams {
   std::uint32_t groups_per_warp = 1;       // groups of kSampleGroup queries each warp ranks its tile against
   bool batched_loads = false;              // issue several point loads before scoring them (few warps per SM)
   bool staged_queries = false;             // staged_group queries per warp from shared memory (batched loads)
-  std::uint32_t staged_group = kSampleStagedGroup;  // or kSampleStagedWideGroup (not with split_sums)
+  std::uint32_t staged_group = kSampleStagedGroup;  // or kSampleStaged{Mid,Wide}Group (not with split_sums)
   bool split_sums = false;                 // staged, L2: a block per sampled tile, its chunks split between warps
   std::uint32_t chunks = 0;                // float4 chunks per vector (the staged queries' size)
   bool tile_major = false;                 // one tile's query groups in consecutive blocks (see sample.cu)

@@ -825,10 +825,12 @@ TEST_CASE("GPU equals CPU on groups of 3-8 queries over multi-chunk stores (stag
 TEST_CASE("GPU equals CPU where the sample pass's tiles exceed L2 (tile-major sample blocks)") {
   // 1,500,000 x 300 and 1,600,000 x 256: the sample (every 32nd tile, about 56 MB) is larger
   // than an H100's 50 MB L2, so one tile's query groups rank it in consecutive blocks
-  // (SampleParams::tile_major); 9 and 20 queries are 2 and 3 groups of 8, so a block that took
-  // another group's or tile's queries would bound the wrong query.
+  // (SampleParams::tile_major); 14 queries are 2 groups of 8 and 20 are 2 groups of 16, so a
+  // block that took another group's or tile's queries would bound the wrong query; 10 queries are
+  // one group of 12, two of its rows empty.
   check_shapes(5510,
-               {StoreShape{300, 1'500'000, 32, 9, Metric::L2, 0.1, false},
+               {StoreShape{300, 1'500'000, 32, 10, Metric::L2, 0.1, false},
+                StoreShape{300, 1'500'000, 40, 14, Metric::L2, 0.0, false},
                 StoreShape{256, 1'600'000, 50, 20, Metric::InnerProduct, 0.0, true}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
@@ -854,11 +856,12 @@ TEST_CASE("the split sample pass bounds every query where all ranks tie (its mar
 TEST_CASE("GPU equals CPU where inner-product batches of 9-12 queries are screened (groups of 12)") {
   // Inner product's screen in groups of 12: each lane scores 4 points x 3 queries, whose dot
   // products are the exact ranks. Partial groups (9, 10, 11 queries) and partial last stages
-  // (dims 5, 40, 100, 300), large stores (every 16th or 32nd tile sampled) and small ones (every
-  // 8th), k up to 128, erased slots, duplicates, a store of one repeated point. L2 batches of this
-  // size keep the exact form (one L2 row here).
+  // (dims 5, 40, 100, 300, 784), large stores (every 16th or 32nd tile sampled) and small ones
+  // (every 8th, for these batches at any k), k up to 128, erased slots, duplicates, a store of
+  // one repeated point. L2 batches of this size keep the exact form (one L2 row here).
   check_shapes(5296,
                {StoreShape{300, 400'000, 128, 12, Metric::InnerProduct, 0.1, false},
+                StoreShape{784, 70'000, 64, 9, Metric::InnerProduct, 0.1, false},
                 StoreShape{128, 300'000, 16, 9, Metric::InnerProduct, 0.05, true},
                 StoreShape{5, 300'000, 16, 11, Metric::InnerProduct, 0.2, false},
                 StoreShape{40, 600'000, 30, 10, Metric::InnerProduct, 0.1, true},

@@ -5,11 +5,10 @@
 // groups_per_warp groups of kSampleGroup queries, every warp busy at once) and writes the
 // per_tile smallest ranks of each tile as ordered bits (+inf for erased slots and ids outside a
 // query's range). Batches of 8+ queries over stores of several chunks take
-// sample_ranks_staged_kernel instead: 8 queries per warp (16 for 16+ over large stores) from
-// shared memory, in one pass; where that gives the SMs few warps (L2 ranks, 32+ chunks:
-// SampleParams::split_sums),
-// sample_ranks_split_kernel: the block's warps each sum one slice of a tile's chunks, and the k-th
-// is raised by the margin a different summation order can cost.
+// sample_ranks_staged_kernel instead: 8 queries per warp (over large stores 12 for 9-12, 16 for
+// 16+) from shared memory, in one pass; where that gives the SMs few warps (L2 ranks, 32+ chunks:
+// SampleParams::split_sums), sample_ranks_split_kernel: the block's warps each sum one slice of a
+// tile's chunks, and the k-th is raised by the margin a different summation order can cost.
 // The query-resident scan's batches (one-chunk stores) take sample_ranks_resident_kernel: that
 // scan's layout, queries in registers, over the sampled tiles.
 // sample_kth_kernel then finds, per query, the k-th smallest of those keys by an MSB-first radix
@@ -528,20 +527,28 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     check_launch("sample_ranks_split_kernel");
   } else if (params.staged_queries) {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
-    constexpr int kG = int(kSampleStagedGroup), kWide = int(kSampleStagedWideGroup);
-    const RanksKernel kernels[2][2][2] = {
-        {{sample_ranks_staged_kernel<false, false, kG>, sample_ranks_staged_kernel<false, false, kWide>},
-         {sample_ranks_staged_kernel<false, true, kG>, sample_ranks_staged_kernel<false, true, kWide>}},
-        {{sample_ranks_staged_kernel<true, false, kG>, sample_ranks_staged_kernel<true, false, kWide>},
-         {sample_ranks_staged_kernel<true, true, kG>, sample_ranks_staged_kernel<true, true, kWide>}}};
-    const bool wide = params.staged_group == kSampleStagedWideGroup;
-    if (!wide && params.staged_group != kSampleStagedGroup) {
-      throw CudaError("sample_ranks_staged_kernel: groups of " + std::to_string(kSampleStagedGroup) + " or " +
-                      std::to_string(kSampleStagedWideGroup) + " queries, not " + std::to_string(params.staged_group));
+    constexpr int kG = int(kSampleStagedGroup), kMid = int(kSampleStagedMidGroup), kWide = int(kSampleStagedWideGroup);
+    const RanksKernel kernels[2][2][3] = {
+        {{sample_ranks_staged_kernel<false, false, kG>, sample_ranks_staged_kernel<false, false, kMid>,
+          sample_ranks_staged_kernel<false, false, kWide>},
+         {sample_ranks_staged_kernel<false, true, kG>, sample_ranks_staged_kernel<false, true, kMid>,
+          sample_ranks_staged_kernel<false, true, kWide>}},
+        {{sample_ranks_staged_kernel<true, false, kG>, sample_ranks_staged_kernel<true, false, kMid>,
+          sample_ranks_staged_kernel<true, false, kWide>},
+         {sample_ranks_staged_kernel<true, true, kG>, sample_ranks_staged_kernel<true, true, kMid>,
+          sample_ranks_staged_kernel<true, true, kWide>}}};
+    const int group = params.staged_group == kSampleStagedGroup      ? 0
+                      : params.staged_group == kSampleStagedMidGroup ? 1
+                      : params.staged_group == kSampleStagedWideGroup ? 2
+                                                                      : -1;
+    if (group < 0) {
+      throw CudaError("sample_ranks_staged_kernel: groups of " + std::to_string(kSampleStagedGroup) + ", " +
+                      std::to_string(kSampleStagedMidGroup) + " or " + std::to_string(kSampleStagedWideGroup) +
+                      " queries, not " + std::to_string(params.staged_group));
     }
     const std::size_t shared = sample_staged_bytes(params.chunks, params.staged_group);
     if (shared > kSampleStagedMaxBytes) throw CudaError("sample_ranks_staged_kernel: queries too large to stage");
-    kernels[inner_product][filtered][wide]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
+    kernels[inner_product][filtered][group]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
     check_launch("sample_ranks_staged_kernel");
   } else {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
