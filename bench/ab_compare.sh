@@ -32,6 +32,8 @@
 #   smallbatch bench_search small (100,000 x 128) K 64,128 Q 16,24,32,64 (--reps 10 --sets 2)
 #   ipbatch   bench_search mnist,imagenet,googlenews K 64,128 Q 16,24,32,64 --metric ip (--reps 10 --sets 2)
 #   nine12    bench_search mnist,imagenet,googlenews,small K 64,128 Q 9,10,12, then --metric ip (--reps 10 --sets 2)
+#   ipsmall   bench_search mnist,small K 16,32,64 Q 8,9,10,11 --metric ip (--reps 20 --sets 2): inner-product
+#             batches over small stores, where 9+ queries take the sample pass at any k
 # and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
 # logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
 # files), with the table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
@@ -128,6 +130,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
             --csv "$DIR/$tag-nine12.csv" > "$DIR/$tag-nine12.log" 2>&1
           "$bin/bench_search" --shapes mnist,imagenet,googlenews,small --k 64,128 --q 9,12 --metric ip --reps 10 \
             --sets 2 --csv "$DIR/$tag-nine12ip.csv" > "$DIR/$tag-nine12ip.log" 2>&1 ;;
+        ipsmall)
+          "$bin/bench_search" --shapes mnist,small --k 16,32,64 --q 8,9,10,11 --metric ip --reps 20 --sets 2 \
+            --csv "$DIR/$tag-ipsmall.csv" > "$DIR/$tag-ipsmall.log" 2>&1 ;;
         q1)
           "$bin/bench_search" --shapes mnist,imagenet,googlenews --k 64,128 --q 1 --reps 20 --sets 2 \
             --csv "$DIR/$tag-q1.csv" > "$DIR/$tag-q1.log" 2>&1 ;;

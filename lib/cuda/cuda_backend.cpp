@@ -838,7 +838,8 @@ class CudaBackend final : public Backend {
   ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6). Inner-product
   ///   batches of 9+ (kScreenMinQueries) take it at any k, since the screen that runs them needs its
   ///   bound; without it they ran the exact form from a cold start: same H100 call
-  ///   (run-2026-11-28-s29/call3), MNIST-like K = 64 Q = 9 0.296 -> 0.192 ms (0.65x).
+  ///   (run-2026-11-28-s29/call3, call6), MNIST-like Q = 9-11 K = 64 0.63-0.65x (Q = 9 0.296 ->
+  ///   0.192 ms), K = 32 0.81-0.84x, K = 16 0.85-0.87x.
   /// - Large stores, batches of 16+ queries or 8+ at k >= 128, dims <= 128: every 16th tile (two calls
   ///   against every 32nd, run-2026-11-24-s14/call4-5): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x,
   ///   Q = 16-64 0.87-0.91x, K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x;
