@@ -39,7 +39,7 @@ from peers import read_rows  # noqa: E402  (the same directory: standard library
 # The folder (under --results) of the latest complete run of bench/run_gpu_benchmarks.sh.
 LATEST = os.path.join("run-2026-11-28-s29", "complete-7a90e7c")
 # The run of docs/performance.md's one-query table and low-dimension panel: session 28's, whose
-# code those paths still run (7a90e7c changed batches of 9-12 queries only).
+# code those paths still run (7a90e7c changed only the sample pass of batches of 9+ queries).
 LATENCY_RUN = os.path.join("run-2026-11-28-s28", "complete-8f4cce1")
 LOWDIM_RUN = LATENCY_RUN  # the spatial index under Auto
 
