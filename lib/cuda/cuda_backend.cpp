@@ -1284,25 +1284,24 @@ class CudaBackend final : public Backend {
     const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
     sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
-    // Batches of 16+ queries over large stores stage 16 per block: each warp ranks its tile
-    // against all of them in one pass (half the blocks, twice the arithmetic per point load).
-    // Same H100 call against groups of 8 (run-2026-11-25-s24/call17, two rounds): ImageNet-like
-    // Q = 16-64 0.97-0.98x, GoogleNews-like 0.996-1.01x; over 100,000 x 128 (few tiles per SM,
-    // so half the blocks leave SMs idle) 1.02-1.04x slower, hence large stores only. Groups of 16
-    // for batches of 8-12 (half empty) measured 1.01-1.05x slower (call16).
+    // Over large stores, batches of 16+ stage 16 queries per block and batches of 9-12 stage 12:
+    // each warp ranks its tile against all of them in one pass. Same H100 calls against groups
+    // of 8:
+    // - 16: half the blocks, twice the arithmetic per point load (run-2026-11-25-s24/call17, two
+    //   rounds): ImageNet-like Q = 16-64 0.97-0.98x, GoogleNews-like 0.996-1.01x; over 100,000 x
+    //   128 (few tiles per SM, so half the blocks leave SMs idle) 1.02-1.04x slower, hence large
+    //   stores only. Groups of 16 for batches of 8-12 (half empty) measured 1.01-1.05x slower
+    //   (call16).
+    // - 12: groups of 8 ranked these batches as two, the second half empty and its tiles read
+    //   again from L2 (run-2026-11-28-s29/call3, two rounds): GoogleNews-like Q = 9-12
+    //   0.985-0.991x (the sample pass 70 us of the K = 128 Q = 12 search, 46 us at Q = 8: ncu,
+    //   call1), ImageNet-like K = 128 0.976x, K = 64 0.995-1.004x, inner product 0.98-1.0x.
     const bool large_store = std::uint64_t(plan.sample_tiles) * plan.sample_step >= 64ull * props_.multiProcessorCount;
-    if (sample.staged_queries && !sample.split_sums && large_store && n >= kSampleStagedWideGroup &&
-        sample_staged_bytes(chunks_, kSampleStagedWideGroup) <= kSampleStagedMaxBytes) {
-      sample.staged_group = kSampleStagedWideGroup;
-    }
-    // Batches of 9-12 over large stores the same way in one group of 12, where groups of 8 ranked
-    // them as two (the second half empty, its tiles read again from L2). Same H100 call against
-    // groups of 8 (run-2026-11-28-s29/call3, two rounds): GoogleNews-like Q = 9-12 0.985-0.991x
-    // (the sample pass 70 us of the K = 128 Q = 12 search, 46 us at Q = 8: ncu, call1),
-    // ImageNet-like K = 128 0.976x, K = 64 0.995-1.004x, inner product 0.98-1.0x.
-    if (sample.staged_queries && !sample.split_sums && large_store && n > kSampleStagedGroup &&
-        n <= kSampleStagedMidGroup && sample_staged_bytes(chunks_, kSampleStagedMidGroup) <= kSampleStagedMaxBytes) {
-      sample.staged_group = kSampleStagedMidGroup;
+    if (sample.staged_queries && !sample.split_sums && large_store) {
+      const std::uint32_t group = n >= kSampleStagedWideGroup                               ? kSampleStagedWideGroup
+                                  : n > kSampleStagedGroup && n <= kSampleStagedMidGroup ? kSampleStagedMidGroup
+                                                                                          : kSampleStagedGroup;
+      if (sample_staged_bytes(chunks_, group) <= kSampleStagedMaxBytes) sample.staged_group = group;
     }
     // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
     // calls, GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12
