@@ -36,10 +36,7 @@ void SpatialTree::read_stats() {
   // Only a build's first refit says whether refits can follow this store: later ones also carry
   // the growth of the refits before them, which a build clears.
   if (pending_refit_) refit_failed_ = !within_limits(last_stats_) && (refit_failed_ || pending_first_refit_);
-  if (pending_refit_ && !searchable(last_stats_)) {
-    refit_overflowed_ = true;
-    builds_since_overflowed_refit_ = 0;
-  }
+  if (pending_refit_ && !searchable(last_stats_)) reprobe_builds_left_ = kReprobeBuilds;
 }
 
 bool SpatialTree::refittable(const DeviceBuffer& buffer) {
@@ -47,7 +44,7 @@ bool SpatialTree::refittable(const DeviceBuffer& buffer) {
   if (buffer.inserts - inserts_at_build_ > kMaxOverflow) return false;
   if (buffer.vector_writes - vector_writes_at_update_ > std::max<std::uint64_t>(tree_slots_ / 4, kMaxOverflow)) return false;
   read_stats();  // figures not yet written count as the last ones read
-  return !refit_overflowed_ && within_limits(last_stats_);
+  return reprobe_builds_left_ == 0 && within_limits(last_stats_);
 }
 
 void SpatialTree::build(const DeviceBuffer& buffer, int width, cudaStream_t stream, int sms, bool mapped) {
@@ -117,9 +114,8 @@ void SpatialTree::launch(const DeviceBuffer& buffer, int width, bool refit, cuda
     pending_first_refit_ = refit && refits_since_build_ == 0;
   }
   refits_since_build_ = refit ? refits_since_build_ + 1 : 0;
-  if (!refit && refit_overflowed_ && ++builds_since_overflowed_refit_ >= kReprobeBuilds) {
-    refit_overflowed_ = false;  // the store may have calmed down: the next change tries a refit again
-  }
+  // After kReprobeBuilds builds the store may have calmed down: the next change tries a refit again.
+  if (!refit && reprobe_builds_left_ > 0) --reprobe_builds_left_;
   built_ = true;
   epoch_ = buffer.epoch;
   vectors_ = buffer.vectors.get();

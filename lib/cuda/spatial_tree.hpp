@@ -65,7 +65,7 @@ class SpatialTree {
   /// until kReprobeBuilds builds later: the store's points jump, and only builds keep up.
   bool refit_overflowed() noexcept {
     read_stats();
-    return refit_overflowed_;
+    return reprobe_builds_left_ > 0;
   }
   /// The device copy of the index's view (a fixed address: graphs may hold it).
   const SpatialView* view() const noexcept { return view_.get(); }
@@ -88,8 +88,8 @@ class SpatialTree {
   PinnedArray<SpatialStats> stats_;  // mapped: written by each build's or refit's last kernel
   Event stats_written_;
   bool stats_pending_ = false, pending_refit_ = false, pending_first_refit_ = false, refit_failed_ = false;
-  bool refit_overflowed_ = false;
-  std::uint32_t refits_since_build_ = 0, builds_since_overflowed_refit_ = 0;
+  std::uint32_t refits_since_build_ = 0;
+  std::uint32_t reprobe_builds_left_ = 0;  // > 0: a refit went past kMaxSearchOverflow; builds until one is tried again
   SpatialStats last_stats_{};
   bool built_ = false;
   std::uint64_t epoch_ = 0;
