@@ -36,6 +36,7 @@ DIR=${DIR:-order-out}
 mkdir -p "$DIR"
 CSV=$DIR/order-effect.csv
 echo "build,round,variant,median_ms,submit_ms,get_ms" > "$CSV"
+: > "$DIR/timeline.txt"  # this invocation's only (the folder outlives it on a warm machine)
 declare -A before=(
   [first]="--k 128 --q 1"
   [k64]="--k 64,128 --q 1"

@@ -26,7 +26,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <string>
 
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
@@ -527,7 +529,9 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     check_launch("sample_ranks_split_kernel");
   } else if (params.staged_queries) {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
-    constexpr int kG = int(kSampleStagedGroup), kMid = int(kSampleStagedMidGroup), kWide = int(kSampleStagedWideGroup);
+    // One kernel per staged group, in the order of kStagedGroups.
+    constexpr std::uint32_t kStagedGroups[] = {kSampleStagedGroup, kSampleStagedMidGroup, kSampleStagedWideGroup};
+    constexpr int kG = int(kStagedGroups[0]), kMid = int(kStagedGroups[1]), kWide = int(kStagedGroups[2]);
     const RanksKernel kernels[2][2][3] = {
         {{sample_ranks_staged_kernel<false, false, kG>, sample_ranks_staged_kernel<false, false, kMid>,
           sample_ranks_staged_kernel<false, false, kWide>},
@@ -537,15 +541,13 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
           sample_ranks_staged_kernel<true, false, kWide>},
          {sample_ranks_staged_kernel<true, true, kG>, sample_ranks_staged_kernel<true, true, kMid>,
           sample_ranks_staged_kernel<true, true, kWide>}}};
-    const int group = params.staged_group == kSampleStagedGroup      ? 0
-                      : params.staged_group == kSampleStagedMidGroup ? 1
-                      : params.staged_group == kSampleStagedWideGroup ? 2
-                                                                      : -1;
-    if (group < 0) {
-      throw CudaError("sample_ranks_staged_kernel: groups of " + std::to_string(kSampleStagedGroup) + ", " +
-                      std::to_string(kSampleStagedMidGroup) + " or " + std::to_string(kSampleStagedWideGroup) +
-                      " queries, not " + std::to_string(params.staged_group));
+    const auto found = std::find(std::begin(kStagedGroups), std::end(kStagedGroups), params.staged_group);
+    if (found == std::end(kStagedGroups)) {
+      std::string sizes;
+      for (const std::uint32_t g : kStagedGroups) sizes += (sizes.empty() ? "" : ", ") + std::to_string(g);
+      throw CudaError("sample_ranks_staged_kernel: groups of " + sizes + " queries, not " + std::to_string(params.staged_group));
     }
+    const auto group = found - std::begin(kStagedGroups);
     const std::size_t shared = sample_staged_bytes(params.chunks, params.staged_group);
     if (shared > kSampleStagedMaxBytes) throw CudaError("sample_ranks_staged_kernel: queries too large to stage");
     kernels[inner_product][filtered][group]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
