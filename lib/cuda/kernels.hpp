@@ -401,6 +401,13 @@ struct DeviceQueryParams {
   IdRangeDevice* ranges_out = nullptr;   // written when visible != nullptr
   std::uint32_t* thresholds = nullptr;   // num_queries
   unsigned long long* status = nullptr;  // [0] first bad query, [1] first bad range (~0: none)
+  // Where the kernel hands the status to the host (mapped pinned memory), or nullptr where the
+  // caller copies `status` back itself. With it, the last block to finish copies `status` there
+  // and sets it back to ~0 where this chunk is the batch's last (`last_chunk`), and leaves
+  // `arrivals` at zero for the next launch.
+  unsigned long long* host_status = nullptr;
+  std::uint32_t* arrivals = nullptr;     // blocks finished (zero between launches)
+  bool last_chunk = false;
 };
 void launch_prepare_device_queries(const DeviceQueryParams& params, cudaStream_t stream);
 

@@ -4,7 +4,8 @@
 // that take the dense screen or the direct search),
 // result buffers poisoned before every call, ordering on the caller's stream (queries written
 // and results read by copies queued on that stream around the call, one synchronisation at
-// the end), validation on the device (the host path's messages), the refusals, and KNN-Q's
+// the end), validation on the device (the host path's messages; a refused batch's status not
+// leaking into the next call, a batch of several launch chunks), the refusals, and KNN-Q's
 // lookup_and_update between searches. Built with CUDA (links the CUDA runtime for the buffers).
 #include <cuda_runtime_api.h>
 
@@ -224,6 +225,80 @@ TEST_CASE("search_device validates long rows: the bad element anywhere in the ro
       auto ticket = search_device(store, {dq.p, nq, 0, 0, nullptr}, 5, {dd.p, di.p}, 0);
       CHECK(message_of<InvalidArgument>([&] { (void)ticket.get(); }).find("query 3") != std::string::npos);
     }
+  }
+}
+
+namespace {
+
+/// An L2 store of n uniform points (published every queue_capacity inserts: one thread that
+/// pushes more than that between publishes waits for itself).
+std::unique_ptr<ReferenceSet> uniform_store(std::mt19937_64& g, std::size_t dim, std::size_t n) {
+  auto store = std::make_unique<ReferenceSet>(gpu_config(dim, Metric::L2, false));
+  const auto data = uniform(g, n * dim);
+  for (PointId id = 0; id < n; ++id) {
+    store->insert(id, std::span<const float>(data).subspan(id * dim, dim));
+    if ((id + 1) % store->config().queue_capacity == 0) store->publish();
+  }
+  store->publish();
+  return store;
+}
+
+/// The batch is refused, naming query `bad` as its first bad row.
+void refused_at(Ticket<std::uint64_t>& ticket, std::size_t bad) {
+  const std::string message = message_of<InvalidArgument>([&] { (void)ticket.get(); });
+  CHECK_MESSAGE(message.find("query " + std::to_string(bad) + "[") != std::string::npos, message);
+}
+
+}  // namespace
+
+TEST_CASE("search_device names each batch's own bad query, call after call on the same buffers (graph replays)") {
+  // The validation hands its status to the host and resets it for the next batch itself: a
+  // refused batch must not leak into the next call on the same buffers (a replayed graph).
+  auto g = rng(8806);
+  const std::size_t dim = 16, nq = 8, k = 4;
+  const auto store = uniform_store(g, dim, 2'000);
+  Dev<float> dq(nq * dim), dd(nq * k);
+  Dev<PointId> di(nq * k);
+  for (int round = 0; round < 10; ++round) {
+    CAPTURE(round);
+    auto queries = uniform(g, nq * dim);
+    const std::size_t bad = round % 2 == 1 ? std::size_t(round) % nq : nq;  // odd rounds refuse one query
+    if (bad < nq) queries[bad * dim + 3] = NAN;
+    ok(cudaMemcpy(dq.p, queries.data(), queries.size() * 4, cudaMemcpyHostToDevice), "queries");
+    auto ticket = search_device(*store, {dq.p, nq, 0, 0, nullptr}, k, {dd.p, di.p}, 0);
+    if (bad < nq) {
+      refused_at(ticket, bad);
+    } else {
+      CHECK(ticket.get() == store->epoch());
+    }
+  }
+}
+
+TEST_CASE("search_device names the first bad query of a batch run in several launch chunks") {
+  // 1,100 queries of 64 dims over 70,000 slots at k = 8: the dense screen's rows outgrow the
+  // workspace budget, so the batch runs in launch chunks (test_gpu_vs_cpu's case of that shape),
+  // and the status the chunks' validations build up is handed over by the last.
+  auto g = rng(8807);
+  const std::size_t dim = 64, nq = 1'100, k = 8;
+  const auto store = uniform_store(g, dim, 70'000);
+  const auto queries = uniform(g, nq * dim);
+  Dev<float> dq(nq * dim), dd(nq * k);
+  Dev<PointId> di(nq * k);
+  for (const std::vector<std::size_t>& bad :
+       {std::vector<std::size_t>{1'050}, std::vector<std::size_t>{20, 1'050}, std::vector<std::size_t>{}}) {
+    CAPTURE(bad.size());
+    auto q = queries;
+    for (const std::size_t b : bad) q[b * dim + 5] = INFINITY;
+    ok(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "queries");
+    auto ticket = search_device(*store, {dq.p, nq, 0, 0, nullptr}, k, {dd.p, di.p}, 0);
+    if (!bad.empty()) {
+      refused_at(ticket, bad.front());
+      continue;
+    }
+    CHECK(ticket.get() == store->epoch());
+    std::vector<PointId> ids(nq * k);
+    ok(cudaMemcpy(ids.data(), di.p, nq * k * 8, cudaMemcpyDeviceToHost), "ids");
+    CHECK(ids == store->search(q, k).ids);
   }
 }
 

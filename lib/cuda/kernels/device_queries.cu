@@ -5,7 +5,8 @@
 // One thread per query took 44 us for one MNIST-like query (784 elements, a chain of dependent
 // loads and double adds; ncu, H100), half the search it prepared; the warp's lanes now check and
 // copy the elements together, and only a cosine norm, whose double sum must keep the CPU's order,
-// is summed by one lane (from L1: the warp has just read the row).
+// is summed by one lane (from L1: the warp has just read the row). A bad row's index goes to a
+// status word, which the kernel's last block hands to the host (DeviceQueryParams::host_status).
 #include <algorithm>
 #include <cmath>
 
@@ -21,10 +22,8 @@ constexpr int kCosine = 2, kHaversine = 3;
 
 constexpr int kWarpsPerBlock = 4;
 
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_kernel(DeviceQueryParams p) {
-  const std::uint32_t lane = threadIdx.x & 31;
-  const std::uint32_t i = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (i >= p.num_queries) return;  // the whole warp
+/// Query i of the chunk, by one warp.
+__device__ void prepare_query(const DeviceQueryParams& p, std::uint32_t i, std::uint32_t lane) {
   const std::uint32_t q = p.first + i;
   const float* row = p.in + std::size_t(q) * p.row_stride;
   float* out = p.queries_out + std::size_t(i) * p.chunks * 4;
@@ -76,6 +75,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_ke
     }
     p.ranges_out[i] = r;
   }
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_kernel(DeviceQueryParams p) {
+  const std::uint32_t lane = threadIdx.x & 31;
+  const std::uint32_t i = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (i < p.num_queries) prepare_query(p, i, lane);
+  if (p.host_status == nullptr) return;
+  // The status reaches the host from here, not by a copy after the search: a copy node after a
+  // small search's kernels cost its graph about 8 us (bench_graph_copies), and the kernels after
+  // this one do not touch the status.
+  __shared__ bool last;
+  __syncthreads();  // this block's status updates are done
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(p.arrivals, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence();  // every block's status updates before the reads below
+  if (p.last_chunk) {
+    p.host_status[0] = atomicExch(&p.status[0], ~0ull);
+    p.host_status[1] = atomicExch(&p.status[1], ~0ull);
+  }
+  *p.arrivals = 0;
 }
 
 }  // namespace
