@@ -3,7 +3,8 @@
 # built elsewhere and carried in BIN (default .device-bin-devapi):
 #   BIN/test_device_search      search_device / predict_device against search() and the models
 #   BIN/test_conformance_cuda   the conformance suite on CUDA (lookup_and_update cases first)
-#   BIN/src                     a snapshot of the source tree, with build-deps (gpu_check.sh collect)
+#   BIN/src                     a snapshot of the whole source tree (the Python suite reads docs/ and
+#                               README.md), with build-deps (gpu_check.sh collect)
 #   BIN/test_gpu_vs_cpu         regression check of the query pipeline (best effort, time-boxed)
 # Usage, from the repository root of the GPU machine:  bash BIN/src/tests/gpu/run_device_api.sh BIN
 # Logs go to $OUT (or ./gpu-logs). Exit status: number of failed steps.
