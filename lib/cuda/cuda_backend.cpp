@@ -1411,11 +1411,11 @@ class CudaBackend final : public Backend {
     if (mapped_status) {
       // No reset or copy around the batch (two graph nodes: on an H200 the device-resident search's
       // GPU time went 34.5 -> 29.0 us at 1,000,000 x 2 Q = 1, 82 -> 78 us at MNIST-like Q = 1 and
-      // 138 -> 129 us at Q = 16, run-2026-11-28-s31 call 8): the host clears its copy, and the
-      // device arrays are reset here only where the last batch did not finish enqueueing.
+      // 138 -> 129 us at Q = 16, run-2026-11-28-s31 call 8). The last chunk's validation writes
+      // both host words (a batch has at least one query); the device arrays are reset here only
+      // where the last batch did not finish enqueueing.
       if (!c.status_reset) reset_status();
       c.status_reset = false;
-      c.host_status.get()[0] = c.host_status.get()[1] = ~0ull;
     }
     auto enqueue_all = [&] {
       if (!mapped_status) reset_status();

@@ -229,6 +229,19 @@ __device__ __forceinline__ void copy_async16_or_zero(float4* to, const float4* f
                : "memory");
 }
 
+/// True, in every thread, for the block that arrives last of `blocks` counted on *arrivals: that
+/// block then sees every arrived block's writes from before its arrival. Every thread of the
+/// block calls it; the caller zeroes *arrivals again (in the last block) for the next launch.
+__device__ __forceinline__ bool last_block_to_arrive(std::uint32_t* arrivals, std::uint32_t blocks) {
+  __shared__ bool last;
+  __threadfence();  // this block's writes before its arrival
+  __syncthreads();  // every thread's (and the previous call's reads of `last`)
+  if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == blocks - 1;
+  __syncthreads();
+  if (last) __threadfence();  // the other blocks' writes before this block's reads
+  return last;
+}
+
 /// Asks L2 to fetch the line holding `at` (no register waits on it).
 __device__ __forceinline__ void prefetch_l2(const void* at) { asm volatile("prefetch.global.L2 [%0];" ::"l"(at)); }
 

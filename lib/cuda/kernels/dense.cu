@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   __shared__ std::uint32_t counts[256], words[3], scratch[96];
   __shared__ std::uint32_t batch_count, best_count, listed_groups;
   __shared__ float query_norm;
-  __shared__ bool overflow, last_part;
+  __shared__ bool overflow;
 
   const float* const row = p.screened + std::size_t(q) * p.row_stride;
   const float4* const query_row = reinterpret_cast<const float4*>(p.queries) + std::size_t(q) * chunks;
@@ -535,12 +535,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     const std::uint32_t from = part * n_first / parts, to = (part + 1) * n_first / parts;
     Candidate* const shares = p.split + std::size_t(q) * kDenseSplitMax;
     rank_slots(from, to - from, [&](std::uint32_t i, const Candidate& c) { shares[from + i] = c; });
-    __threadfence();  // this block's candidates are visible before its arrival is counted
-    __syncthreads();
-    if (threadIdx.x == 0) last_part = atomicAdd(&p.arrivals[q], 1u) == parts - 1;
-    __syncthreads();
-    if (!last_part) return;
-    __threadfence();
+    if (!last_block_to_arrive(&p.arrivals[q], parts)) return;  // the last merges every block's candidates
     for (std::uint32_t i = threadIdx.x; i < n_first; i += kSelectThreads) {
       const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(shares + i));
       merged[i] = *reinterpret_cast<const Candidate*>(&raw);

@@ -85,15 +85,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_ke
   // The status reaches the host from here, not by a copy after the search: a copy node after a
   // small search's kernels cost its graph about 8 us (bench_graph_copies), and the kernels after
   // this one do not touch the status.
-  __shared__ bool last;
-  __syncthreads();  // this block's status updates are done
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(p.arrivals, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last || threadIdx.x != 0) return;
-  __threadfence();  // every block's status updates before the reads below
+  if (!last_block_to_arrive(p.arrivals, gridDim.x) || threadIdx.x != 0) return;
   if (p.last_chunk) {
     p.host_status[0] = atomicExch(&p.status[0], ~0ull);
     p.host_status[1] = atomicExch(&p.status[1], ~0ull);

@@ -372,7 +372,6 @@ __global__ void __launch_bounds__(kTreeThreads, 1) spatial_tree_kernel(SpatialBu
   using Point = typename G::Point;
   using Box = typename G::Box;
   __shared__ Box boxes[32];
-  __shared__ bool last;
   const StoreView* const store = p.store;
   BuildBounds* const bounds = reinterpret_cast<BuildBounds*>(p.scratch);
   std::uint32_t* const level2_arrivals = p.scratch + kSpatialScratchWords;
@@ -432,16 +431,8 @@ __global__ void __launch_bounds__(kTreeThreads, 1) spatial_tree_kernel(SpatialBu
       }
     }
     if (view.levels > 2) {  // the last of the 32 (or fewer) children of a node of level 2 takes its box
-      __threadfence();
-      __syncthreads();
-      const std::uint32_t parent = blockIdx.x / 32;
-      if (threadIdx.x == 0) {
-        const std::uint32_t children = min(32u, view.level_size[1] - parent * 32);
-        last = atomicAdd(&level2_arrivals[parent], 1u) == children - 1;
-      }
-      __syncthreads();
-      if (last && warp == 0) {
-        __threadfence();
+      const std::uint32_t parent = blockIdx.x / 32, children = min(32u, view.level_size[1] - parent * 32);
+      if (last_block_to_arrive(&level2_arrivals[parent], children) && warp == 0) {
         node_box<G>(tree_boxes + view.level_start[1], view.level_size[1], tree_boxes + view.level_start[2], parent, lane);
         if (lane == 0) level2_arrivals[parent] = 0;
       }
@@ -457,12 +448,7 @@ __global__ void __launch_bounds__(kTreeThreads, 1) spatial_tree_kernel(SpatialBu
     }
   }
   // The last block of all: the levels above 2, then the view, the figures, and the counters reset.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&bounds->blocks_done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_block_to_arrive(&bounds->blocks_done, gridDim.x)) return;
   // (Shared copies of the level table: indexing the parameter by level would copy it to the stack.)
   __shared__ std::uint32_t level_start[kSpatialMaxLevels], level_size[kSpatialMaxLevels];
   if (threadIdx.x == 0) {
