@@ -25,6 +25,7 @@ __device__ void bitonic_sort_doubles(double* s, std::uint32_t n) {
 }
 
 __global__ void __launch_bounds__(kAggregateThreads) aggregate_kernel(AggregateParams p) {
+  start_chained_kernel();
   extern __shared__ __align__(16) unsigned char shared[];
   __shared__ std::uint32_t found_s;
   __shared__ bool any_zero_s;
@@ -138,8 +139,7 @@ void launch_aggregate(const AggregateParams& params, cudaStream_t stream) {
   } else if (params.mode != 2 && params.classes <= kSharedClasses) {
     shared = params.classes * sizeof(double);
   }
-  aggregate_kernel<<<params.num_queries, kAggregateThreads, shared, stream>>>(params);
-  check_launch("aggregate_kernel");
+  launch_chained("aggregate_kernel", aggregate_kernel, params.num_queries, kAggregateThreads, shared, stream, params);
 }
 
 }  // namespace streamknn::detail::gpu

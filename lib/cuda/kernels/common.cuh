@@ -249,4 +249,37 @@ inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }
 
+/// Chained kernels (programmatic dependent launch, sm_90): a search's kernels follow one another
+/// on one stream, and each waited for the one before it to finish before it was even scheduled,
+/// about a microsecond between two kernels of a captured search. A kernel launched with
+/// launch_chained may be scheduled while the kernel before it still runs; it must call
+/// start_chained_kernel() before anything else, which waits until the work before it on the
+/// stream has finished and its writes are visible, then lets the next chained kernel be
+/// scheduled (its blocks then wait on an SM, not in the launch queue). Kernels launched the
+/// usual way keep the full dependency, so a chain never waits on less than the stream order.
+__device__ __forceinline__ void start_chained_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Launches `kernel` (which starts with start_chained_kernel) on `stream` as a chained kernel;
+/// `name` names it in the CudaError of a failed launch.
+template <class... Params, class... Args>
+void launch_chained(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared,
+                    cudaStream_t stream, const Args&... args) {
+  cudaLaunchAttribute chained{};
+  chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  chained.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &chained;
+  config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, args...), "cudaLaunchKernelEx", name);
+}
+
 }  // namespace streamknn::detail::gpu

@@ -83,6 +83,7 @@ constexpr std::size_t product_shared_bytes() {
 /// and its query loads are broadcasts.
 template <int BN, int TM, int TN, int THREADS, bool kExact>
 __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
+  start_chained_kernel();
   constexpr int QT = BN / TN, PT = THREADS / QT, BM = PT * TM;
   constexpr int kStep = step_chunks<kExact>, kStages = product_stages<kExact>;
   static_assert(kExact || QT >= TM, "thread tn < TM keeps point tn's norm");
@@ -321,6 +322,7 @@ __device__ std::uint32_t bound_key(std::uint32_t n, std::uint32_t want, std::uin
 }
 
 __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParams p) {
+  start_chained_kernel();
   extern __shared__ __align__(16) unsigned char shared[];
   const std::uint32_t parts = p.blocks_per_query, q = blockIdx.x / parts, part = blockIdx.x % parts;
   const std::uint32_t k = p.k, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -578,9 +580,8 @@ template <ProductTile T, bool kExact>
 void launch_product(const DenseParams& p, cudaStream_t stream) {
   constexpr int BM = T.threads / (T.bn / T.tn) * T.tm;
   const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + T.bn - 1) / T.bn);
-  dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>
-      <<<grid, T.threads, product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>(), stream>>>(p);
-  check_launch("dense_product_kernel");
+  launch_chained("dense_product_kernel", dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>, grid, T.threads,
+                 product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>(), stream, p);
 }
 
 template <ProductTile T, bool kExact>
@@ -638,9 +639,8 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   }
   params.stage_points = std::max(min_stage_points(p.chunks, p.row_stride / kTile),
                                  std::uint32_t(std::min<std::size_t>(kSelectThreads, (p.shared_limit - fixed) / point_bytes)));
-  dense_select_kernel<<<p.num_queries * params.blocks_per_query, kSelectThreads,
-                        select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream>>>(params);
-  check_launch("dense_select_kernel");
+  launch_chained("dense_select_kernel", dense_select_kernel, p.num_queries * params.blocks_per_query, kSelectThreads,
+                 select_shared_bytes(p.k, p.chunks, p.row_stride / kTile, params.stage_points), stream, params);
 }
 
 }  // namespace streamknn::detail::gpu

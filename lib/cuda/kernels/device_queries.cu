@@ -78,6 +78,7 @@ __device__ void prepare_query(const DeviceQueryParams& p, std::uint32_t i, std::
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_kernel(DeviceQueryParams p) {
+  start_chained_kernel();
   const std::uint32_t lane = threadIdx.x & 31;
   const std::uint32_t i = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   if (i < p.num_queries) prepare_query(p, i, lane);
@@ -98,8 +99,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) prepare_device_queries_ke
 void launch_prepare_device_queries(const DeviceQueryParams& params, cudaStream_t stream) {
   if (params.num_queries == 0) return;
   const int blocks = static_cast<int>((params.num_queries + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  prepare_device_queries_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(params);
-  check_launch("prepare_device_queries_kernel");
+  launch_chained("prepare_device_queries_kernel", prepare_device_queries_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
+                 params);
 }
 
 }  // namespace streamknn::detail::gpu

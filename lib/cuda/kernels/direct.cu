@@ -47,6 +47,7 @@ constexpr std::uint32_t kNoKey = 0xffffffffu;
 
 template <int kWidth, bool kInnerProduct, bool kFiltered>
 __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : kUnfilteredBlocksPerSm) direct_kernel(ScanParams p) {
+  start_chained_kernel();
   __shared__ Candidate list[kListCapacity];
   __shared__ Candidate kept[kDirectMaxK];
   __shared__ std::uint32_t group_min[kGroups];
@@ -200,9 +201,9 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
 template <int kWidth, bool kInnerProduct>
 void launch_for(const ScanParams& p, dim3 grid, bool filtered, cudaStream_t stream) {
   if (filtered) {
-    direct_kernel<kWidth, kInnerProduct, true><<<grid, kThreads, 0, stream>>>(p);
+    launch_chained("direct_kernel", direct_kernel<kWidth, kInnerProduct, true>, grid, kThreads, 0, stream, p);
   } else {
-    direct_kernel<kWidth, kInnerProduct, false><<<grid, kThreads, 0, stream>>>(p);
+    launch_chained("direct_kernel", direct_kernel<kWidth, kInnerProduct, false>, grid, kThreads, 0, stream, p);
   }
 }
 
@@ -240,7 +241,6 @@ void launch_direct(const ScanParams& p, std::uint32_t blocks, int width, bool in
   } else {
     inner_product ? launch_for<4, true>(p, grid, filtered, stream) : launch_for<4, false>(p, grid, filtered, stream);
   }
-  check_launch("direct_kernel");
 }
 
 }  // namespace streamknn::detail::gpu

@@ -18,6 +18,7 @@ namespace {
 constexpr std::uint32_t kPadding = ~0u;
 
 __global__ void knnq_estimate_kernel(KnnqParams p) {
+  start_chained_kernel();
   const std::uint32_t q = blockIdx.x;
   const std::uint32_t* slots = p.slots + std::size_t(q) * p.k;
   std::uint32_t n = 0;
@@ -33,6 +34,7 @@ __global__ void knnq_estimate_kernel(KnnqParams p) {
 }
 
 __global__ void knnq_rows_kernel(KnnqParams p) {
+  start_chained_kernel();
   const std::size_t entries = std::size_t(p.num_queries) * p.k;
   const std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= entries) return;
@@ -59,8 +61,7 @@ __global__ void knnq_rows_kernel(KnnqParams p) {
 void launch_knnq_estimate(const KnnqParams& params, cudaStream_t stream) {
   if (params.num_queries == 0) return;
   const int threads = static_cast<int>(params.outputs < 128 ? (params.outputs + 31) / 32 * 32 : 128);
-  knnq_estimate_kernel<<<params.num_queries, threads, 0, stream>>>(params);
-  check_launch("knnq_estimate_kernel");
+  launch_chained("knnq_estimate_kernel", knnq_estimate_kernel, params.num_queries, threads, 0, stream, params);
 }
 
 void launch_knnq_rows(const KnnqParams& params, cudaStream_t stream) {
@@ -68,8 +69,7 @@ void launch_knnq_rows(const KnnqParams& params, cudaStream_t stream) {
   if (entries == 0) return;
   const int threads = 128;
   const unsigned blocks = static_cast<unsigned>((entries + threads - 1) / threads);
-  knnq_rows_kernel<<<blocks, threads, 0, stream>>>(params);
-  check_launch("knnq_rows_kernel");
+  launch_chained("knnq_rows_kernel", knnq_rows_kernel, blocks, threads, 0, stream, params);
 }
 
 }  // namespace streamknn::detail::gpu

@@ -205,6 +205,7 @@ __device__ __noinline__ void merge_lists(const Layout layout, unsigned char* sha
 // elements), no spills.
 template <int kWidth>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams p) {
+  start_chained_kernel();
   static_assert(kWidth == 2 || kWidth == 4);
   extern __shared__ float4 shared_memory[];
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, k = p.k;
@@ -486,11 +487,10 @@ void launch_resident(const ScanParams& p, std::uint32_t blocks, std::uint32_t wa
   const dim3 grid(blocks, (p.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
   const std::size_t shared = layout_for(width, warps).total;
   if (width == 2) {
-    resident_kernel<2><<<grid, warps * 32, shared, stream>>>(p);
+    launch_chained("resident_kernel", resident_kernel<2>, grid, warps * 32, shared, stream, p);
   } else {
-    resident_kernel<4><<<grid, warps * 32, shared, stream>>>(p);
+    launch_chained("resident_kernel", resident_kernel<4>, grid, warps * 32, shared, stream, p);
   }
-  check_launch("resident_kernel");
 }
 
 }  // namespace streamknn::detail::gpu

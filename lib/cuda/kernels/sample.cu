@@ -124,6 +124,7 @@ __device__ __forceinline__ SampleBlock sample_block(const SampleParams& p) {
 
 template <bool kInnerProduct, bool kFiltered, bool kBatched>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleParams p) {
+  start_chained_kernel();
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
   const SampleBlock block = sample_block(p);
@@ -190,6 +191,7 @@ __device__ __forceinline__ void stage_queries(const SampleParams& p, float4* sta
 /// in one pass over its tile with kSampleLoads point loads in flight.
 template <bool kInnerProduct, bool kFiltered, int G>
 __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(SampleParams p) {
+  start_chained_kernel();
   extern __shared__ float4 staged[];  // G queries x chunks, query-major
   const StoreView store = *p.store;
   const std::uint32_t lane = threadIdx.x & 31;
@@ -227,6 +229,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
 /// only; sample_kth_kernel raises the k-th by SampleParams::order_margin (see order_margin).
 template <bool kFiltered>
 __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel(SampleParams p) {
+  start_chained_kernel();
   extern __shared__ float4 staged[];  // kSampleStagedGroup queries x chunks, query-major; then the partial sums
   constexpr int G = int(kSampleStagedGroup);
   const StoreView store = *p.store;
@@ -293,6 +296,7 @@ constexpr std::uint32_t kKthCountMax = 128;
 /// every tile's ranks across the warp per query: ncu, 1,000,000 x 2, Q = 1,024, 134 us).
 template <int kWidth>
 __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_resident_kernel(SampleParams p) {
+  start_chained_kernel();
   static_assert(kWidth == 2 || kWidth == 4);
   constexpr int kQueries = int(kResidentQueriesPerThread);
   __shared__ float4 stage[kResidentSampleWarps][kWidth][kTile / 4];  // element e of points 4 g .. 4 g + 3 at [e][g]
@@ -383,6 +387,7 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
 /// per key), and ranks the last few keys by counting. The threshold becomes that key (+inf, no
 /// bound, when fewer than k keys are finite).
 __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
+  start_chained_kernel();
   __shared__ std::uint32_t staged[kKthStaged];
   __shared__ std::uint32_t histogram[2][256];
   __shared__ std::uint32_t scratch[96], step_words[3], gathered;
@@ -504,15 +509,15 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     const dim3 grid(std::max<std::uint32_t>(1, (params.sample_tiles + per_row - 1) / per_row),
                     (params.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
     if (params.width == 2) {
-      sample_ranks_resident_kernel<2><<<grid, kResidentSampleWarps * 32, 0, stream>>>(params);
+      launch_chained("sample_ranks_resident_kernel", sample_ranks_resident_kernel<2>, grid, kResidentSampleWarps * 32,
+                     0, stream, params);
     } else {
-      sample_ranks_resident_kernel<4><<<grid, kResidentSampleWarps * 32, 0, stream>>>(params);
+      launch_chained("sample_ranks_resident_kernel", sample_ranks_resident_kernel<4>, grid, kResidentSampleWarps * 32,
+                     0, stream, params);
     }
-    check_launch("sample_ranks_resident_kernel");
     // A block of 256 threads per query: these batches hold hundreds of queries, and blocks of
     // kKthThreads ran them in four waves (ncu, 1,000,000 x 2, Q = 1,024: 27 us).
-    sample_kth_kernel<<<params.num_queries, kKthResidentThreads, 0, stream>>>(params);
-    check_launch("sample_kth_kernel");
+    launch_chained("sample_kth_kernel", sample_kth_kernel, params.num_queries, kKthResidentThreads, 0, stream, params);
     return;
   }
   const std::uint32_t split = params.split_sums && !inner_product && params.staged_queries ? sample_split_warps(params.chunks) : 1;
@@ -525,8 +530,7 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     const RanksKernel kernels[2] = {sample_ranks_split_kernel<false>, sample_ranks_split_kernel<true>};
     const std::size_t shared = split_shared_bytes(params.chunks, split);
     const dim3 grid(sample_grid(params, params.sample_tiles));
-    kernels[filtered]<<<grid, split * 32, shared, stream>>>(params);
-    check_launch("sample_ranks_split_kernel");
+    launch_chained("sample_ranks_split_kernel", kernels[filtered], grid, split * 32, shared, stream, params);
   } else if (params.staged_queries) {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
     // One kernel per staged group, in the order of kStagedGroups.
@@ -550,8 +554,8 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
     const auto group = found - std::begin(kStagedGroups);
     const std::size_t shared = sample_staged_bytes(params.chunks, params.staged_group);
     if (shared > kSampleStagedMaxBytes) throw CudaError("sample_ranks_staged_kernel: queries too large to stage");
-    kernels[inner_product][filtered][group]<<<grid, kSampleWarps * 32, shared, stream>>>(params);
-    check_launch("sample_ranks_staged_kernel");
+    launch_chained("sample_ranks_staged_kernel", kernels[inner_product][filtered][group], grid, kSampleWarps * 32,
+                   shared, stream, params);
   } else {
     const dim3 grid(sample_grid(params, (params.sample_tiles + kSampleWarps - 1) / kSampleWarps));
     const RanksKernel kernels[2][2][2] = {
@@ -559,11 +563,10 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
          {sample_ranks_kernel<false, true, false>, sample_ranks_kernel<false, true, true>}},
         {{sample_ranks_kernel<true, false, false>, sample_ranks_kernel<true, false, true>},
          {sample_ranks_kernel<true, true, false>, sample_ranks_kernel<true, true, true>}}};
-    kernels[inner_product][filtered][params.batched_loads]<<<grid, kSampleWarps * 32, 0, stream>>>(params);
-    check_launch("sample_ranks_kernel");
+    launch_chained("sample_ranks_kernel", kernels[inner_product][filtered][params.batched_loads], grid,
+                   kSampleWarps * 32, 0, stream, params);
   }
-  sample_kth_kernel<<<params.num_queries, kKthThreads, 0, stream>>>(params);
-  check_launch("sample_kth_kernel");
+  launch_chained("sample_kth_kernel", sample_kth_kernel, params.num_queries, kKthThreads, 0, stream, params);
 }
 
 }  // namespace streamknn::detail::gpu

@@ -292,6 +292,7 @@ constexpr int max_threads() {
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled,
           bool kScreen = false>
 __global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanParams p) {
+  start_chained_kernel();
   // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18%
   // slower (run-2026-11-23-pipeline/).
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
@@ -1112,8 +1113,7 @@ void launch_scan(const ScanParams& params, const ScanShape& shape, cudaStream_t 
   const ScanKernel kernel = kernel_for(shape);
   const std::size_t shared = scan_shared_bytes(shape, params.k);
   const dim3 grid(shape.blocks_per_group, (params.num_queries + shape.query_group - 1) / shape.query_group);
-  kernel<<<grid, shape.warps_per_block * 32, shared, stream>>>(params);
-  check_launch("scan_kernel");
+  launch_chained("scan_kernel", kernel, grid, shape.warps_per_block * 32, shared, stream, params);
 }
 
 }  // namespace streamknn::detail::gpu

@@ -139,6 +139,7 @@ __device__ Candidate kth_of_loaded(const Candidate* s, LoadedKeys keys, std::uin
 
 /// first_take: entries of each list the first round loads (first_take(), on the host).
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, std::uint32_t first_take) {
+  start_chained_kernel();
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
   if (p.blocks == 1) {
     // One list per query: sorted by (rank, id) and at most k long (as every list), so it is the
@@ -308,8 +309,8 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   const std::size_t shared = select_shared_bytes(capacity, params.k);
   const bool batch = params.num_queries >= kSelectBatchQueries && capacity <= kSelectBatchCapacity;
   const int threads = batch ? kSelectBatchThreads : kSelectThreads;
-  select_kernel<<<params.num_queries, threads, shared, stream>>>(params, first_take(params.blocks, params.k));
-  check_launch("select_kernel");
+  launch_chained("select_kernel", select_kernel, params.num_queries, threads, shared, stream, params,
+                 first_take(params.blocks, params.k));
 }
 
 }  // namespace streamknn::detail::gpu

@@ -626,6 +626,7 @@ __device__ __forceinline__ int nearest_lane(unsigned open, float key, std::uint3
 /// kWidth: the store's vector width; R: the list's registers per lane (k <= 32 R).
 template <int kWidth, int R>
 __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(SpatialSearchParams p) {
+  start_chained_kernel();
   using G = Geometry<kWidth>;
   __shared__ StackEntry stacks[kSearchWarps][kStackEntries];
   const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -818,11 +819,14 @@ void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
   auto launch = [&](auto width) {
     constexpr int kWidth = decltype(width)::value;
     if (p.k <= 32) {
-      spatial_search_kernel<kWidth, 1><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 1>, blocks, kSearchWarps * 32, 0, stream,
+                     p);
     } else if (p.k <= 64) {
-      spatial_search_kernel<kWidth, 2><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 2>, blocks, kSearchWarps * 32, 0, stream,
+                     p);
     } else {
-      spatial_search_kernel<kWidth, 4><<<blocks, kSearchWarps * 32, 0, stream>>>(p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 4>, blocks, kSearchWarps * 32, 0, stream,
+                     p);
     }
   };
   if (p.width == 2) {
@@ -830,7 +834,6 @@ void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
   } else {
     launch(std::integral_constant<int, 4>{});
   }
-  check_launch("spatial_search_kernel");
 }
 
 }  // namespace streamknn::detail::gpu
