@@ -250,8 +250,9 @@ inline void check_launch(const char* kernel) {
 }
 
 /// Chained kernels (programmatic dependent launch, sm_90): a search's kernels follow one another
-/// on one stream, and each waited for the one before it to finish before it was even scheduled,
-/// about a microsecond between two kernels of a captured search. A kernel launched with
+/// on one stream, and each waited for the one before it to finish before it was even scheduled
+/// (1.3 us from one kernel's last block to the next one's first in a captured search on an
+/// H200, run-2026-11-28-s31; chained, one query end to end took 0.96-0.98x). A kernel launched with
 /// launch_chained may be scheduled while the kernel before it still runs; it must call
 /// start_chained_kernel() before anything else, which waits until the work before it on the
 /// stream has finished and its writes are visible, then lets the next chained kernel be
@@ -264,8 +265,18 @@ __device__ __forceinline__ void start_chained_kernel() {
 #endif
 }
 
-/// Launches `kernel` (which starts with start_chained_kernel) on `stream` as a chained kernel;
-/// `name` names it in the CudaError of a failed launch.
+/// Whether kernels are launched chained: only where every architecture this file is compiled
+/// for has the wait (sm_90 on). A kernel JIT-compiled from older PTX on a newer GPU would start
+/// without it, so such a build launches the usual way.
+#if defined(__CUDA_ARCH_LIST__)
+inline constexpr int kCompiledArchs[] = {__CUDA_ARCH_LIST__};  // ascending
+inline constexpr bool kChainedLaunches = kCompiledArchs[0] >= 900;
+#else
+inline constexpr bool kChainedLaunches = false;
+#endif
+
+/// Launches `kernel` (which starts with start_chained_kernel) on `stream` as a chained kernel
+/// (where kChainedLaunches); `name` names it in the CudaError of a failed launch.
 template <class... Params, class... Args>
 void launch_chained(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared,
                     cudaStream_t stream, const Args&... args) {
@@ -278,7 +289,7 @@ void launch_chained(const char* name, void (*kernel)(Params...), dim3 grid, dim3
   config.dynamicSmemBytes = shared;
   config.stream = stream;
   config.attrs = &chained;
-  config.numAttrs = 1;
+  config.numAttrs = kChainedLaunches ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, kernel, args...), "cudaLaunchKernelEx", name);
 }
 
