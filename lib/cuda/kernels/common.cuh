@@ -249,11 +249,11 @@ inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }
 
-/// Chained kernels (programmatic dependent launch, sm_90): a search's kernels follow one another
-/// on one stream, and each waited for the one before it to finish before it was even scheduled
-/// (1.3 us from one kernel's last block to the next one's first in a captured search on an
-/// H200, run-2026-11-28-s31; chained, one query end to end took 0.96-0.98x). A kernel launched with
-/// launch_chained may be scheduled while the kernel before it still runs; it must call
+/// Chained kernels (programmatic dependent launch, sm_90). A search's kernels follow one another
+/// on one stream; launched the usual way, each is scheduled only once the one before it has
+/// finished (1.3 us from one kernel's last block to the next one's first in a captured search on
+/// an H200, run-2026-11-28-s31; chained, one query end to end took 0.96-0.98x the time, s32).
+/// A kernel launched with launch_chained may be scheduled while the kernel before it runs; it must call
 /// start_chained_kernel() before anything else, which waits until the work before it on the
 /// stream has finished and its writes are visible, then lets the next chained kernel be
 /// scheduled (its blocks then wait on an SM, not in the launch queue). Kernels launched the
