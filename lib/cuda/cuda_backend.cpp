@@ -1440,25 +1440,22 @@ class CudaBackend final : public Backend {
                    "cudaMemcpyAsync(device search status)");
       }
     };
-    if (config_.debug || nq > kGraphMaxQueries || plan.chunk_queries < nq) {
-      enqueue_all();
-      c.status_reset = true;
-      return;
-    }
-    const QueryContext::DeviceGraphKey key{graph_key(plan, nq, mode_of(r.aggregate.output), r.aggregate, buffer),
-                                           r.queries, r.row_stride, r.visible, r.distances, r.ids, r.labels,
-                                           r.probabilities, r.values};
-    auto it = c.device_graphs.find(key);
-    if (it == c.device_graphs.end()) {  // first seen: run it, and capture it if it comes back
-      if (c.device_graphs.size() >= kMaxCachedGraphs) c.device_graphs.clear();
-      c.device_graphs.emplace(key, QueryContext::DeviceGraph{});
-      enqueue_all();
-      c.status_reset = true;
-      return;
-    }
-    if (!it->second.exec.get()) it->second.exec = capture(enqueue_all);
-    check_cuda(cudaGraphLaunch(it->second.exec.get(), stream), "cudaGraphLaunch(device search)");
-    c.status_reset = true;
+    auto issue = [&] {  // call by call, or as a graph
+      if (config_.debug || nq > kGraphMaxQueries || plan.chunk_queries < nq) return enqueue_all();
+      const QueryContext::DeviceGraphKey key{graph_key(plan, nq, mode_of(r.aggregate.output), r.aggregate, buffer),
+                                             r.queries, r.row_stride, r.visible, r.distances, r.ids, r.labels,
+                                             r.probabilities, r.values};
+      auto it = c.device_graphs.find(key);
+      if (it == c.device_graphs.end()) {  // first seen: run it, and capture it if it comes back
+        if (c.device_graphs.size() >= kMaxCachedGraphs) c.device_graphs.clear();
+        c.device_graphs.emplace(key, QueryContext::DeviceGraph{});
+        return enqueue_all();
+      }
+      if (!it->second.exec.get()) it->second.exec = capture(enqueue_all);
+      check_cuda(cudaGraphLaunch(it->second.exec.get(), stream), "cudaGraphLaunch(device search)");
+    };
+    issue();
+    c.status_reset = true;  // the whole batch is on the stream: its last validation resets the status
   }
 
   /// What a captured search graph depends on besides its context's arrays: the plan, the batch
