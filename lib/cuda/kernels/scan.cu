@@ -289,9 +289,24 @@ constexpr int max_threads() {
   return kScreen ? kScreenMaxWarps * 32 : QG <= 2 ? 1024 : QG <= 4 ? 512 : 256;
 }
 
+/// One query over a store of several chunks per vector and few tiles (blocks of at most 8 warps:
+/// about one tile per warp, so the tiles bound the warps per SM, 16-17 on MNIST-like) runs a
+/// kernel bounded to kNarrowThreads threads and kNarrowBlocksPerSm blocks per SM: ptxas then has
+/// 80 registers per thread instead of the 64 that max_threads' 1,024 leaves, room for all 16 chunk
+/// loads the loop keeps in flight. H200 (run-2026-11-28-s34/): MNIST-like Q = 1 0.967-0.978x in
+/// a same-call A/B and 0.984-0.986x in one process per shape, its scan 62.9 -> 61.1 us (ncu, DRAM
+/// 72.9 -> 75.1% of peak); 18 loads unrolled at 80 registers (4 bytes spilled) 1.01-1.02x slower.
+/// The other kernels keep no minimum of blocks per SM (0: none is emitted): an explicit 1 let
+/// ptxas give groups of 12 96 registers instead of 64, and cost ImageNet- and GoogleNews-like
+/// Q = 12 1.12-1.16x (call5).
+constexpr int kNarrowThreads = 256;
+constexpr int kNarrowBlocksPerSm = 3;
+
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled,
-          bool kScreen = false>
-__global__ void __launch_bounds__(max_threads<QG, kScreen>()) scan_kernel(ScanParams p) {
+          bool kScreen = false, bool kNarrow = false>
+__global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kScreen>(), kNarrow ? kNarrowBlocksPerSm : 0)
+    scan_kernel(ScanParams p) {
+  static_assert(!kNarrow || (QG == 1 && kOneChunk == 0 && !kGlobalLists && !kScreen));
   start_chained_kernel();
   // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18%
   // slower (run-2026-11-23-pipeline/).
@@ -985,8 +1000,23 @@ ScanKernel pick(bool inner_product, bool filtered, bool tiled) {
                   : scan_kernel<QG, false, false, kGlobalLists, kOneChunk, false>;
 }
 
+/// The one-query kernel of blocks of at most kNarrowThreads (see kNarrowThreads).
+ScanKernel narrow_kernel(bool inner_product, bool filtered) {
+  if (inner_product) {
+    return filtered ? scan_kernel<1, true, true, false, 0, false, false, true>
+                    : scan_kernel<1, true, false, false, 0, false, false, true>;
+  }
+  return filtered ? scan_kernel<1, false, true, false, 0, false, false, true>
+                  : scan_kernel<1, false, false, false, 0, false, false, true>;
+}
+
 template <int QG, bool kGlobalLists>
 ScanKernel pick(const ScanShape& s) {
+  if constexpr (QG == 1 && !kGlobalLists) {
+    if (s.one_chunk_width == 0 && !s.tiled && s.warps_per_block * 32 <= kNarrowThreads) {
+      return narrow_kernel(s.inner_product, s.filtered);
+    }
+  }
   switch (s.one_chunk_width) {
     case 0: return pick<QG, kGlobalLists, 0>(s.inner_product, s.filtered, s.tiled);
     case 2: return pick<QG, kGlobalLists, 2>(s.inner_product, s.filtered, s.tiled);
