@@ -983,7 +983,8 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
 
 using ScanKernel = void (*)(ScanParams);
 
-template <int QG, bool kGlobalLists, int kOneChunk>
+/// kNarrow: the kernel of blocks of at most kNarrowThreads (see kNarrowThreads).
+template <int QG, bool kGlobalLists, int kOneChunk, bool kNarrow = false>
 ScanKernel pick(bool inner_product, bool filtered, bool tiled) {
   if constexpr (kOneChunk != 0 && QG >= 4) {
     if (tiled && !filtered) {
@@ -993,28 +994,18 @@ ScanKernel pick(bool inner_product, bool filtered, bool tiled) {
   }
   if (tiled) throw CudaError("scan kernel: several tiles per lane need one-chunk vectors, 4+ queries and no ranges");
   if (inner_product) {
-    return filtered ? scan_kernel<QG, true, true, kGlobalLists, kOneChunk, false>
-                    : scan_kernel<QG, true, false, kGlobalLists, kOneChunk, false>;
+    return filtered ? scan_kernel<QG, true, true, kGlobalLists, kOneChunk, false, false, kNarrow>
+                    : scan_kernel<QG, true, false, kGlobalLists, kOneChunk, false, false, kNarrow>;
   }
-  return filtered ? scan_kernel<QG, false, true, kGlobalLists, kOneChunk, false>
-                  : scan_kernel<QG, false, false, kGlobalLists, kOneChunk, false>;
-}
-
-/// The one-query kernel of blocks of at most kNarrowThreads (see kNarrowThreads).
-ScanKernel narrow_kernel(bool inner_product, bool filtered) {
-  if (inner_product) {
-    return filtered ? scan_kernel<1, true, true, false, 0, false, false, true>
-                    : scan_kernel<1, true, false, false, 0, false, false, true>;
-  }
-  return filtered ? scan_kernel<1, false, true, false, 0, false, false, true>
-                  : scan_kernel<1, false, false, false, 0, false, false, true>;
+  return filtered ? scan_kernel<QG, false, true, kGlobalLists, kOneChunk, false, false, kNarrow>
+                  : scan_kernel<QG, false, false, kGlobalLists, kOneChunk, false, false, kNarrow>;
 }
 
 template <int QG, bool kGlobalLists>
 ScanKernel pick(const ScanShape& s) {
   if constexpr (QG == 1 && !kGlobalLists) {
     if (s.one_chunk_width == 0 && !s.tiled && s.warps_per_block * 32 <= kNarrowThreads) {
-      return narrow_kernel(s.inner_product, s.filtered);
+      return pick<1, false, 0, true>(s.inner_product, s.filtered, s.tiled);
     }
   }
   switch (s.one_chunk_width) {
