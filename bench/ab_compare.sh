@@ -11,6 +11,7 @@
 #   paper     bench_search mnist,imagenet K 64 Q 1,4 (--reps 20 --sets 2)
 #   q1        bench_search mnist,imagenet,googlenews K 64,128 Q 1 (--reps 20 --sets 2)
 #   small     bench_search mnist K 64,128 Q 1,2,4 (--reps 30 --sets 2)
+#   pairs     bench_search mnist,small K 64,128 Q 1,2,3 (--reps 30 --sets 2; 100,000 x 128 scans up to 11 queries)
 #   mnistbatch bench_search mnist K 64,128 Q 8,12,16,24,32,64 (--reps 20 --sets 2)
 #   mid       bench_search mnist,imagenet,googlenews K 64,128 Q 2,4,8,12 (--reps 10 --sets 2)
 #   sampled   bench_search googlenews,imagenet K 64,128 Q 8,12,16,32,64 (--reps 10 --sets 2)
@@ -85,6 +86,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         small)
           "$bin/bench_search" --shapes mnist --k 64,128 --q 1,2,4 --reps 30 --sets 2 \
             --csv "$DIR/$tag-small.csv" > "$DIR/$tag-small.log" 2>&1 ;;
+        pairs)
+          "$bin/bench_search" --shapes mnist,small --k 64,128 --q 1,2,3 --reps 30 --sets 2 \
+            --csv "$DIR/$tag-pairs.csv" > "$DIR/$tag-pairs.log" 2>&1 ;;
         mnistbatch)
           "$bin/bench_search" --shapes mnist --k 64,128 --q 8,12,16,24,32,64 --reps 20 --sets 2 \
             --csv "$DIR/$tag-mnistbatch.csv" > "$DIR/$tag-mnistbatch.log" 2>&1 ;;

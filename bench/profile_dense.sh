@@ -4,13 +4,14 @@
 # them), with Nsight Compute,
 # for bench_search rows: bench/profile_dense.sh BIN "SHAPE K Q" ... (e.g. "mnist 64 16",
 # "gis1m 16 1"). Prints one line per kernel: name, launches, mean duration (us), DRAM %,
-# bytes read from DRAM (MB), issue-active %, registers, grid. Clock control is left to the card
-# (--clock-control none).
+# bytes read from DRAM (MB), issue-active %, registers, grid, the fewest and most blocks an SM
+# ran, the SMs' mean active cycles over the busiest one's (1.0: balanced), achieved occupancy.
+# Clock control is left to the card (--clock-control none).
 set -uo pipefail
 BIN=${1:?usage: bench/profile_dense.sh BIN \"SHAPE K Q\" ...}
 shift
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,sm__ctas_launched.min,sm__ctas_launched.max,sm__cycles_active.avg,sm__cycles_active.max,sm__warps_active.avg.pct_of_peak_sustained_active
 for row in "$@"; do
   read -r shape k q <<< "$row"
   echo "=== $shape K=$k Q=$q"
@@ -30,7 +31,7 @@ by = collections.OrderedDict()
 for r in data:
     by.setdefault(r[col["Kernel Name"]].split("(")[0].split("<")[0], []).append(r)
 SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "%": 1.0,
-         "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+         "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "block": 1.0, "cycle": 1.0}
 def unit_scale(unit):
     if unit not in SCALE:
         sys.exit(f"  unknown unit {unit!r}: add it to SCALE")
@@ -43,6 +44,9 @@ for name, rs in by.items():
           f"  dram {mean(rs, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):5.1f}%"
           f" {mean(rs, 'dram__bytes_read.sum'):8.1f} MB read"
           f"  issue {mean(rs, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):5.1f}%"
-          f"  regs {rs[0][col['launch__registers_per_thread']]}  grid {rs[0][col['launch__grid_size']]}")
+          f"  regs {rs[0][col['launch__registers_per_thread']]}  grid {rs[0][col['launch__grid_size']]}"
+          f"  blocks/SM {mean(rs, 'sm__ctas_launched.min'):.0f}-{mean(rs, 'sm__ctas_launched.max'):.0f}"
+          f"  SM active cycles avg/max {mean(rs, 'sm__cycles_active.avg') / mean(rs, 'sm__cycles_active.max'):.3f}"
+          f"  warps {mean(rs, 'sm__warps_active.avg.pct_of_peak_sustained_active'):4.1f}%")
 PY
 done

@@ -246,7 +246,7 @@ class CudaBackend final : public Backend {
                                    " (a query must fit in shared memory); use BackendKind::Cpu"));
     }
     configure_select();
-    configure_dense(props_.sharedMemPerBlockOptin);
+    dense_residency_ = configure_dense(props_.sharedMemPerBlockOptin);
     configure_resident(props_.sharedMemPerBlockOptin);
     if (chunks_ == 1) {
       const int width = int(chunk_floats_for(stored_dim_));
@@ -1181,6 +1181,8 @@ class CudaBackend final : public Backend {
       // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
       // was most of the selection; launch_dense keeps one block where the rows hold the ranks).
       const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
+      dense.sm_count = sms;
+      dense.residency = dense_residency_;
       dense.blocks_per_query = std::clamp<std::uint32_t>(sms / std::max<std::uint32_t>(n, 1), 1, kDenseMaxParts);
       dense.split = c.dense_split.get();
       dense.arrivals = c.dense_arrivals.get();
@@ -1574,6 +1576,7 @@ class CudaBackend final : public Backend {
   DeviceScope scope_;  // the device is current while the members below are created
   cudaDeviceProp props_{};
   std::uint32_t direct_resident_[2] = {};  // direct search blocks resident at once, without and with id ranges
+  DenseResidency dense_residency_;         // the dense product kernels' blocks per SM (configure_dense)
   Stream update_stream_;
   mutable Stream query_stream_;
   mutable DeviceStore store_;

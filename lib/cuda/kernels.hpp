@@ -170,6 +170,13 @@ std::size_t scan_shared_bytes(const ScanShape& shape, std::uint32_t k);
 int configure_scan(const ScanShape& shape, std::uint32_t k);
 void launch_scan(const ScanParams& params, const ScanShape& shape, cudaStream_t stream);
 
+/// Blocks per SM the product kernels that can give every SM an equal share of the store (see
+/// dense.cu's ProductShare) hold at once: of up to 8 queries (exact) and of 17-32 (screened).
+/// configure_dense works them out once per device.
+struct DenseResidency {
+  std::uint32_t few_queries = 0, mid_queries = 0;
+};
+
 /// The dense screen (kernels/dense.cu), for batches over small stores of many dimensions, in
 /// place of the sample pass and the scan: a tiled matrix product gives every (query, slot) pair
 /// its screened value fl(|x|^2 - 2 x.q) less its margin, and every 32-slot group its smallest
@@ -197,6 +204,8 @@ struct DenseParams {
   bool exact = false;
   ScreenBounds screen;                     // screen_bounds(padded dim)
   std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
+  std::uint32_t sm_count = 0;              // the device's multiprocessors (the product's shares)
+  DenseResidency residency;                // from configure_dense (0: every grid of whole tiles)
   std::uint32_t stage_points = 0;          // set by launch_dense: points staged at once for exact ranks
   // Selection blocks per query (1 to kDenseMaxParts; launch_dense keeps 1 where exact): each
   // ranks a share of the pairs at or below the first bound, the last to arrive merges them (up to
@@ -219,9 +228,9 @@ inline std::size_t dense_workspace_words(std::uint32_t num_queries, std::uint32_
 /// Shared memory one dense selection block needs at least (one point staged at a time); plans
 /// that need more than the device allows keep the scan.
 std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::uint32_t groups);
-/// Raises the dense kernels' shared-memory limits to the device's opt-in limit per block; call
-/// once per device.
-void configure_dense(std::size_t shared_limit);
+/// Raises the dense kernels' shared-memory limits to the device's opt-in limit per block and
+/// returns their residency; call once per device.
+DenseResidency configure_dense(std::size_t shared_limit);
 void launch_dense(const DenseParams& params, cudaStream_t stream);
 
 /// The direct search (kernels/direct.cu) for small batches over stores of one float4 chunk

@@ -962,7 +962,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
   // tiles per SM with 64+ dims (L2, cosine): a tiled product screens every pair, one block per
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
   // screen's margin cannot rule out. Query tiles of 8, 16, 32 and 64 (partial ones too; 5, 6, 7,
-  // 12 and 13 queries), k from 1 to kDenseMaxK and k
+  // 12 and 13 queries), product blocks whose share of the store is a whole tile or a group less
+  // (70,000 and 20,000 slots) or a few groups (small stores), k from 1 to kDenseMaxK and k
   // above the valid points, erased slots, duplicates (ties broken by id), a store of one
   // repeated point (every pair ties: the selection's batches fill and merge many times), dims up
   // to 2,000, and a batch split into launch chunks by the workspace budget (1,100 queries over
@@ -982,7 +983,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
                 StoreShape{128, 6'000, 9, 13, Metric::Cosine, 0.0, true},
                 StoreShape{784, 70'000, 64, 5, Metric::L2, 0.1, false},
                 StoreShape{300, 8'000, 128, 7, Metric::Cosine, 0.2, true},
-                StoreShape{128, 6'000, 128, 6, Metric::L2, 0.1, false}},
+                StoreShape{128, 6'000, 128, 6, Metric::L2, 0.1, false},
+                StoreShape{300, 20'000, 32, 12, Metric::L2, 0.1, false}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 

@@ -60,11 +60,16 @@ inline constexpr int product_stages = kExact ? kExactStages : kProductStages;
 /// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
 /// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
 /// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
+/// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
+/// (ProductShare), used where all its blocks are resident at once. On for the tiles of 8 and 32
+/// queries; the tile of 16 measured 1.00-1.02x with it, and the tile of 64 splits groups between
+/// half warps.
 struct ProductTile {
   int bn, tm, tn, threads;
+  bool shares;
 };
-inline constexpr ProductTile kMidTile{32, 4, 8, 128}, kLargeTile{64, 8, 8, 128};
-inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128}, kExactSmallTile{16, 3, 4, 128};
+inline constexpr ProductTile kMidTile{32, 4, 8, 128, true}, kLargeTile{64, 8, 8, 128, false};
+inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128, true}, kExactSmallTile{16, 3, 4, 128, false};
 static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactSmallTile.bn);
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
@@ -78,12 +83,11 @@ constexpr std::size_t product_shared_bytes() {
   return std::size_t(product_stages<kExact>) * step_chunks<kExact> * (BM + BN) * sizeof(float4) + BM * sizeof(float);
 }
 
-/// BN queries x BM points per block; thread (tm, tn) holds points tm + PT i (i < TM) against
-/// queries tn + QT j (j < TN), so a warp's point loads are consecutive float4s (no bank conflict)
-/// and its query loads are broadcasts.
+/// BN queries x BM points from first_slot (those before slot_end); thread (tm, tn) holds points
+/// tm + PT i (i < TM) against queries tn + QT j (j < TN), so a warp's point loads are consecutive
+/// float4s (no bank conflict) and its query loads are broadcasts.
 template <int BN, int TM, int TN, int THREADS, bool kExact>
-__global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
-  start_chained_kernel();
+__device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t first_slot, std::uint32_t slot_end) {
   constexpr int QT = BN / TN, PT = THREADS / QT, BM = PT * TM;
   constexpr int kStep = step_chunks<kExact>, kStages = product_stages<kExact>;
   static_assert(kExact || QT >= TM, "thread tn < TM keeps point tn's norm");
@@ -93,8 +97,7 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   float* const point_norms = reinterpret_cast<float*>(query_stages + kStages * kStep * BN);
 
   const StoreView store = *p.store;
-  const std::uint32_t slots = min(store.slot_count, p.row_stride), chunks = store.chunks;
-  const std::uint32_t first_slot = blockIdx.x * BM;
+  const std::uint32_t slots = min(min(store.slot_count, p.row_stride), slot_end), chunks = store.chunks;
   if (first_slot >= slots) return;  // the whole block: the grid is sized for the plan's capacity
   const std::uint32_t q0 = blockIdx.y * BN, nq = min(std::uint32_t(BN), p.num_queries - q0);
   const float4* const vectors = static_cast<const float4*>(store.vectors);
@@ -241,6 +244,57 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
         if (lane % 16 == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
       }
     }
+  }
+}
+
+/// A product block's share of the store's groups (32 slots, a warp's lanes): the grid is m
+/// blocks per SM (m: the store's tiles of TM groups over the SMs, rounded up), and SM s's blocks
+/// s, s + S, ... split an equal part of the groups, TM or TM - 1 each. Used where every block
+/// is resident at once, so the hardware hands each SM m blocks (ncu: 5 on every SM at MNIST-like
+/// Q = 4 and 32, where 547 whole tiles gave 4 or 5). H200, same call against whole tiles
+/// (run-2026-11-28-s35/call4): MNIST-like Q = 4-8 0.956-0.985x, Q = 24-32 0.915-0.926x (its
+/// product 138.7 -> 122.9 us: 96 registers, no spills, against 72 and 8 bytes spilled). Where
+/// its blocks would queue (100,000 x 128: 8 per SM of the tile of 16, 6 of 32) call3's version
+/// lost 1.07-1.16x, so whole tiles stay there. A grid of whole tiles, then one-group tiles for
+/// the remainder, lost 1.10-1.18x (call1; ncu, call2: the SMs' mean active cycles fell from 0.92
+/// to 0.82 of the busiest one's).
+struct ProductShare {
+  std::uint32_t first_group, groups;
+};
+__host__ __device__ constexpr std::uint32_t product_blocks_per_sm(std::uint32_t groups, std::uint32_t tm,
+                                                                  std::uint32_t sms) {
+  return ((groups + tm - 1) / tm + sms - 1) / sms;
+}
+__device__ inline ProductShare product_share(std::uint32_t slots, std::uint32_t tm, std::uint32_t sms,
+                                             std::uint32_t block) {
+  const std::uint32_t groups = (slots + kTile - 1) / kTile, per_sm = product_blocks_per_sm(groups, tm, sms);
+  const std::uint32_t sm = block % sms, j = block / sms;
+  if (j >= per_sm) return {0, 0};  // the grid is sized for the plan's capacity
+  const std::uint32_t sm_groups = groups / sms + (sm < groups % sms);
+  const std::uint32_t sm_first = sm * (groups / sms) + min(sm, groups % sms);
+  const std::uint32_t least = sm_groups / per_sm, more = sm_groups % per_sm;  // the first `more` take one more
+  return {sm_first + j * least + min(j, more), least + (j < more)};
+}
+
+/// kShares: the grid's blocks take ProductShares (the tile's lanes are a warp's group), rather
+/// than a whole tile each.
+template <int BN, int TM, int TN, int THREADS, bool kExact, bool kShares>
+__global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
+  start_chained_kernel();
+  constexpr int PT = THREADS / (BN / TN), BM = PT * TM;
+  if constexpr (kShares) {
+    static_assert(PT == kTile && TM > 1);
+    const ProductShare share = product_share(min(p.store->slot_count, p.row_stride), TM, p.sm_count, blockIdx.x);
+    const std::uint32_t first = share.first_group * kTile, end = (share.first_group + share.groups) * kTile;
+    // A share of TM - 1 groups runs a tile of its size: lanes past its end would still issue
+    // their arithmetic. (Fewer groups occur only on tiny stores.)
+    if (share.groups == TM - 1) {
+      product_tile<BN, TM - 1, TN, THREADS, kExact>(p, first, end);
+    } else if (share.groups > 0) {
+      product_tile<BN, TM, TN, THREADS, kExact>(p, first, end);
+    }
+  } else {
+    product_tile<BN, TM, TN, THREADS, kExact>(p, blockIdx.x * BM, ~0u);
   }
 }
 
@@ -576,20 +630,44 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   for (std::uint32_t j = threadIdx.x; j < k; j += kSelectThreads) emit_answer(p, q, j, j < best ? merged[j] : padding);
 }
 
+template <ProductTile T, bool kExact, bool kShares>
+constexpr auto product_kernel = dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact, kShares>;
+
+/// `resident`: DenseResidency's count for T's kernel with shares.
 template <ProductTile T, bool kExact>
-void launch_product(const DenseParams& p, cudaStream_t stream) {
+void launch_product(const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
   constexpr int BM = T.threads / (T.bn / T.tn) * T.tm;
-  const dim3 grid((p.row_stride + BM - 1) / BM, (p.num_queries + T.bn - 1) / T.bn);
-  launch_chained("dense_product_kernel", dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>, grid, T.threads,
-                 product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>(), stream, p);
+  constexpr std::size_t shared_bytes = product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>();
+  const std::uint32_t queries = (p.num_queries + T.bn - 1) / T.bn;
+  if constexpr (T.shares) {
+    const std::uint32_t per_sm = product_blocks_per_sm(p.row_stride / kTile, T.tm, p.sm_count);
+    if (per_sm * queries <= resident) {
+      launch_chained("dense_product_kernel", product_kernel<T, kExact, true>, dim3(p.sm_count * per_sm, queries),
+                     T.threads, shared_bytes, stream, p);
+      return;
+    }
+  }
+  launch_chained("dense_product_kernel", product_kernel<T, kExact, false>,
+                 dim3((p.row_stride + BM - 1) / BM, queries), T.threads, shared_bytes, stream, p);
 }
 
+/// Returns the blocks per SM that T's kernel with shares holds at once (0 without shares).
 template <ProductTile T, bool kExact>
-void configure_product() {
-  check_cuda(cudaFuncSetAttribute(dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>())),
+std::uint32_t configure_product() {
+  constexpr int shared_bytes = int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>());
+  check_cuda(cudaFuncSetAttribute(product_kernel<T, kExact, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  shared_bytes),
              "cudaFuncSetAttribute(dense_product_kernel)");
+  int resident = 0;
+  if constexpr (T.shares) {
+    check_cuda(cudaFuncSetAttribute(product_kernel<T, kExact, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    shared_bytes),
+               "cudaFuncSetAttribute(dense_product_kernel)");
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, product_kernel<T, kExact, true>, T.threads,
+                                                             shared_bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(dense_product_kernel)");
+  }
+  return std::uint32_t(resident);
 }
 
 }  // namespace
@@ -598,14 +676,16 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
   return select_shared_bytes(k, chunks, groups, min_stage_points(chunks, groups)) + kSelectStaticBytes;
 }
 
-void configure_dense(std::size_t shared_limit) {
-  configure_product<kExactTinyTile, true>();
+DenseResidency configure_dense(std::size_t shared_limit) {
+  DenseResidency residency;
+  residency.few_queries = configure_product<kExactTinyTile, true>();
   configure_product<kExactSmallTile, true>();
-  configure_product<kMidTile, false>();
+  residency.mid_queries = configure_product<kMidTile, false>();
   configure_product<kLargeTile, false>();
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(shared_limit - kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
+  return residency;
 }
 
 void launch_dense(const DenseParams& p, cudaStream_t stream) {
@@ -615,17 +695,18 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     throw CudaError("dense screen: " + std::to_string(p.row_stride) + " slots per row, at most " +
                     std::to_string(kDenseMaxGroups * kTile) + " in whole tiles");
   }
+  if (p.sm_count == 0) throw CudaError("dense screen: sm_count (the device's multiprocessors) must be set");
   DenseParams params = p;
   params.exact = p.num_queries <= kDenseExactMaxQueries;
   if (params.exact) params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
   if (p.num_queries <= kExactTinyTile.bn) {
-    launch_product<kExactTinyTile, true>(params, stream);
+    launch_product<kExactTinyTile, true>(params, p.residency.few_queries, stream);
   } else if (params.exact) {
-    launch_product<kExactSmallTile, true>(params, stream);
+    launch_product<kExactSmallTile, true>(params, 0, stream);
   } else if (p.num_queries <= kMidTile.bn) {
-    launch_product<kMidTile, false>(params, stream);
+    launch_product<kMidTile, false>(params, p.residency.mid_queries, stream);
   } else {
-    launch_product<kLargeTile, false>(params, stream);
+    launch_product<kLargeTile, false>(params, 0, stream);
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
   // min_stage_points, whose room fill_batch lists the groups in; `least` checked it fits).
