@@ -249,10 +249,11 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
 
 /// A product block's share of the store's groups (32 slots, a warp's lanes): the grid is m
 /// blocks per SM (m: the store's tiles of TM groups over the SMs, rounded up), and SM s's blocks
-/// s, s + S, ... split an equal part of the groups, TM or TM - 1 each. Used where every block
+/// s, s + S, ... split an equal part of the groups: at most TM each, TM or TM - 1 where the
+/// store holds TM - 1 or more tiles per SM (the MNIST-like one 4-5.5). Used where every block
 /// is resident at once, so the hardware hands each SM m blocks (ncu: 5 on every SM at MNIST-like
 /// Q = 4 and 32, where 547 whole tiles gave 4 or 5). H200, same call against whole tiles
-/// (run-2026-11-28-s35/call4): MNIST-like Q = 4-8 0.956-0.985x, Q = 24-32 0.915-0.926x (its
+/// (run-2026-11-28-s35/call4, call5): MNIST-like Q = 4-8 0.950-0.985x, Q = 24-32 0.915-0.928x (its
 /// product 138.7 -> 122.9 us: 96 registers, no spills, against 72 and 8 bytes spilled). Where
 /// its blocks would queue (100,000 x 128: 8 per SM of the tile of 16, 6 of 32) call3's version
 /// lost 1.07-1.16x, so whole tiles stay there. A grid of whole tiles, then one-group tiles for
@@ -287,7 +288,8 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
     const ProductShare share = product_share(min(p.store->slot_count, p.row_stride), TM, p.sm_count, blockIdx.x);
     const std::uint32_t first = share.first_group * kTile, end = (share.first_group + share.groups) * kTile;
     // A share of TM - 1 groups runs a tile of its size: lanes past its end would still issue
-    // their arithmetic. (Fewer groups occur only on tiny stores.)
+    // their arithmetic. Smaller shares (stores of few tiles per SM) leave those lanes idle; an
+    // SM still issues no more than whole tiles gave its busiest one (m blocks of TM groups).
     if (share.groups == TM - 1) {
       product_tile<BN, TM - 1, TN, THREADS, kExact>(p, first, end);
     } else if (share.groups > 0) {
