@@ -266,16 +266,36 @@ __host__ __device__ constexpr std::uint32_t product_blocks_per_sm(std::uint32_t 
                                                                   std::uint32_t sms) {
   return ((groups + tm - 1) / tm + sms - 1) / sms;
 }
-__device__ inline ProductShare product_share(std::uint32_t slots, std::uint32_t tm, std::uint32_t sms,
-                                             std::uint32_t block) {
+__host__ __device__ constexpr ProductShare product_share(std::uint32_t slots, std::uint32_t tm, std::uint32_t sms,
+                                                         std::uint32_t block) {
   const std::uint32_t groups = (slots + kTile - 1) / kTile, per_sm = product_blocks_per_sm(groups, tm, sms);
   const std::uint32_t sm = block % sms, j = block / sms;
   if (j >= per_sm) return {0, 0};  // the grid is sized for the plan's capacity
-  const std::uint32_t sm_groups = groups / sms + (sm < groups % sms);
-  const std::uint32_t sm_first = sm * (groups / sms) + min(sm, groups % sms);
+  const std::uint32_t base = groups / sms, extra = groups % sms;  // the first `extra` SMs take one more
+  const std::uint32_t sm_groups = base + (sm < extra), sm_first = sm * base + (sm < extra ? sm : extra);
   const std::uint32_t least = sm_groups / per_sm, more = sm_groups % per_sm;  // the first `more` take one more
-  return {sm_first + j * least + min(j, more), least + (j < more)};
+  return {sm_first + j * least + (j < more ? j : more), least + (j < more)};
 }
+/// Checked here at compile time: the grid's shares cover groups [0, groups) once, in order, at
+/// most tm each, and tm or tm - 1 each where every SM's part holds that many.
+constexpr bool shares_cover(std::uint32_t slots, std::uint32_t tm, std::uint32_t sms) {
+  const std::uint32_t groups = (slots + kTile - 1) / kTile, per_sm = product_blocks_per_sm(groups, tm, sms);
+  const bool full = groups / sms >= (tm - 1) * per_sm;
+  std::uint32_t next = 0;
+  for (std::uint32_t sm = 0; sm < sms; ++sm) {
+    for (std::uint32_t j = 0; j < per_sm + 1; ++j) {  // one row of blocks past the grid: empty
+      const ProductShare share = product_share(slots, tm, sms, j * sms + sm);
+      if (share.groups > tm || (j == per_sm && share.groups != 0)) return false;
+      if (share.groups == 0) continue;
+      if (share.first_group != next || (full && share.groups < tm - 1)) return false;
+      next += share.groups;
+    }
+  }
+  return next == groups;
+}
+static_assert(shares_cover(70'000, 3, 132) && shares_cover(70'000, 4, 132) && shares_cover(70'000, 4, 114));
+static_assert(shares_cover(20'000, 3, 132) && shares_cover(19'200, 4, 132) && shares_cover(3'000, 4, 132));
+static_assert(shares_cover(1, 4, 132) && shares_cover(32, 3, 1) && shares_cover(1'000'000, 4, 132));
 
 /// kShares: the grid's blocks take ProductShares (the tile's lanes are a warp's group), rather
 /// than a whole tile each.
