@@ -963,7 +963,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
   // screen's margin cannot rule out. Query tiles of 8, 16, 32 and 64 (partial ones too; 5, 6, 7,
   // 12 and 13 queries), product blocks whose share of the store is a whole tile or a group less
-  // (70,000 and 20,000 slots) or a few groups (small stores), k from 1 to kDenseMaxK and k
+  // (70,000 slots at 5 queries, 30,000 at 17) or a few groups (smaller stores), k from 1 to
+  // kDenseMaxK and k
   // above the valid points, erased slots, duplicates (ties broken by id), a store of one
   // repeated point (every pair ties: the selection's batches fill and merge many times), dims up
   // to 2,000, and a batch split into launch chunks by the workspace budget (1,100 queries over
