@@ -107,6 +107,9 @@ struct ScreenBounds {
   float huge = 0;           // a norm at or above it (possible overflow) sends the pair to the exact rank
 };
 ScreenBounds screen_bounds(std::uint32_t padded_dim);
+/// The same for dot products from the tensor cores' TF32 products (the dense screen's tensor
+/// product): a margin about 2^-10 of |x||q| wider.
+ScreenBounds tensor_screen_bounds(std::uint32_t padded_dim);
 
 /// Candidate lists: for query q and scan block b, a sorted list of lengths[q * blocks + b]
 /// entries at candidates[q * blocks * k + b * k].
@@ -203,6 +206,7 @@ struct DenseParams {
   // rather than its screened value.
   bool exact = false;
   ScreenBounds screen;                     // screen_bounds(padded dim)
+  ScreenBounds tensor_screen;              // tensor_screen_bounds(padded dim): the tensor product's
   std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
   std::uint32_t sm_count = 0;              // the device's multiprocessors (the product's shares)
   DenseResidency residency;                // from configure_dense (0: every grid of whole tiles)

@@ -3,13 +3,15 @@
 // The scan streams the store once per query group and keeps per-warp lists; on a small store
 // every warp sees one or two tiles, so its lists never tighten and the dot products run from a
 // per-warp ring. Here the pairs are one tiled matrix product instead (a block's points and
-// queries staged in shared memory with cp.async, each thread TM points x TN queries), which
-// writes one value per pair to a workspace row per query, and each 32-slot group's smallest
-// value per query. The product takes one of two forms (DenseParams::exact):
-//   - exact: each pair's exact rank (the direct form, in the chunk order of every other path),
-//     twice the arithmetic of a dot product; for small batches, whose product is bound by the
-//     store's reads, not by the arithmetic;
-//   - screened: V = fl(|x|^2 - 2 x.q), less its margin C |x|^2 rounded down (W).
+// queries staged in shared memory with cp.async), which writes one value per pair to a
+// workspace row per query, and each 32-slot group's smallest value per query. The product takes
+// one of two forms (DenseParams::exact):
+//   - exact (up to kDenseExactMaxQueries): each pair's exact rank (the direct form, in the
+//     chunk order of every other path; each thread TM points x TN queries), twice the
+//     arithmetic of a dot product; for small batches, whose product is bound by the store's
+//     reads, not by the arithmetic;
+//   - screened, on the tensor cores (TF32 operands, float accumulators): V = fl(|x|^2 - 2 x.q),
+//     less its margin C |x|^2 rounded down (W), with tensor_screen_bounds' margin.
 // Then one block per query (or several, screened):
 //   A. takes a bound with at least k group minima at or below it (the k-th smallest, or at
 //      most kBoundSlack minima past it): k groups each hold a slot at or below it, so at least
@@ -35,40 +37,24 @@ namespace streamknn::detail::gpu {
 
 namespace {
 
-constexpr int kStepChunks = 4;     // float4 chunks of every point and query per pipeline stage
-// Stages in flight: two loading while one is multiplied. Four and five measured slower
-// (MNIST-like K = 64 Q = 16 product 107 and 118 against 100 us, run-2026-11-24-s17/call25-26).
-constexpr int kProductStages = 3;
-// The exact product: longer stages, one loading while one is multiplied (half the barriers per
-// pair; the same shared memory). MNIST-like Q = 5-16 0.92-0.98x against 4 x 3, and 8 x 2
-// 0.94-1.0x (run-2026-11-25-s23/call6).
+// The exact product's pipeline: stages of 6 float4 chunks of every point and query, one loading
+// while one is multiplied. MNIST-like Q = 5-16 0.92-0.98x against 4 x 3, and 8 x 2 0.94-1.0x
+// (run-2026-11-25-s23/call6).
 constexpr int kExactStepChunks = 6, kExactStages = 2;
-template <bool kExact>
-inline constexpr int step_chunks = kExact ? kExactStepChunks : kStepChunks;
-template <bool kExact>
-inline constexpr int product_stages = kExact ? kExactStages : kProductStages;
 
-/// The product's tiles by batch size: queries per block (bn), points (tm) and queries (tn) per
-/// thread, and threads; a block covers threads / (bn / tn) * tm = 128 slots (about 4 blocks per
-/// SM on the MNIST-like store, where 256-slot blocks left a third of the SMs a block more).
-/// Measured on an H100 (run-2026-11-24-s17, ncu and same-call A/Bs): 64 queries in 8 x 8 tiles
-/// 250 us against 282 us in 8 x 4 (MNIST-like K = 128, search 0.93-0.94x, call22), 32 queries
-/// in 4 x 8 tiles 141 against 165 us (search 0.93-0.97x); 64-slot blocks (1,094 of them) for 64
-/// queries 272 against 282 us (call13), and 16 queries in 2 x 4 tiles 123 against 100 us
-/// (call17): not kept. The exact product (up to 16 queries, run-2026-11-25-s23): 4 x 2 tiles up
-/// to 8 queries; 9-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
+/// The exact product's tiles by batch size: queries per block (bn), points (tm) and queries (tn)
+/// per thread, and threads (run-2026-11-25-s23, H100): 4 x 2 tiles of 128-slot blocks up to 8
+/// queries; 9-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
 /// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
 /// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
 /// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
 /// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
-/// (ProductShare), used where all its blocks are resident at once. On for the tiles of 8 and 32
-/// queries; the tile of 16 measured 1.00-1.02x with it, and the tile of 64 splits groups between
-/// half warps.
+/// (ProductShare), used where all its blocks are resident at once. On for the tile of 8; the
+/// tile of 16 measured 1.00-1.02x with it.
 struct ProductTile {
   int bn, tm, tn, threads;
   bool shares;
 };
-inline constexpr ProductTile kMidTile{32, 4, 8, 128, true}, kLargeTile{64, 8, 8, 128, false};
 inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128, true}, kExactSmallTile{16, 3, 4, 128, false};
 static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactSmallTile.bn);
 
@@ -76,25 +62,23 @@ static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn <
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
 __device__ __forceinline__ std::uint32_t screened_key(float w) { return w == w ? ordered_bits(w) : kEmptyKey; }
 
-/// Shared memory of one product block: the stages' point and query chunks, then the points' norms.
-template <int BN, int TM, int TN, int THREADS, bool kExact>
+/// Shared memory of one exact product block: the stages' point and query chunks.
+template <int BN, int TM, int TN, int THREADS>
 constexpr std::size_t product_shared_bytes() {
   constexpr int BM = THREADS / (BN / TN) * TM;
-  return std::size_t(product_stages<kExact>) * step_chunks<kExact> * (BM + BN) * sizeof(float4) + BM * sizeof(float);
+  return std::size_t(kExactStages) * kExactStepChunks * (BM + BN) * sizeof(float4);
 }
 
-/// BN queries x BM points from first_slot (those before slot_end); thread (tm, tn) holds points
-/// tm + PT i (i < TM) against queries tn + QT j (j < TN), so a warp's point loads are consecutive
-/// float4s (no bank conflict) and its query loads are broadcasts.
-template <int BN, int TM, int TN, int THREADS, bool kExact>
+/// The exact ranks of BN queries x BM points from first_slot (those before slot_end); thread
+/// (tm, tn) holds points tm + PT i (i < TM) against queries tn + QT j (j < TN), so a warp's point
+/// loads are consecutive float4s (no bank conflict) and its query loads are broadcasts.
+template <int BN, int TM, int TN, int THREADS>
 __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t first_slot, std::uint32_t slot_end) {
   constexpr int QT = BN / TN, PT = THREADS / QT, BM = PT * TM;
-  constexpr int kStep = step_chunks<kExact>, kStages = product_stages<kExact>;
-  static_assert(kExact || QT >= TM, "thread tn < TM keeps point tn's norm");
+  constexpr int kStep = kExactStepChunks, kStages = kExactStages;
   extern __shared__ __align__(16) unsigned char shared[];
   float4* const point_stages = reinterpret_cast<float4*>(shared);   // [stage][u][BM]
   float4* const query_stages = point_stages + kStages * kStep * BM;  // [stage][u][BN]
-  float* const point_norms = reinterpret_cast<float*>(query_stages + kStages * kStep * BN);
 
   const StoreView store = *p.store;
   const std::uint32_t slots = min(min(store.slot_count, p.row_stride), slot_end), chunks = store.chunks;
@@ -147,13 +131,12 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
     }
   };
 
-  float acc[TM][TN];  // per pair: its dot product (screened) or its rank (exact)
+  float acc[TM][TN];  // per pair: its rank
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   }
-  float norm = 0.0f;  // point tn's (threads tn < TM)
 #pragma unroll
   for (int s = 0; s + 1 < kStages; ++s) {
     if (std::uint32_t(s) < steps) issue(s);
@@ -171,78 +154,41 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
       float4 x[TM];
 #pragma unroll
       for (int i = 0; i < TM; ++i) x[i] = points[u * BM + tm + PT * i];
-      if constexpr (kExact) {
-        // Through accumulate, as the scan and the CPU backend rank: the same bits.
-        float4 q[TN];
+      // Through accumulate, as the scan and the CPU backend rank: the same bits.
+      float4 q[TN];
 #pragma unroll
-        for (int j = 0; j < TN; ++j) q[j] = queries[u * BN + tn + QT * j];
+      for (int j = 0; j < TN; ++j) q[j] = queries[u * BN + tn + QT * j];
 #pragma unroll
-        for (int i = 0; i < TM; ++i) accumulate<TN, false>(acc[i], x[i], [&](int j) { return q[j]; });
-      } else {
-        if (tn < std::uint32_t(TM)) {
-          const float4 own = points[u * BM + tm + PT * tn];
-          norm = add_dot4(norm, own, own);
-        }
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          const float4 q = queries[u * BN + tn + QT * j];
-#pragma unroll
-          for (int i = 0; i < TM; ++i) acc[i][j] = add_dot4(acc[i][j], q, x[i]);
-        }
-      }
+      for (int i = 0; i < TM; ++i) accumulate<TN, false>(acc[i], x[i], [&](int j) { return q[j]; });
     }
   }
-  if (!kExact && tn < std::uint32_t(TM)) point_norms[tm + PT * tn] = norm;
-  __syncthreads();
-  // Exact: the pair's rank. Screened: V = fl(N - 2P): one rounding (2P is exact), the value
-  // ScreenBounds is proven for, stored as W = V - C N rounded down, so that the screen's test
-  // V <= C N + limit needs no norm later: a pair that passes it has W <= limit. An empty slot
-  // gets NaN (never selected); a point whose norm may have overflowed gets -inf, so it is always
-  // among the pairs ranked exactly.
-  // Each group of 32 slots also gets its smallest key per query (kEmptyKey: none), so the
-  // selection reads only the groups that can hold what it looks for.
+  // An empty slot gets NaN (never selected). Each group of 32 slots also gets its smallest key
+  // per query (kEmptyKey: none), so the selection reads only the groups that can hold what it
+  // looks for.
   float* const rows = p.screened + std::size_t(q0) * p.row_stride;
   const std::uint32_t group_stride = p.row_stride / kTile, lane = threadIdx.x & 31;
   std::uint32_t keys[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const std::uint32_t slot = first_slot + tm + PT * i;
-    const float n2 = kExact ? 0.0f : point_norms[tm + PT * i];
-    const bool live = slot < slots && store.valid[slot] != 0, huge = !kExact && n2 >= p.screen.huge;
+    const bool live = slot < slots && store.valid[slot] != 0;
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const std::uint32_t n = tn + QT * j;
-      const float w = !live   ? CUDART_NAN_F
-                      : kExact ? rank_of<false>(acc[i][j])
-                      : huge   ? -CUDART_INF_F
-                               : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, acc[i][j], n2));
+      const float w = live ? rank_of<false>(acc[i][j]) : CUDART_NAN_F;
       if (slot < slots && n < nq) rows[std::size_t(n) * p.row_stride + slot] = w;
       keys[i][j] = screened_key(w);
     }
   }
-  if constexpr (PT >= 32) {
-    // A warp's lanes hold 32 consecutive slots of one query tile row: group tm / 32 + (PT / 32) i.
+  // A warp's lanes hold 32 consecutive slots of one query tile row: group tm / 32 + (PT / 32) i.
+  static_assert(PT % kTile == 0);
 #pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const std::uint32_t group = (first_slot + tm - lane + PT * i) / kTile;
+  for (int i = 0; i < TM; ++i) {
+    const std::uint32_t group = (first_slot + tm - lane + PT * i) / kTile;
 #pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        const std::uint32_t smallest = __reduce_min_sync(kFullMask, keys[i][j]), n = tn + QT * j;
-        if (lane == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
-      }
-    }
-  } else {
-    // Half warps (16 lanes, one query each) hold slots tm + 16 i: group i / 2 pairs two of them.
-    static_assert(PT == 16 && TM % 2 == 0);
-    const unsigned half = lane < 16 ? 0x0000ffffu : 0xffff0000u;
-#pragma unroll
-    for (int g = 0; g < TM / 2; ++g) {
-      const std::uint32_t group = first_slot / kTile + g;
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        const std::uint32_t smallest = __reduce_min_sync(half, min(keys[2 * g][j], keys[2 * g + 1][j])), n = tn + QT * j;
-        if (lane % 16 == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
-      }
+    for (int j = 0; j < TN; ++j) {
+      const std::uint32_t smallest = __reduce_min_sync(kFullMask, keys[i][j]), n = tn + QT * j;
+      if (lane == 0 && n < nq && group * kTile < slots) p.group_keys[std::size_t(q0 + n) * group_stride + group] = smallest;
     }
   }
 }
@@ -299,7 +245,7 @@ static_assert(shares_cover(1, 4, 132) && shares_cover(32, 3, 1) && shares_cover(
 
 /// kShares: the grid's blocks take ProductShares (the tile's lanes are a warp's group), rather
 /// than a whole tile each.
-template <int BN, int TM, int TN, int THREADS, bool kExact, bool kShares>
+template <int BN, int TM, int TN, int THREADS, bool kShares>
 __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   start_chained_kernel();
   constexpr int PT = THREADS / (BN / TN), BM = PT * TM;
@@ -311,12 +257,240 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
     // their arithmetic. Smaller shares (stores of few tiles per SM) leave those lanes idle; an
     // SM still issues no more than whole tiles gave its busiest one (m blocks of TM groups).
     if (share.groups == TM - 1) {
-      product_tile<BN, TM - 1, TN, THREADS, kExact>(p, first, end);
+      product_tile<BN, TM - 1, TN, THREADS>(p, first, end);
     } else if (share.groups > 0) {
-      product_tile<BN, TM, TN, THREADS, kExact>(p, first, end);
+      product_tile<BN, TM, TN, THREADS>(p, first, end);
     }
   } else {
-    product_tile<BN, TM, TN, THREADS, kExact>(p, blockIdx.x * BM, ~0u);
+    product_tile<BN, TM, TN, THREADS>(p, blockIdx.x * BM, ~0u);
+  }
+}
+
+/// The tensor product (screened): the dot products from the tensor cores (mma.sync m16n8k8,
+/// TF32 operands, float accumulators), whose margin tensor_screen_bounds proves. The FP32 form it
+/// replaced issued an FMA per element and pair, so it was bound by the issue rate, not by the
+/// store's reads (MNIST-like Q = 32: 123 us on an H200 against a 50 us read floor); here a warp's
+/// 16 instructions cover 16,384 of those FMAs. A block: G warps of points (a 32-slot group each)
+/// by H warps of queries (8 NT each); every warp multiplies its group's 32 points by its 8 NT
+/// queries, two m16 tiles by NT n8 tiles. Measured on an H200 (run-2026-11-28-s36, README there):
+///   - 17-32 queries: 4 x 1 warps of 4 n8 tiles, all 5 blocks per SM resident (the shares);
+///   - 33+: 4 x 2 warps (64 queries a block, whole tiles: 108 registers x 256 threads);
+///   - 9-16 in 4 x 1 warps of 2 n8 tiles: product 68 against the exact form's 97 us, but the
+///     screened selection 38 against 14 us (1.01-1.17x slower): the exact form stays there;
+///   - stages of 8 chunks (2 or 3) instead of 4 x 4, TF32 by truncation instead of rounding
+///     (half the conversion instructions, twice the margin: selection 51 against 44 us), and
+///     queries copied in 64-byte runs: no faster.
+struct TensorTile {
+  int nt, h, g;
+  bool shares;
+};
+inline constexpr TensorTile kTensorMidTile{4, 1, 4, true}, kTensorLargeTile{4, 2, 4, false};
+// Chunks per stage: a thread's float4 (chunk t of four) feeds two k8 steps. Stages: three
+// loading while one is multiplied.
+inline constexpr int kTensorStepChunks = 4, kTensorStages = 4;
+template <TensorTile T>
+inline constexpr int tensor_bn = 8 * T.nt * T.h;
+template <TensorTile T>
+inline constexpr int tensor_threads = 32 * T.g * T.h;
+/// float4s per chunk row of a stage: two past the tile, so that the quarter warp loading one
+/// fragment (points or queries g, g + 1 of chunks t = 0..3) touches every bank once.
+__host__ __device__ constexpr int padded_row(int n) { return n + 2; }
+template <TensorTile T>
+constexpr std::size_t tensor_shared_bytes() {
+  return std::size_t(kTensorStages) * kTensorStepChunks *
+             (padded_row(32 * T.g) + padded_row(tensor_bn<T>)) * sizeof(float4) +
+         32 * T.g * sizeof(float);
+}
+
+/// v rounded to TF32 (to nearest, ties away): |error| <= 2^-11 |v|.
+__device__ __forceinline__ std::uint32_t to_tf32(float v) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return r;
+}
+/// d += a b: a 16 x 8 (points x dims), b 8 x 8 (dims x queries), thread (g, t) = (lane / 4,
+/// lane % 4) holding a (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); b (t, g), (t + 4, g); d (g,
+/// 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                         std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Five blocks of one query warp per SM: the MNIST-like store's shares (5 per SM) all resident.
+template <int NT, int H, int G, bool kShares>
+__global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kernel(DenseParams p) {
+  start_chained_kernel();
+  constexpr TensorTile T{NT, H, G, kShares};
+  constexpr int BN = tensor_bn<T>, BM = 32 * T.g, THREADS = tensor_threads<T>;
+  constexpr int kStep = kTensorStepChunks, kStages = kTensorStages;
+  constexpr int kPointRow = padded_row(BM), kQueryRow = padded_row(BN);
+  extern __shared__ __align__(16) unsigned char shared[];
+  float4* const point_stages = reinterpret_cast<float4*>(shared);            // [stage][u][kPointRow]
+  float4* const query_stages = point_stages + kStages * kStep * kPointRow;  // [stage][u][kQueryRow]
+  float* const point_norms = reinterpret_cast<float*>(query_stages + kStages * kStep * kQueryRow);
+
+  const StoreView store = *p.store;
+  std::uint32_t first_slot = blockIdx.x * BM, slot_end = ~0u;
+  if constexpr (kShares) {
+    const ProductShare share = product_share(min(store.slot_count, p.row_stride), T.g, p.sm_count, blockIdx.x);
+    first_slot = share.first_group * kTile;
+    slot_end = (share.first_group + share.groups) * kTile;
+  }
+  const std::uint32_t slots = min(min(store.slot_count, p.row_stride), slot_end), chunks = store.chunks;
+  if (first_slot >= slots) return;  // the whole block: the grid is sized for the plan's capacity
+  const std::uint32_t q0 = blockIdx.y * BN, nq = min(std::uint32_t(BN), p.num_queries - q0);
+  const float4* const vectors = static_cast<const float4*>(store.vectors);
+  const float4* const query_rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  const std::uint32_t steps = (chunks + kStep - 1) / kStep;
+
+  // A stage: kStep chunks of the BM points (tile-major in the store: a chunk of 32 slots is 512
+  // consecutive bytes), then of the BN queries. Copy r of thread x is entry x + r THREADS: point
+  // x % BM, chunk x / BM + r THREADS / BM (the same for the queries and BN), so each thread's
+  // sources are worked out here once.
+  static_assert(kStep * BM % THREADS == 0 && THREADS % BM == 0 && THREADS % BN == 0 && kStep % 4 == 0);
+  constexpr int kPointCopies = kStep * BM / THREADS, kPointStride = THREADS / BM;
+  constexpr int kQueryCopies = (kStep * BN + THREADS - 1) / THREADS, kQueryStride = THREADS / BN;
+  const std::uint32_t tid = threadIdx.x;
+  const std::uint32_t copy_point = tid % BM, point_chunk = tid / BM, copy_query = tid % BN, query_chunk = tid / BN;
+  const bool point_live = first_slot + copy_point < slots, query_live = copy_query < nq;
+  const float4* const point_from =
+      vectors + (std::size_t(point_live ? (first_slot + copy_point) / kTile : 0) * chunks + point_chunk) * kTile +
+      copy_point % kTile;
+  const float4* const query_from = query_rows + (query_live ? std::size_t(copy_query) * chunks + query_chunk : 0);
+  // Tiles of one query warp start each block at its own step and wrap around: their blocks move
+  // through their shares in step, so with one order every SM asked for the same few lines of
+  // queries at once, and the L2 slices holding them bound the product (MNIST-like Q = 32: 94 us
+  // with the arithmetic taken out, 64 us without the queries' copies; 78 us turned). Any order
+  // of the chunks is a dot product's. The tile of two query warps measured 1.03x slower turned.
+  const std::uint32_t first_step = T.h == 1 ? std::uint32_t(std::uint64_t(blockIdx.x) * steps / gridDim.x) : 0;
+  auto issue = [&](std::uint32_t step) {
+    float4* const to_points = point_stages + (step % kStages) * kStep * kPointRow + point_chunk * kPointRow + copy_point;
+    float4* const to_queries = query_stages + (step % kStages) * kStep * kQueryRow + query_chunk * kQueryRow + copy_query;
+    const std::uint32_t turned = first_step + step, first_chunk = (turned < steps ? turned : turned - steps) * kStep;
+#pragma unroll
+    for (int r = 0; r < kPointCopies; ++r) {
+      const bool load = point_live && first_chunk + point_chunk + r * kPointStride < chunks;
+      copy_async16_or_zero(to_points + r * kPointStride * kPointRow,
+                           load ? point_from + (std::size_t(first_chunk) + r * kPointStride) * kTile : vectors, load);
+    }
+#pragma unroll
+    for (int r = 0; r < kQueryCopies; ++r) {
+      if (kStep * BN % THREADS != 0 && tid + r * THREADS >= std::uint32_t(kStep * BN)) break;
+      const bool load = query_live && first_chunk + query_chunk + r * kQueryStride < chunks;
+      copy_async16_or_zero(to_queries + r * kQueryStride * kQueryRow,
+                           load ? query_from + first_chunk + r * kQueryStride : query_rows, load);
+    }
+  };
+
+  const std::uint32_t warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const std::uint32_t point_warp = warp % T.g, query_warp = warp / T.g;
+  const std::uint32_t warp_point = point_warp * 32, warp_query = query_warp * 8 * T.nt;
+  // Within a stage: thread (g, t)'s fragments start at chunk t of point warp_point + g (and + 8,
+  // + 16, + 24) and of query warp_query + g (+ 8 j); its norm's point is warp_point + lane.
+  const std::uint32_t a_at = t * kPointRow + warp_point + g, b_at = t * kQueryRow + warp_query + g;
+  const std::uint32_t norm_at = warp_point + lane;
+  float acc[2][T.nt][4];  // [m16 tile][n8 tile][fragment]
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < T.nt; ++j) {
+#pragma unroll
+      for (int f = 0; f < 4; ++f) acc[i][j][f] = 0.0f;
+    }
+  }
+  float norm[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // point norm_at's, in four partial sums (query warp 0)
+#pragma unroll
+  for (int s = 0; s + 1 < kStages; ++s) {
+    if (std::uint32_t(s) < steps) issue(s);
+    commit_async();
+  }
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    wait_async<kStages - 2>();
+    __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
+    if (step + kStages - 1 < steps) issue(step + kStages - 1);
+    commit_async();
+    const float4* const points = point_stages + (step % kStages) * kStep * kPointRow;
+    const float4* const queries = query_stages + (step % kStages) * kStep * kQueryRow;
+    if (query_warp == 0) {
+#pragma unroll
+      for (int u = 0; u < kStep; ++u) {
+        const float4 v = points[u * kPointRow + norm_at];
+        norm[u % 4] = add_dot4(norm[u % 4], v, v);
+      }
+    }
+    // Four chunks at a time, two k8 steps: column t (t + 4) of the first is element x (y) of
+    // chunk t, of the second z (w); any order of the dims is a dot product's, as long as a and
+    // b agree.
+#pragma unroll
+    for (int four = 0; four < kStep / 4; ++four) {
+      std::uint32_t a[2][2][4];  // [m16 tile][k8 step][fragment]
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float4 low = points[a_at + 4 * four * kPointRow + 16 * i];
+        const float4 high = points[a_at + 4 * four * kPointRow + 16 * i + 8];
+        a[i][0][0] = to_tf32(low.x), a[i][0][1] = to_tf32(high.x), a[i][0][2] = to_tf32(low.y), a[i][0][3] = to_tf32(high.y);
+        a[i][1][0] = to_tf32(low.z), a[i][1][1] = to_tf32(high.z), a[i][1][2] = to_tf32(low.w), a[i][1][3] = to_tf32(high.w);
+      }
+#pragma unroll
+      for (int j = 0; j < T.nt; ++j) {
+        const float4 q = queries[b_at + 4 * four * kQueryRow + 8 * j];
+        const std::uint32_t b[2][2] = {{to_tf32(q.x), to_tf32(q.y)}, {to_tf32(q.z), to_tf32(q.w)}};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            mma_tf32(acc[i][j], a[i][k][0], a[i][k][1], a[i][k][2], a[i][k][3], b[k][0], b[k][1]);
+          }
+        }
+      }
+    }
+  }
+  if (query_warp == 0) point_norms[norm_at] = (norm[0] + norm[1]) + (norm[2] + norm[3]);
+  __syncthreads();
+
+  // V = fl(N - 2P) less C N rounded down, as the FP32 form (product_tile); each group's smallest
+  // key per query. Thread (g, t) holds points 16 i + 8 r + g against queries 8 j + 2 t + e.
+  const std::uint32_t group = first_slot / kTile + point_warp;
+  if (group * kTile >= slots) return;
+  float* const rows = p.screened + std::size_t(q0) * p.row_stride;
+  const std::uint32_t group_stride = p.row_stride / kTile;
+  std::uint32_t smallest[T.nt][2];
+#pragma unroll
+  for (int j = 0; j < T.nt; ++j) smallest[j][0] = smallest[j][1] = kEmptyKey;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const std::uint32_t point = 16 * i + 8 * r + g, slot = group * kTile + point;
+      const float n2 = point_norms[warp_point + point];
+      const bool live = slot < slots && store.valid[slot] != 0, huge = n2 >= p.screen.huge;
+#pragma unroll
+      for (int j = 0; j < T.nt; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const std::uint32_t n = warp_query + 8 * j + 2 * t + e;
+          const float w = !live ? CUDART_NAN_F
+                          : huge ? -CUDART_INF_F
+                                 : __fmaf_rd(-p.screen.norm_scale, n2, __fmaf_rn(-2.0f, acc[i][j][2 * r + e], n2));
+          if (slot < slots && n < nq) rows[std::size_t(n) * p.row_stride + slot] = w;
+          smallest[j][e] = min(smallest[j][e], screened_key(w));
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < T.nt; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      std::uint32_t key = smallest[j][e];
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1) key = min(key, __shfl_xor_sync(kFullMask, key, offset));
+      const std::uint32_t n = warp_query + 8 * j + 2 * t + e;
+      if (g == 0 && n < nq) p.group_keys[std::size_t(q0 + n) * group_stride + group] = key;
+    }
   }
 }
 
@@ -652,42 +826,79 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   for (std::uint32_t j = threadIdx.x; j < k; j += kSelectThreads) emit_answer(p, q, j, j < best ? merged[j] : padding);
 }
 
-template <ProductTile T, bool kExact, bool kShares>
-constexpr auto product_kernel = dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kExact, kShares>;
+template <ProductTile T, bool kShares>
+constexpr auto product_kernel = dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kShares>;
 
 /// `resident`: DenseResidency's count for T's kernel with shares.
-template <ProductTile T, bool kExact>
+template <ProductTile T>
 void launch_product(const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
   constexpr int BM = T.threads / (T.bn / T.tn) * T.tm;
-  constexpr std::size_t shared_bytes = product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>();
+  constexpr std::size_t shared_bytes = product_shared_bytes<T.bn, T.tm, T.tn, T.threads>();
   const std::uint32_t queries = (p.num_queries + T.bn - 1) / T.bn;
   if constexpr (T.shares) {
     const std::uint32_t per_sm = product_blocks_per_sm(p.row_stride / kTile, T.tm, p.sm_count);
     if (per_sm * queries <= resident) {
-      launch_chained("dense_product_kernel", product_kernel<T, kExact, true>, dim3(p.sm_count * per_sm, queries),
+      launch_chained("dense_product_kernel", product_kernel<T, true>, dim3(p.sm_count * per_sm, queries),
                      T.threads, shared_bytes, stream, p);
       return;
     }
   }
-  launch_chained("dense_product_kernel", product_kernel<T, kExact, false>,
+  launch_chained("dense_product_kernel", product_kernel<T, false>,
                  dim3((p.row_stride + BM - 1) / BM, queries), T.threads, shared_bytes, stream, p);
 }
 
 /// Returns the blocks per SM that T's kernel with shares holds at once (0 without shares).
-template <ProductTile T, bool kExact>
+template <ProductTile T>
 std::uint32_t configure_product() {
-  constexpr int shared_bytes = int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads, kExact>());
-  check_cuda(cudaFuncSetAttribute(product_kernel<T, kExact, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  constexpr int shared_bytes = int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads>());
+  check_cuda(cudaFuncSetAttribute(product_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   shared_bytes),
              "cudaFuncSetAttribute(dense_product_kernel)");
   int resident = 0;
   if constexpr (T.shares) {
-    check_cuda(cudaFuncSetAttribute(product_kernel<T, kExact, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check_cuda(cudaFuncSetAttribute(product_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared_bytes),
                "cudaFuncSetAttribute(dense_product_kernel)");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, product_kernel<T, kExact, true>, T.threads,
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, product_kernel<T, true>, T.threads,
                                                              shared_bytes),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor(dense_product_kernel)");
+  }
+  return std::uint32_t(resident);
+}
+
+/// `resident`: DenseResidency's count for T's kernel with shares.
+template <TensorTile T, bool kShares>
+constexpr auto tensor_kernel = dense_tensor_kernel<T.nt, T.h, T.g, kShares>;
+
+template <TensorTile T>
+void launch_tensor(const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
+  constexpr std::size_t shared_bytes = tensor_shared_bytes<T>();
+  const std::uint32_t queries = (p.num_queries + tensor_bn<T> - 1) / tensor_bn<T>;
+  if constexpr (T.shares) {
+    const std::uint32_t per_sm = product_blocks_per_sm(p.row_stride / kTile, T.g, p.sm_count);
+    if (per_sm * queries <= resident) {
+      launch_chained("dense_tensor_kernel", tensor_kernel<T, true>, dim3(p.sm_count * per_sm, queries),
+                     tensor_threads<T>, shared_bytes, stream, p);
+      return;
+    }
+  }
+  launch_chained("dense_tensor_kernel", tensor_kernel<T, false>,
+                 dim3((p.row_stride + 32 * T.g - 1) / (32 * T.g), queries), tensor_threads<T>, shared_bytes, stream, p);
+}
+
+/// Returns the blocks per SM that T's kernel with shares holds at once (0 without shares).
+template <TensorTile T>
+std::uint32_t configure_tensor() {
+  constexpr int shared_bytes = int(tensor_shared_bytes<T>());
+  check_cuda(cudaFuncSetAttribute(tensor_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
+             "cudaFuncSetAttribute(dense_tensor_kernel)");
+  int resident = 0;
+  if constexpr (T.shares) {
+    check_cuda(cudaFuncSetAttribute(tensor_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
+               "cudaFuncSetAttribute(dense_tensor_kernel)");
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, tensor_kernel<T, true>, tensor_threads<T>,
+                                                             shared_bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(dense_tensor_kernel)");
   }
   return std::uint32_t(resident);
 }
@@ -700,10 +911,10 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 
 DenseResidency configure_dense(std::size_t shared_limit) {
   DenseResidency residency;
-  residency.few_queries = configure_product<kExactTinyTile, true>();
-  configure_product<kExactSmallTile, true>();
-  residency.mid_queries = configure_product<kMidTile, false>();
-  configure_product<kLargeTile, false>();
+  residency.few_queries = configure_product<kExactTinyTile>();
+  configure_product<kExactSmallTile>();
+  residency.mid_queries = configure_tensor<kTensorMidTile>();
+  configure_tensor<kTensorLargeTile>();
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(shared_limit - kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
@@ -720,15 +931,20 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   if (p.sm_count == 0) throw CudaError("dense screen: sm_count (the device's multiprocessors) must be set");
   DenseParams params = p;
   params.exact = p.num_queries <= kDenseExactMaxQueries;
-  if (params.exact) params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
-  if (p.num_queries <= kExactTinyTile.bn) {
-    launch_product<kExactTinyTile, true>(params, p.residency.few_queries, stream);
-  } else if (params.exact) {
-    launch_product<kExactSmallTile, true>(params, 0, stream);
-  } else if (p.num_queries <= kMidTile.bn) {
-    launch_product<kMidTile, false>(params, p.residency.mid_queries, stream);
+  if (params.exact) {
+    params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
+    if (p.num_queries <= kExactTinyTile.bn) {
+      launch_product<kExactTinyTile>(params, p.residency.few_queries, stream);
+    } else {
+      launch_product<kExactSmallTile>(params, 0, stream);
+    }
   } else {
-    launch_product<kLargeTile, false>(params, 0, stream);
+    params.screen = p.tensor_screen;  // the product's margin, which the selection's screen applies
+    if (p.num_queries <= std::uint32_t(tensor_bn<kTensorMidTile>)) {
+      launch_tensor<kTensorMidTile>(params, p.residency.mid_queries, stream);
+    } else {
+      launch_tensor<kTensorLargeTile>(params, 0, stream);
+    }
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
   // min_stage_points, whose room fill_batch lists the groups in; `least` checked it fits).
