@@ -199,8 +199,9 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
 /// store holds TM - 1 or more tiles per SM (the MNIST-like one 4-5.5). Used where every block
 /// is resident at once, so the hardware hands each SM m blocks (ncu: 5 on every SM at MNIST-like
 /// Q = 4 and 32, where 547 whole tiles gave 4 or 5). H200, same call against whole tiles
-/// (run-2026-11-28-s35/call4, call5): MNIST-like Q = 4-8 0.950-0.985x, Q = 24-32 0.915-0.928x (its
-/// product 138.7 -> 122.9 us: 96 registers, no spills, against 72 and 8 bytes spilled). Where
+/// (run-2026-11-28-s35/call4, call5): MNIST-like Q = 4-8 0.950-0.985x, Q = 24-32 0.915-0.928x (the
+/// FP32 screened product since replaced by the tensor product, which takes shares the same way:
+/// 138.7 -> 122.9 us, 96 registers, no spills, against 72 and 8 bytes spilled). Where
 /// its blocks would queue (100,000 x 128: 8 per SM of the tile of 16, 6 of 32) call3's version
 /// lost 1.07-1.16x, so whole tiles stay there. A grid of whole tiles, then one-group tiles for
 /// the remainder, lost 1.10-1.18x (call1; ncu, call2: the SMs' mean active cycles fell from 0.92
