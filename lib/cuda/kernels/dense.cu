@@ -69,6 +69,25 @@ constexpr std::size_t product_shared_bytes() {
   return std::size_t(kExactStages) * kExactStepChunks * (BM + BN) * sizeof(float4);
 }
 
+/// The products' shared-memory pipeline over `steps` stages of a ring of kStages: kStages - 1
+/// stages in flight while one is used. issue(step) starts a stage's copies (cp.async);
+/// use(step) reads stage step % kStages once it has landed for every thread. Every thread calls it.
+template <int kStages, class Issue, class Use>
+__device__ __forceinline__ void staged_pipeline(std::uint32_t steps, Issue issue, Use use) {
+#pragma unroll
+  for (int s = 0; s + 1 < kStages; ++s) {
+    if (std::uint32_t(s) < steps) issue(s);
+    commit_async();
+  }
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    wait_async<kStages - 2>();
+    __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
+    if (step + kStages - 1 < steps) issue(step + kStages - 1);
+    commit_async();
+    use(step);
+  }
+}
+
 /// The exact ranks of BN queries x BM points from first_slot (those before slot_end); thread
 /// (tm, tn) holds points tm + PT i (i < TM) against queries tn + QT j (j < TN), so a warp's point
 /// loads are consecutive float4s (no bank conflict) and its query loads are broadcasts.
@@ -137,16 +156,7 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   }
-#pragma unroll
-  for (int s = 0; s + 1 < kStages; ++s) {
-    if (std::uint32_t(s) < steps) issue(s);
-    commit_async();
-  }
-  for (std::uint32_t step = 0; step < steps; ++step) {
-    wait_async<kStages - 2>();
-    __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
-    if (step + kStages - 1 < steps) issue(step + kStages - 1);
-    commit_async();
+  staged_pipeline<kStages>(steps, issue, [&](std::uint32_t step) {
     const float4* const points = point_stages + (step % kStages) * kStep * BM;
     const float4* const queries = query_stages + (step % kStages) * kStep * BN;
 #pragma unroll
@@ -161,7 +171,7 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
 #pragma unroll
       for (int i = 0; i < TM; ++i) accumulate<TN, false>(acc[i], x[i], [&](int j) { return q[j]; });
     }
-  }
+  });
   // An empty slot gets NaN (never selected). Each group of 32 slots also gets its smallest key
   // per query (kEmptyKey: none), so the selection reads only the groups that can hold what it
   // looks for.
@@ -403,16 +413,7 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
     }
   }
   float norm[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // point norm_at's, in four partial sums (query warp 0)
-#pragma unroll
-  for (int s = 0; s + 1 < kStages; ++s) {
-    if (std::uint32_t(s) < steps) issue(s);
-    commit_async();
-  }
-  for (std::uint32_t step = 0; step < steps; ++step) {
-    wait_async<kStages - 2>();
-    __syncthreads();  // this stage landed for every thread; the stage refilled next was read by all
-    if (step + kStages - 1 < steps) issue(step + kStages - 1);
-    commit_async();
+  staged_pipeline<kStages>(steps, issue, [&](std::uint32_t step) {
     const float4* const points = point_stages + (step % kStages) * kStep * kPointRow;
     const float4* const queries = query_stages + (step % kStages) * kStep * kQueryRow;
     if (query_warp == 0) {
@@ -448,7 +449,7 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
         }
       }
     }
-  }
+  });
   if (query_warp == 0) point_norms[norm_at] = (norm[0] + norm[1]) + (norm[2] + norm[3]);
   __syncthreads();
 
@@ -827,79 +828,61 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   for (std::uint32_t j = threadIdx.x; j < k; j += kSelectThreads) emit_answer(p, q, j, j < best ? merged[j] : padding);
 }
 
-template <ProductTile T, bool kShares>
-constexpr auto product_kernel = dense_product_kernel<T.bn, T.tm, T.tn, T.threads, kShares>;
+/// A product's kernels, either form: whole tiles of `groups` 32-slot groups by bn queries, and
+/// (where the tile has them) the kernel with shares (ProductShare), used where all its blocks are
+/// resident at once.
+using ProductKernel = void (*)(DenseParams);
+struct ProductKernels {
+  const char* name;
+  ProductKernel tiles, shares;  // shares: nullptr where the tile has none
+  std::uint32_t groups, bn, threads;
+  std::size_t shared_bytes;
+};
 
-/// `resident`: DenseResidency's count for T's kernel with shares.
 template <ProductTile T>
-void launch_product(const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
-  constexpr int BM = T.threads / (T.bn / T.tn) * T.tm;
-  constexpr std::size_t shared_bytes = product_shared_bytes<T.bn, T.tm, T.tn, T.threads>();
-  const std::uint32_t queries = (p.num_queries + T.bn - 1) / T.bn;
-  if constexpr (T.shares) {
-    const std::uint32_t per_sm = product_blocks_per_sm(p.row_stride / kTile, T.tm, p.sm_count);
+ProductKernels exact_kernels() {
+  constexpr std::uint32_t kBlockSlots = T.threads / (T.bn / T.tn) * T.tm;
+  ProductKernel shares = nullptr;
+  if constexpr (T.shares) shares = dense_product_kernel<T.bn, T.tm, T.tn, T.threads, true>;
+  return {"dense_product_kernel", dense_product_kernel<T.bn, T.tm, T.tn, T.threads, false>, shares,
+          kBlockSlots / kTile, std::uint32_t(T.bn), std::uint32_t(T.threads),
+          product_shared_bytes<T.bn, T.tm, T.tn, T.threads>()};
+}
+
+template <TensorTile T>
+ProductKernels tensor_kernels() {
+  ProductKernel shares = nullptr;
+  if constexpr (T.shares) shares = dense_tensor_kernel<T.nt, T.h, T.g, true>;
+  return {"dense_tensor_kernel", dense_tensor_kernel<T.nt, T.h, T.g, false>, shares, std::uint32_t(T.g),
+          std::uint32_t(tensor_bn<T>), std::uint32_t(tensor_threads<T>), tensor_shared_bytes<T>()};
+}
+
+/// `resident`: DenseResidency's count for k's kernel with shares.
+void launch_product(const ProductKernels& k, const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
+  const std::uint32_t queries = (p.num_queries + k.bn - 1) / k.bn, groups = p.row_stride / kTile;
+  if (k.shares != nullptr) {
+    const std::uint32_t per_sm = product_blocks_per_sm(groups, k.groups, p.sm_count);
     if (per_sm * queries <= resident) {
-      launch_chained("dense_product_kernel", product_kernel<T, true>, dim3(p.sm_count * per_sm, queries),
-                     T.threads, shared_bytes, stream, p);
+      launch_chained(k.name, k.shares, dim3(p.sm_count * per_sm, queries), k.threads, k.shared_bytes, stream, p);
       return;
     }
   }
-  launch_chained("dense_product_kernel", product_kernel<T, false>,
-                 dim3((p.row_stride + BM - 1) / BM, queries), T.threads, shared_bytes, stream, p);
+  launch_chained(k.name, k.tiles, dim3((groups + k.groups - 1) / k.groups, queries), k.threads, k.shared_bytes,
+                 stream, p);
 }
 
-/// Returns the blocks per SM that T's kernel with shares holds at once (0 without shares).
-template <ProductTile T>
-std::uint32_t configure_product() {
-  constexpr int shared_bytes = int(product_shared_bytes<T.bn, T.tm, T.tn, T.threads>());
-  check_cuda(cudaFuncSetAttribute(product_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  shared_bytes),
-             "cudaFuncSetAttribute(dense_product_kernel)");
+/// Raises k's shared-memory limits; returns the blocks per SM its kernel with shares holds at
+/// once (0 without shares).
+std::uint32_t configure_product(const ProductKernels& k) {
   int resident = 0;
-  if constexpr (T.shares) {
-    check_cuda(cudaFuncSetAttribute(product_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    shared_bytes),
-               "cudaFuncSetAttribute(dense_product_kernel)");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, product_kernel<T, true>, T.threads,
-                                                             shared_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(dense_product_kernel)");
+  for (const ProductKernel kernel : {k.tiles, k.shares}) {
+    if (kernel == nullptr) continue;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k.shared_bytes)),
+               "cudaFuncSetAttribute", k.name);
   }
-  return std::uint32_t(resident);
-}
-
-/// `resident`: DenseResidency's count for T's kernel with shares.
-template <TensorTile T, bool kShares>
-constexpr auto tensor_kernel = dense_tensor_kernel<T.nt, T.h, T.g, kShares>;
-
-template <TensorTile T>
-void launch_tensor(const DenseParams& p, std::uint32_t resident, cudaStream_t stream) {
-  constexpr std::size_t shared_bytes = tensor_shared_bytes<T>();
-  const std::uint32_t queries = (p.num_queries + tensor_bn<T> - 1) / tensor_bn<T>;
-  if constexpr (T.shares) {
-    const std::uint32_t per_sm = product_blocks_per_sm(p.row_stride / kTile, T.g, p.sm_count);
-    if (per_sm * queries <= resident) {
-      launch_chained("dense_tensor_kernel", tensor_kernel<T, true>, dim3(p.sm_count * per_sm, queries),
-                     tensor_threads<T>, shared_bytes, stream, p);
-      return;
-    }
-  }
-  launch_chained("dense_tensor_kernel", tensor_kernel<T, false>,
-                 dim3((p.row_stride + 32 * T.g - 1) / (32 * T.g), queries), tensor_threads<T>, shared_bytes, stream, p);
-}
-
-/// Returns the blocks per SM that T's kernel with shares holds at once (0 without shares).
-template <TensorTile T>
-std::uint32_t configure_tensor() {
-  constexpr int shared_bytes = int(tensor_shared_bytes<T>());
-  check_cuda(cudaFuncSetAttribute(tensor_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
-             "cudaFuncSetAttribute(dense_tensor_kernel)");
-  int resident = 0;
-  if constexpr (T.shares) {
-    check_cuda(cudaFuncSetAttribute(tensor_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
-               "cudaFuncSetAttribute(dense_tensor_kernel)");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, tensor_kernel<T, true>, tensor_threads<T>,
-                                                             shared_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(dense_tensor_kernel)");
+  if (k.shares != nullptr) {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, k.shares, int(k.threads), k.shared_bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor", k.name);
   }
   return std::uint32_t(resident);
 }
@@ -912,10 +895,10 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 
 DenseResidency configure_dense(std::size_t shared_limit) {
   DenseResidency residency;
-  residency.few_queries = configure_product<kExactTinyTile>();
-  configure_product<kExactSmallTile>();
-  residency.mid_queries = configure_tensor<kTensorMidTile>();
-  configure_tensor<kTensorLargeTile>();
+  residency.few_queries = configure_product(exact_kernels<kExactTinyTile>());
+  configure_product(exact_kernels<kExactSmallTile>());
+  residency.mid_queries = configure_product(tensor_kernels<kTensorMidTile>());
+  configure_product(tensor_kernels<kTensorLargeTile>());
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(shared_limit - kSelectStaticBytes)),
              "cudaFuncSetAttribute(dense_select_kernel)");
@@ -935,16 +918,16 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   if (params.exact) {
     params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
     if (p.num_queries <= kExactTinyTile.bn) {
-      launch_product<kExactTinyTile>(params, p.residency.few_queries, stream);
+      launch_product(exact_kernels<kExactTinyTile>(), params, p.residency.few_queries, stream);
     } else {
-      launch_product<kExactSmallTile>(params, 0, stream);
+      launch_product(exact_kernels<kExactSmallTile>(), params, 0, stream);
     }
   } else {
     params.screen = p.tensor_screen;  // the product's margin, which the selection's screen applies
     if (p.num_queries <= std::uint32_t(tensor_bn<kTensorMidTile>)) {
-      launch_tensor<kTensorMidTile>(params, p.residency.mid_queries, stream);
+      launch_product(tensor_kernels<kTensorMidTile>(), params, p.residency.mid_queries, stream);
     } else {
-      launch_tensor<kTensorLargeTile>(params, 0, stream);
+      launch_product(tensor_kernels<kTensorLargeTile>(), params, 0, stream);
     }
   }
   // Points staged for their exact ranks: as many as the rest of the shared memory holds (at least
