@@ -1176,8 +1176,7 @@ class CudaBackend final : public Backend {
       dense.out_distance = select.out_distance;
       dense.out_id = select.out_id;
       dense.out_slot = select.out_slot;
-      dense.screen = screen_bounds(chunks_ * 4);
-      dense.tensor_screen = tensor_screen_bounds(chunks_ * 4);
+      dense.screen = tensor_screen_bounds(chunks_ * 4);
       dense.shared_limit = props_.sharedMemPerBlockOptin;
       // Idle SMs share each query's exact ranks (MNIST-like: copying about k points into one SM
       // was most of the selection; launch_dense keeps one block where the rows hold the ranks).

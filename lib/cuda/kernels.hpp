@@ -205,8 +205,7 @@ struct DenseParams {
   // pair's exact rank (twice the arithmetic; no screen, no phase C, one selection block per query)
   // rather than its screened value.
   bool exact = false;
-  ScreenBounds screen;                     // screen_bounds(padded dim)
-  ScreenBounds tensor_screen;              // tensor_screen_bounds(padded dim): the tensor product's
+  ScreenBounds screen;                     // tensor_screen_bounds(padded dim): the screened product's margin
   std::size_t shared_limit = 0;            // the device's opt-in shared memory per block (sharedMemPerBlockOptin)
   std::uint32_t sm_count = 0;              // the device's multiprocessors (the product's shares)
   DenseResidency residency;                // from configure_dense (0: every grid of whole tiles)

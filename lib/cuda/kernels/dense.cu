@@ -923,7 +923,6 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
       launch_product(exact_kernels<kExactSmallTile>(), params, 0, stream);
     }
   } else {
-    params.screen = p.tensor_screen;  // the product's margin, which the selection's screen applies
     if (p.num_queries <= std::uint32_t(tensor_bn<kTensorMidTile>)) {
       launch_product(tensor_kernels<kTensorMidTile>(), params, p.residency.mid_queries, stream);
     } else {
