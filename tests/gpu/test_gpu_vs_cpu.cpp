@@ -961,8 +961,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
   // Batches of 12+ queries (2+ over 256+ dims, 6+ at k >= 128) over stores of fewer than 64
   // tiles per SM with 64+ dims (L2, cosine): a tiled product screens every pair, one block per
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
-  // screen's margin cannot rule out. Query tiles of 8, 16, 32 and 64 (partial ones too; 5, 6, 7,
-  // 12 and 13 queries), product blocks whose share of the store is a whole tile or a group less
+  // screen's margin cannot rule out. Query tiles of 8, 12, 16, 32 and 64 (partial ones too; 5,
+  // 6, 7, 10, 13 and 17 queries), product blocks whose share of the store is a whole tile or a group less
   // (70,000 slots at 5 queries, 30,000 at 17) or a few groups (smaller stores), k from 1 to
   // kDenseMaxK and k
   // above the valid points, erased slots, duplicates (ties broken by id), a store of one
@@ -985,7 +985,8 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
                 StoreShape{784, 70'000, 64, 5, Metric::L2, 0.1, false},
                 StoreShape{300, 8'000, 128, 7, Metric::Cosine, 0.2, true},
                 StoreShape{128, 6'000, 128, 6, Metric::L2, 0.1, false},
-                StoreShape{300, 20'000, 32, 12, Metric::L2, 0.1, false}},
+                StoreShape{300, 20'000, 32, 12, Metric::L2, 0.1, false},
+                StoreShape{784, 70'000, 100, 10, Metric::L2, 0.1, false}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 
@@ -993,14 +994,15 @@ TEST_CASE("the dense screen on small stores: each selection path (sanitizer-size
   // Stores of a few thousand points so compute-sanitizer runs in seconds: the k-th group minimum
   // (k below the store's 32-slot groups), the whole row's k-th (k above them), at most k values
   // (every valid slot), ties on one repeated point (the batch overflows and runs window by
-  // window), a query tile of 8 (5 queries), 16, 32 and 64.
+  // window), a query tile of 8 (5 queries), 12 (11), 16, 32 and 64.
   check_shapes(5340,
                {StoreShape{100, 3'000, 16, 40, Metric::L2, 0.2, false},
                 StoreShape{64, 2'000, 100, 17, Metric::Cosine, 0.1, true},
                 StoreShape{200, 1'500, 300, 33, Metric::L2, 0.3, false},
                 StoreShape{72, 400, 500, 16, Metric::L2, 0.2, false},
                 StoreShape{128, 2'000, 30, 64, Metric::L2, 0.0, false, true},
-                StoreShape{300, 2'000, 40, 5, Metric::L2, 0.2, false}},
+                StoreShape{300, 2'000, 40, 5, Metric::L2, 0.2, false},
+                StoreShape{300, 2'000, 50, 11, Metric::L2, 0.1, false}},
                /*as_batch=*/true, /*each_alone=*/false);
 }
 

@@ -221,12 +221,19 @@ __device__ __forceinline__ void wait_async() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 /// As copy_async16, but fills the 16 bytes with zeros instead of reading them where !load
-/// (from must still be a valid address).
+/// (from must still be a valid address). kViaL1: through L1 as well (cp.async.ca), for lines
+/// that the SM's other blocks read too.
+template <bool kViaL1 = false>
 __device__ __forceinline__ void copy_async16_or_zero(float4* to, const float4* from, bool load) {
   const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to));
   const unsigned bytes = load ? 16u : 0u;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address), "l"(from), "r"(bytes)
-               : "memory");
+  if constexpr (kViaL1) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address), "l"(from), "r"(bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address), "l"(from), "r"(bytes)
+                 : "memory");
+  }
 }
 
 /// True, in every thread, for the block that arrives last of `blocks` counted on *arrivals: that

@@ -44,10 +44,15 @@ constexpr int kExactStepChunks = 6, kExactStages = 2;
 
 /// The exact product's tiles by batch size: queries per block (bn), points (tm) and queries (tn)
 /// per thread, and threads (run-2026-11-25-s23, H100): 4 x 2 tiles of 128-slot blocks up to 8
-/// queries; 9-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
+/// queries; 13-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
 /// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
 /// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
 /// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
+/// 9-12 queries take the same 96-slot blocks in three warps (12 queries): from 9 queries the
+/// product is bound by its FP32 work, which the tile of 16 spent on every query it could hold
+/// (H200, run-2026-11-28-s37/call2: MNIST-like Q = 12 product 96 -> 81 us, search Q = 9-12
+/// 0.90-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4 chunks in
+/// place of 2 x 6 read 1.00-1.06x slower there (call3).
 /// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
 /// (ProductShare), used where all its blocks are resident at once. On for the tile of 8; the
 /// tile of 16 measured 1.00-1.02x with it.
@@ -55,8 +60,10 @@ struct ProductTile {
   int bn, tm, tn, threads;
   bool shares;
 };
-inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128, true}, kExactSmallTile{16, 3, 4, 128, false};
-static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactSmallTile.bn);
+inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128, true}, kExactMidTile{12, 3, 4, 96, false},
+    kExactSmallTile{16, 3, 4, 128, false};
+static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactMidTile.bn &&
+              kExactMidTile.bn < kExactSmallTile.bn);
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
@@ -125,6 +132,11 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
   const float4* const point_from =
       vectors + (std::size_t(copies_point ? copy_slot / kTile : 0) * chunks + point_u0) * kTile + copy_slot % kTile;
   const float4* const query_from = query_rows + (copies_query ? std::size_t(copy_query) * chunks + query_u0 : 0);
+  // The queries' copies go through L1 (cp.async.ca): every block reads the same query lines in
+  // the same order (the ranks' chunk order is fixed), so without it the SMs' blocks asked the
+  // few L2 slices holding them for the same lines at once. H200, same call against L2 only
+  // (run-2026-11-28-s37/call1-2): MNIST-like Q = 2-8 0.90-0.97x (product at Q = 8 69.5 ->
+  // 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-0.99x (the FP32 work bounds those).
   auto issue = [&](std::uint32_t step) {
     float4* const to_points = point_stages + (step % kStages) * kStep * BM;
     float4* const to_queries = query_stages + (step % kStages) * kStep * BN;
@@ -146,7 +158,8 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
       const std::uint32_t entry = threadIdx.x + r * THREADS, c = step_chunk + query_u0 + r * kQueryStride;
       if (kStep * BN % THREADS != 0 && entry >= std::uint32_t(kStep * BN)) break;
       const bool load = copies_query && c < chunks;
-      copy_async16_or_zero(to_queries + entry, load ? query_from + step_chunk + r * kQueryStride : query_rows, load);
+      copy_async16_or_zero<true>(to_queries + entry, load ? query_from + step_chunk + r * kQueryStride : query_rows,
+                                 load);
     }
   };
 
@@ -376,6 +389,9 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
   // queries at once, and the L2 slices holding them bound the product (MNIST-like Q = 32: 94 us
   // with the arithmetic taken out, 64 us without the queries' copies; 78 us turned). Any order
   // of the chunks is a dot product's. The tile of two query warps measured 1.03x slower turned.
+  // The queries' copies also go through L1 (cp.async.ca), so an SM's blocks share them: H200,
+  // same call against L2 only (run-2026-11-28-s37/call1), MNIST-like Q = 24-64 0.92-0.97x
+  // (product at Q = 32 93.9 -> 83.3 us), 100,000 x 128 Q = 24-64 0.84-0.89x.
   const std::uint32_t first_step = T.h == 1 ? std::uint32_t(std::uint64_t(blockIdx.x) * steps / gridDim.x) : 0;
   auto issue = [&](std::uint32_t step) {
     float4* const to_points = point_stages + (step % kStages) * kStep * kPointRow + point_chunk * kPointRow + copy_point;
@@ -391,8 +407,8 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
     for (int r = 0; r < kQueryCopies; ++r) {
       if (kStep * BN % THREADS != 0 && tid + r * THREADS >= std::uint32_t(kStep * BN)) break;
       const bool load = query_live && first_chunk + query_chunk + r * kQueryStride < chunks;
-      copy_async16_or_zero(to_queries + r * kQueryStride * kQueryRow,
-                           load ? query_from + first_chunk + r * kQueryStride : query_rows, load);
+      copy_async16_or_zero<true>(to_queries + r * kQueryStride * kQueryRow,
+                                 load ? query_from + first_chunk + r * kQueryStride : query_rows, load);
     }
   };
 
@@ -896,6 +912,7 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 DenseResidency configure_dense(std::size_t shared_limit) {
   DenseResidency residency;
   residency.few_queries = configure_product(exact_kernels<kExactTinyTile>());
+  configure_product(exact_kernels<kExactMidTile>());
   configure_product(exact_kernels<kExactSmallTile>());
   residency.mid_queries = configure_product(tensor_kernels<kTensorMidTile>());
   configure_product(tensor_kernels<kTensorLargeTile>());
@@ -919,6 +936,8 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
     params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
     if (p.num_queries <= kExactTinyTile.bn) {
       launch_product(exact_kernels<kExactTinyTile>(), params, p.residency.few_queries, stream);
+    } else if (p.num_queries <= kExactMidTile.bn) {
+      launch_product(exact_kernels<kExactMidTile>(), params, 0, stream);
     } else {
       launch_product(exact_kernels<kExactSmallTile>(), params, 0, stream);
     }
