@@ -51,7 +51,7 @@ constexpr int kExactStepChunks = 6, kExactStages = 2;
 /// 9-12 queries take the same 96-slot blocks in three warps (12 queries): from 9 queries the
 /// product is bound by its FP32 work, which the tile of 16 spent on every query it could hold
 /// (H200, run-2026-11-28-s37/call2: MNIST-like Q = 12 product 96 -> 81 us, search Q = 9-12
-/// 0.90-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4 chunks in
+/// 0.89-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4 chunks in
 /// place of 2 x 6 read 1.00-1.06x slower there (call3).
 /// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
 /// (ProductShare), used where all its blocks are resident at once. On for the tile of 8; the
@@ -135,8 +135,8 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
   // The queries' copies go through L1 (cp.async.ca): every block reads the same query lines in
   // the same order (the ranks' chunk order is fixed), so without it the SMs' blocks asked the
   // few L2 slices holding them for the same lines at once. H200, same call against L2 only
-  // (run-2026-11-28-s37/call1-2): MNIST-like Q = 2-8 0.90-0.97x (product at Q = 8 69.5 ->
-  // 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-0.99x (the FP32 work bounds those).
+  // (run-2026-11-28-s37/call1-2): MNIST-like Q = 2-8 0.87-0.97x (product at Q = 8 69.5 ->
+  // 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-1.00x (the FP32 work bounds those).
   auto issue = [&](std::uint32_t step) {
     float4* const to_points = point_stages + (step % kStages) * kStep * BM;
     float4* const to_queries = query_stages + (step % kStages) * kStep * BN;
@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
   // with the arithmetic taken out, 64 us without the queries' copies; 78 us turned). Any order
   // of the chunks is a dot product's. The tile of two query warps measured 1.03x slower turned.
   // The queries' copies also go through L1 (cp.async.ca), so an SM's blocks share them: H200,
-  // same call against L2 only (run-2026-11-28-s37/call1), MNIST-like Q = 24-64 0.92-0.97x
+  // same call against L2 only (run-2026-11-28-s37/call1-2), MNIST-like Q = 24-64 0.88-0.97x
   // (product at Q = 32 93.9 -> 83.3 us), 100,000 x 128 Q = 24-64 0.84-0.89x.
   const std::uint32_t first_step = T.h == 1 ? std::uint32_t(std::uint64_t(blockIdx.x) * steps / gridDim.x) : 0;
   auto issue = [&](std::uint32_t step) {
