@@ -962,13 +962,12 @@ TEST_CASE("GPU equals CPU where batches over small stores of many dims take the 
   // tiles per SM with 64+ dims (L2, cosine): a tiled product screens every pair, one block per
   // query ranks the pairs at or below the k-th group minimum exactly and then every pair the
   // screen's margin cannot rule out. Query tiles of 8, 12, 16, 32 and 64 (partial ones too; 5,
-  // 6, 7, 10, 13 and 17 queries), product blocks whose share of the store is a whole tile or a group less
-  // (70,000 slots at 5 queries, 30,000 at 17) or a few groups (smaller stores), k from 1 to
-  // kDenseMaxK and k
-  // above the valid points, erased slots, duplicates (ties broken by id), a store of one
-  // repeated point (every pair ties: the selection's batches fill and merge many times), dims up
-  // to 2,000, and a batch split into launch chunks by the workspace budget (1,100 queries over
-  // 70,000 slots).
+  // 6, 7, 10, 13 and 17 queries), product blocks whose share of the store is a whole tile or a
+  // group less (70,000 slots at 5 queries, 30,000 at 17) or a few groups (smaller stores), k from
+  // 1 to kDenseMaxK and k above the valid points, erased slots, duplicates (ties broken by id), a
+  // store of one repeated point (every pair ties: the selection's batches fill and merge many
+  // times), dims up to 2,000, and a batch split into launch chunks by the workspace budget (1,100
+  // queries over 70,000 slots).
   check_shapes(5320,
                {StoreShape{784, 70'000, 64, 64, Metric::L2, 0.1, false},
                 StoreShape{784, 70'000, 128, 16, Metric::L2, 0.0, false},

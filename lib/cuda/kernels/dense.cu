@@ -44,15 +44,15 @@ constexpr int kExactStepChunks = 6, kExactStages = 2;
 
 /// The exact product's tiles by batch size: queries per block (bn), points (tm) and queries (tn)
 /// per thread, and threads (run-2026-11-25-s23, H100): 4 x 2 tiles of 128-slot blocks up to 8
-/// queries; 13-16 in 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
+/// queries; above 8, 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
 /// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
 /// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
 /// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
-/// 9-12 queries take the same 96-slot blocks in three warps (12 queries): from 9 queries the
-/// product is bound by its FP32 work, which the tile of 16 spent on every query it could hold
-/// (H200, run-2026-11-28-s37/call2: MNIST-like Q = 12 product 96 -> 81 us, search Q = 9-12
-/// 0.89-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4 chunks in
-/// place of 2 x 6 read 1.00-1.06x slower there (call3).
+/// Those blocks hold 16 queries in four warps, or 12 in three for batches of 9-12: from 9
+/// queries the product is bound by its FP32 work, which the tile of 16 spent on every query it
+/// could hold (H200, run-2026-11-28-s37/call2: MNIST-like Q = 12 product 96 -> 81 us, search
+/// Q = 9-12 0.89-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4
+/// chunks in place of 2 x 6 read 1.00-1.06x slower there (call3).
 /// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
 /// (ProductShare), used where all its blocks are resident at once. On for the tile of 8; the
 /// tile of 16 measured 1.00-1.02x with it.
@@ -60,10 +60,10 @@ struct ProductTile {
   int bn, tm, tn, threads;
   bool shares;
 };
-inline constexpr ProductTile kExactTinyTile{8, 4, 2, 128, true}, kExactMidTile{12, 3, 4, 96, false},
-    kExactSmallTile{16, 3, 4, 128, false};
-static_assert(kExactSmallTile.bn == kDenseExactMaxQueries && kExactTinyTile.bn < kExactMidTile.bn &&
-              kExactMidTile.bn < kExactSmallTile.bn);
+inline constexpr ProductTile kExactTileOf8{8, 4, 2, 128, true}, kExactTileOf12{12, 3, 4, 96, false},
+    kExactTileOf16{16, 3, 4, 128, false};
+static_assert(kExactTileOf16.bn == kDenseExactMaxQueries && kExactTileOf8.bn < kExactTileOf12.bn &&
+              kExactTileOf12.bn < kExactTileOf16.bn);
 
 /// A screened value's key: ordered bits, NaN (an empty slot) as kEmptyKey, above every value.
 inline constexpr std::uint32_t kEmptyKey = 0xffffffffu;
@@ -911,9 +911,9 @@ std::size_t dense_select_min_shared(std::uint32_t k, std::uint32_t chunks, std::
 
 DenseResidency configure_dense(std::size_t shared_limit) {
   DenseResidency residency;
-  residency.few_queries = configure_product(exact_kernels<kExactTinyTile>());
-  configure_product(exact_kernels<kExactMidTile>());
-  configure_product(exact_kernels<kExactSmallTile>());
+  residency.few_queries = configure_product(exact_kernels<kExactTileOf8>());
+  configure_product(exact_kernels<kExactTileOf12>());
+  configure_product(exact_kernels<kExactTileOf16>());
   residency.mid_queries = configure_product(tensor_kernels<kTensorMidTile>());
   configure_product(tensor_kernels<kTensorLargeTile>());
   check_cuda(cudaFuncSetAttribute(dense_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -934,12 +934,12 @@ void launch_dense(const DenseParams& p, cudaStream_t stream) {
   params.exact = p.num_queries <= kDenseExactMaxQueries;
   if (params.exact) {
     params.blocks_per_query = 1;  // the rows hold the ranks: nothing to share
-    if (p.num_queries <= kExactTinyTile.bn) {
-      launch_product(exact_kernels<kExactTinyTile>(), params, p.residency.few_queries, stream);
-    } else if (p.num_queries <= kExactMidTile.bn) {
-      launch_product(exact_kernels<kExactMidTile>(), params, 0, stream);
+    if (p.num_queries <= kExactTileOf8.bn) {
+      launch_product(exact_kernels<kExactTileOf8>(), params, p.residency.few_queries, stream);
+    } else if (p.num_queries <= kExactTileOf12.bn) {
+      launch_product(exact_kernels<kExactTileOf12>(), params, 0, stream);
     } else {
-      launch_product(exact_kernels<kExactSmallTile>(), params, 0, stream);
+      launch_product(exact_kernels<kExactTileOf16>(), params, 0, stream);
     }
   } else {
     if (p.num_queries <= std::uint32_t(tensor_bn<kTensorMidTile>)) {
