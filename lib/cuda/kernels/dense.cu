@@ -28,6 +28,7 @@
 #include <math_constants.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
@@ -137,7 +138,13 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
   // few L2 slices holding them for the same lines at once. H200, same call against L2 only
   // (run-2026-11-28-s37/call1-2): MNIST-like Q = 2-8 0.87-0.97x (product at Q = 8 69.5 ->
   // 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-1.00x (the FP32 work bounds those).
-  auto issue = [&](std::uint32_t step) {
+  // whole: std::true_type for a stage that ends by the last chunk, whose copies need no bound
+  // test; there every source is in the store or the batch (a thread without a point or query
+  // copies nothing from tile 0's or query 0's row), so the address needs no select either. The
+  // bound tests and selects were 70 of a copying warp's 714 instructions per stage at Q = 16
+  // (SASS counters, run-2026-11-28-s37/call2); without them the product took 95.7 -> 93.3 us
+  // there (H200, ncu, call7).
+  auto copy_stage = [&](std::uint32_t step, auto whole) {
     float4* const to_points = point_stages + (step % kStages) * kStep * BM;
     float4* const to_queries = query_stages + (step % kStages) * kStep * BN;
     const std::uint32_t step_chunk = step * kStep;
@@ -149,17 +156,24 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
       const bool past = kPointsShared ? kStep * BM % THREADS != 0 && entry >= std::uint32_t(kStep * BM)
                                       : copy_point >= std::uint32_t(BM);
       if (past) break;
-      const bool load = copies_point && c < chunks;
+      const bool load = copies_point && (whole || c < chunks);
       const float4* const from = point_from + std::size_t(step_chunk + r * kPointStride) * kTile;
-      copy_async16_or_zero(to_points + entry, load ? from : vectors, load);
+      copy_async16_or_zero(to_points + entry, whole || load ? from : vectors, load);
     }
 #pragma unroll
     for (int r = 0; r < kQueryCopies; ++r) {
       const std::uint32_t entry = threadIdx.x + r * THREADS, c = step_chunk + query_u0 + r * kQueryStride;
       if (kStep * BN % THREADS != 0 && entry >= std::uint32_t(kStep * BN)) break;
-      const bool load = copies_query && c < chunks;
-      copy_async16_or_zero<true>(to_queries + entry, load ? query_from + step_chunk + r * kQueryStride : query_rows,
-                                 load);
+      const bool load = copies_query && (whole || c < chunks);
+      const float4* const from = query_from + step_chunk + r * kQueryStride;
+      copy_async16_or_zero<true>(to_queries + entry, whole || load ? from : query_rows, load);
+    }
+  };
+  auto issue = [&](std::uint32_t step) {
+    if ((step + 1) * kStep <= chunks) {
+      copy_stage(step, std::true_type{});
+    } else {
+      copy_stage(step, std::false_type{});
     }
   };
 
