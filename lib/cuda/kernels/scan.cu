@@ -1078,9 +1078,14 @@ ScanKernel kernel_for(const ScanShape& s) {
 // slack (2^-100 for float sums) covers roundings in the subnormal range (each at most 2^-150
 // absolute), and norms of FLT_MAX / 16 or more (where a sum could overflow) skip the test.
 namespace {
-ScreenBounds screen_bounds_for(std::uint32_t padded_dim, double h, double slack) {
+/// g above: the relative error bound of a float sum of padded_dim products or squares.
+double float_sum_error(std::uint32_t padded_dim) {
   const double u = std::ldexp(1.0, -24), n = double(padded_dim) + 8;
-  const double g = n * u / (1 - n * u);
+  return n * u / (1 - n * u);
+}
+
+ScreenBounds screen_bounds_for(std::uint32_t padded_dim, double h, double slack) {
+  const double u = std::ldexp(1.0, -24), g = float_sum_error(padded_dim);
   const double widen = std::ldexp(1.0, -40);
   ScreenBounds s;
   s.bound_scale = (1 + u) / (1 - g) * (1 + widen);
@@ -1095,8 +1100,7 @@ ScreenBounds screen_bounds_for(std::uint32_t padded_dim, double h, double slack)
 }  // namespace
 
 ScreenBounds screen_bounds(std::uint32_t padded_dim) {
-  const double u = std::ldexp(1.0, -24), n = double(padded_dim) + 8;
-  return screen_bounds_for(padded_dim, n * u / (1 - n * u), std::ldexp(1.0, -100));
+  return screen_bounds_for(padded_dim, float_sum_error(padded_dim), std::ldexp(1.0, -100));
 }
 
 // The tensor product's h (dense.cu: mma.sync m16n8k8, 8 products per instruction, TF32
