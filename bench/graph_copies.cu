@@ -2,15 +2,22 @@
 // host. A graph of N tiny kernels, with the input brought in by a host-to-device copy or a kernel
 // reading mapped pinned memory, and the output taken out by a device-to-host copy, a kernel
 // copying into mapped pinned memory, or the last kernel writing mapped pinned memory itself.
+// Then, by the input's size (1-100 KB, the input block of 1-16 queries up to 1,600 dims), two
+// kernels whose last writes mapped memory (a small search's graph) after an H2D copy node or a
+// kernel that reads the input from mapped memory a 16-byte word per thread (launch_copy_in), and
+// the same H2D copy launched on a stream instead of a graph.
 // Host to host: graph launch, then cudaStreamSynchronize; p50 and p10 over `--reps` launches.
 //   graph_copies [--reps 4000] [--csv graph_copies.csv]
 // On the H100 a copy out after two kernels or more cost about 8 us (17.4-19.5 us against
-// 10.7-13.6 us), which is why the library's last kernel writes small answers itself.
+// 10.7-13.6 us), which is why the library's last kernel writes small answers itself. On an H200
+// a copy node of more than 16 KB cost about 7 us more than one of up to 16 KB, and the kernel
+// did not, which is why the library's graphs read larger input blocks with a kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,10 +30,30 @@ namespace {
 using bench::check;
 
 constexpr int kInWords = 1024, kOutWords = 256;  // 4 KB in, 1 KB out: a few queries' worth
+constexpr int kMaxInKb = 100;                    // the sized inputs' largest
 
 __global__ void work_kernel(const int* in, int* out) { out[threadIdx.x] = in[threadIdx.x] + 1; }
 __global__ void copy_kernel(const int* from, int* to, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) to[i] = from[i];
+}
+/// The library's launch_copy_in: one 16-byte word per thread, every load in flight at once.
+__global__ void copy_words_kernel(const uint4* from, uint4* to, int words) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < words) to[i] = from[i];
+}
+
+/// p50 and p10 of a graph's launch to its stream's sync, in us.
+std::pair<double, double> time_launches(const std::function<void()>& launch, cudaStream_t s, int reps) {
+  std::vector<double> t;
+  for (int r = 0; r < reps + 300; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    launch();
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    const auto b = std::chrono::steady_clock::now();
+    if (r >= 300) t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t[t.size() / 10]};
 }
 
 enum class In { Copy, Kernel };
@@ -41,12 +68,14 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   int *d_in, *d_out, *host, *host_dev;
-  check(cudaMalloc(&d_in, kInWords * 4), "cudaMalloc");
+  check(cudaMalloc(&d_in, kMaxInKb * 1024), "cudaMalloc");
   check(cudaMalloc(&d_out, kInWords * 4), "cudaMalloc");
-  check(cudaHostAlloc(&host, 64 * 1024, cudaHostAllocMapped), "cudaHostAlloc");
+  check(cudaHostAlloc(&host, (kMaxInKb + 64) * 1024, cudaHostAllocMapped), "cudaHostAlloc");
   check(cudaHostGetDevicePointer(&host_dev, host, 0), "cudaHostGetDevicePointer");
   int* h_in = host;
   int* h_out = host + 4 * kInWords;
+  unsigned char* const sized_in = reinterpret_cast<unsigned char*>(host) + 64 * 1024;  // the sized inputs
+  unsigned char* const sized_in_dev = reinterpret_cast<unsigned char*>(host_dev) + 64 * 1024;
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::FILE* csv = std::fopen(args["--csv"].c_str(), "w");
@@ -74,20 +103,46 @@ int main(int argc, char** argv) {
         cudaGraphExec_t exec;
         check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(graph);
-        std::vector<double> t;
-        for (int r = 0; r < reps + 300; ++r) {
-          const auto a = std::chrono::steady_clock::now();
-          check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
-          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-          const auto b = std::chrono::steady_clock::now();
-          if (r >= 300) t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
-        }
+        const auto [p50, p10] = time_launches([&] { check(cudaGraphLaunch(exec, s), "cudaGraphLaunch"); }, s, reps);
         cudaGraphExecDestroy(exec);
-        std::sort(t.begin(), t.end());
-        const double p50 = t[t.size() / 2], p10 = t[t.size() / 10];
         std::printf("%-24s %-34s %7d %9.2f %9.2f\n", in_name, out_name, n, p50, p10);
         std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name, out_name, n, p50, p10);
       }
+    }
+  }
+  std::printf("\nby input size, two kernels, the last writing mapped memory:\n");
+  std::printf("%-34s %-34s %7s %9s %9s\n", "input", "output", "kernels", "p50 us", "p10 us");
+  for (int kb : {1, 4, 8, 12, 16, 20, 24, 32, 50, 64, kMaxInKb}) {
+    const int words = kb * 1024 / 16;
+    auto enqueue = [&](int how) {  // 0: H2D copy, 1: kernel reads mapped
+      if (how == 0) {
+        check(cudaMemcpyAsync(d_in, sized_in, std::size_t(kb) * 1024, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+      } else {
+        copy_words_kernel<<<(words + 255) / 256, 256, 0, s>>>(reinterpret_cast<const uint4*>(sized_in_dev),
+                                                             reinterpret_cast<uint4*>(d_in), words);
+      }
+      work_kernel<<<1, kOutWords, 0, s>>>(d_in, d_out);
+      work_kernel<<<1, kOutWords, 0, s>>>(d_in, host_dev + 4 * kInWords);
+    };
+    for (int how : {0, 1, 2}) {  // 2: the H2D copy and kernels launched on the stream
+      std::pair<double, double> t;
+      if (how == 2) {
+        t = time_launches([&] { enqueue(0); }, s, reps);
+      } else {
+        check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        enqueue(how);
+        cudaGraph_t graph;
+        check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+        cudaGraphExec_t exec;
+        check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+        cudaGraphDestroy(graph);
+        t = time_launches([&] { check(cudaGraphLaunch(exec, s), "cudaGraphLaunch"); }, s, reps);
+        cudaGraphExecDestroy(exec);
+      }
+      const std::string in_name = std::string(how == 1 ? "kernel reads mapped " : how == 0 ? "H2D copy " : "stream: H2D copy ") +
+                                  std::to_string(kb) + " KB";
+      std::printf("%-34s %-34s %7d %9.2f %9.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
+      std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
     }
   }
   std::fclose(csv);

@@ -39,6 +39,13 @@ constexpr std::size_t kMaxCachedGraphs = 64;
 /// Chunks of up to this many queries have their answers written to the mapped staging by the
 /// last kernel (enqueue).
 constexpr std::uint32_t kHostWriteMaxQueries = kGraphMaxQueries;
+/// A graph's input block of more than this many bytes is read from the mapped staging by a kernel
+/// (launch_copy_in) instead of a copy node. H200, bench_graph_copies (run-2026-11-28-s38/call9),
+/// a graph of the input and two tiny kernels, host to host: a copy node of 1-8 KB 9.9-10.7 us,
+/// 12-24 KB 11.2-12.8 us, 32-100 KB 18.2-18.3 us; the kernel 10.6-12.7 us at every size. Same
+/// call against the copy node (call12): MNIST-like Q = 8-16 0.91-0.95x (globaltimer stamps: 7-13
+/// us less from one search's last kernel to the next one's first).
+constexpr std::size_t kGraphCopyMaxBytes = 16 * 1024;
 constexpr std::size_t kMaxQueryBytes = 64 * 1024;                  // one stored query in shared memory
 
 enum class Mode : int { Neighbors = -1, Labels = 0, Probabilities = 1, Values = 2 };
@@ -388,7 +395,7 @@ class CudaBackend final : public Backend {
       ready_index(plan, b, "ReferenceSet::lookup_and_update");
       for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
         const std::uint32_t n = std::min(plan.chunk_queries, nq - q0);
-        enqueue(c, plan, request, Mode::Neighbors, b, q0, n);
+        enqueue(c, plan, request, Mode::Neighbors, b, q0, n, false);
         check_cuda(cudaMemcpyAsync(knnq_.slots.get() + std::size_t(q0) * k, c.slot.get(), std::size_t(n) * k * 4,
                                    cudaMemcpyDeviceToDevice, qs),
                    "cudaMemcpyAsync(KNN-Q neighbour slots)");
@@ -461,7 +468,7 @@ class CudaBackend final : public Backend {
         launch_graph(*ctx, plan, request, mode, b);
       } else {
         for (std::uint32_t q0 = 0; q0 < nq; q0 += plan.chunk_queries) {
-          enqueue(*ctx, plan, request, mode, b, q0, std::min(plan.chunk_queries, nq - q0));
+          enqueue(*ctx, plan, request, mode, b, q0, std::min(plan.chunk_queries, nq - q0), false);
         }
       }
       ctx->done.record(query_stream_.get());
@@ -1052,7 +1059,7 @@ class CudaBackend final : public Backend {
         }
       }
       if (classes() > kSharedClasses) changed |= c.fit(c.class_scratch, std::size_t(qc) * classes(), "class weights");
-      changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging");
+      changed |= c.fit(c.host_in, chunk_count * l.in_bytes, "pinned query staging", props_.canMapHostMemory != 0);
       changed |= c.fit(c.host_out, chunk_count * l.out_bytes, "pinned result staging", props_.canMapHostMemory != 0);
     } catch (...) {
       // Arrays fitted before the failure may have moved: graphs captured on them must go too,
@@ -1075,20 +1082,26 @@ class CudaBackend final : public Backend {
     return l;
   }
 
-  /// Enqueues one chunk of queries [q0, q0 + n) on the query stream: one copy in, the
+  /// Enqueues one chunk of queries [q0, q0 + n) on the query stream: one copy in (in a graph, a
+  /// block of more than kGraphCopyMaxBytes read by a kernel from the mapped staging), the
   /// kernels, and the answers to the pinned staging. A small chunk's last kernel writes them
   /// there itself (the staging is mapped): on an H100 a graph of a host-to-device copy, two
   /// kernels or more and a device-to-host copy took 17.4-20.3 us host to host, against 9.7-11.0
   /// us with the last kernel writing the host memory (bench_graph_copies). Larger chunks, whose
   /// answers would cross the bus as scattered small writes, end with the copy.
   void enqueue(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode, int buffer, std::uint32_t q0,
-               std::uint32_t n) const {
+               std::uint32_t n, bool in_graph) const {
     cudaStream_t stream = query_stream_.get();
     const ChunkLayout& l = c.layout;
     const std::uint32_t k = plan.k, block = q0 / plan.chunk_queries;
-    check_cuda(cudaMemcpyAsync(c.input.get(), c.host_in.get() + block * l.in_bytes, l.in_bytes, cudaMemcpyHostToDevice,
-                               stream),
-               "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
+    if (in_graph && l.in_bytes > kGraphCopyMaxBytes && c.host_in.device_ptr() != nullptr) {
+      launch_copy_in(c.host_in.device_ptr() + block * l.in_bytes, c.input.get(), l.in_bytes,
+                     static_cast<std::uint32_t>(props_.multiProcessorCount), stream);
+    } else {
+      check_cuda(cudaMemcpyAsync(c.input.get(), c.host_in.get() + block * l.in_bytes, l.in_bytes,
+                                 cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync(queries)", concat(n, " queries of dim ", config_.dim));
+    }
     if (config_.debug) poison(c, n, k, stream);
     const StoreView* view = store_.buffer(buffer).view.get();
     // Where the answers go: the staging itself (mapped where the device can map host memory), or
@@ -1514,7 +1527,8 @@ class CudaBackend final : public Backend {
         graph_key(plan, static_cast<std::uint32_t>(r.num_queries), mode, r.aggregate, buffer);
     auto it = c.graphs.find(key);
     if (it == c.graphs.end()) {
-      GraphExec exec = capture([&] { enqueue(c, plan, r, mode, buffer, 0, static_cast<std::uint32_t>(r.num_queries)); });
+      GraphExec exec =
+          capture([&] { enqueue(c, plan, r, mode, buffer, 0, static_cast<std::uint32_t>(r.num_queries), true); });
       if (c.graphs.size() >= kMaxCachedGraphs) c.graphs.clear();
       it = c.graphs.emplace(key, std::move(exec)).first;
     }

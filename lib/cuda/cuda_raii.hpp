@@ -50,7 +50,7 @@ template <class T>
 class PinnedArray {
  public:
   PinnedArray() = default;
-  /// mapped: kernels may also write the array, through device_ptr().
+  /// mapped: kernels may also read and write the array, through device_ptr().
   explicit PinnedArray(std::size_t count, const char* what = "pinned host array", bool mapped = false) : count_(count) {
     if (count == 0) return;
     void* p = nullptr;

@@ -10,7 +10,8 @@
 // the direct search of small batches over one-chunk stores; the query-resident scan of large
 // batches over them (and the selection's 256-thread blocks after it); the spatial index of
 // stores of one or two dimensions (forced on, and under Auto across publishes); aggregation parity;
-// snapshots of in-flight searches across publishes on the device; graph replays after publishes.
+// snapshots of in-flight searches across publishes on the device; graph replays after publishes;
+// small batches whose input block the graph reads with a kernel (more than 16 KB).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -255,6 +256,41 @@ TEST_CASE("GPU equals CPU when one caller alternates batch sizes and k (cached g
       CAPTURE(k);
       CHECK(b == 0);
       bad += b;
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("GPU equals CPU where a small batch's input block exceeds 16 KB (its graph reads it with a kernel)") {
+  // A graph brings a chunk's input block (queries, id ranges, thresholds) of up to 16 KB in with
+  // a copy node and a larger one with a kernel that reads the mapped staging (launch_copy_in):
+  // 1-16 queries of 1,024 dims (4 KB each: the kernel from 4 queries) and of 300 dims (1.2 KB:
+  // from 14), with and without id ranges, each batch searched twice (the second replays the
+  // first's graph). Every batch has new queries, so a block left uncopied answers the last one's.
+  auto g = rng(5020);
+  for (const std::size_t dim : {300, 1024}) {
+    CAPTURE(dim);
+    Twin t(dim, Metric::L2, TargetSpec::none());
+    fill(t, Metric::L2, 3'000, g, 0.1);
+    const auto [lo, hi] = id_bounds(t.model);
+    std::size_t bad = 0;
+    for (std::size_t nq = 1; nq <= 16; ++nq) {
+      for (const std::size_t k : {1, 20}) {
+        const auto queries = points_for(Metric::L2, g, nq, dim);
+        std::vector<IdRange> ranges(nq);
+        for (std::size_t q = 0; q < nq; ++q) ranges[q] = {lo + 50 * q, hi + 1 - 50 * q};
+        for (int replay = 0; replay < 2; ++replay) {
+          CAPTURE(nq);
+          CAPTURE(k);
+          CAPTURE(replay);
+          const std::size_t all = compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries);
+          const std::size_t ranged =
+              compare(t.gpu.search(queries, k, ranges), t.cpu.search(queries, k, ranges), t.model, Metric::L2, queries);
+          CHECK(all == 0);
+          CHECK(ranged == 0);
+          bad += all + ranged;
+        }
+      }
     }
     CHECK(bad == 0);
   }
