@@ -10,8 +10,8 @@
 //   graph_copies [--reps 4000] [--csv graph_copies.csv]
 // On the H100 a copy out after two kernels or more cost about 8 us (17.4-19.5 us against
 // 10.7-13.6 us), which is why the library's last kernel writes small answers itself. On an H200
-// a copy node of more than 16 KB cost about 7 us more than one of up to 16 KB, and the kernel
-// did not, which is why the library's graphs read larger input blocks with a kernel.
+// a copy node of 32 KB or more cost 6-8 us more than one of up to 16 KB, and the kernel did
+// not, which is why the library's graphs read larger input blocks with a kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,7 +42,7 @@ __global__ void copy_words_kernel(const uint4* from, uint4* to, int words) {
   if (i < words) to[i] = from[i];
 }
 
-/// p50 and p10 of a graph's launch to its stream's sync, in us.
+/// p50 and p10 of launch() to its stream's sync (after 300 unmeasured), in us.
 std::pair<double, double> time_launches(const std::function<void()>& launch, cudaStream_t s, int reps) {
   std::vector<double> t;
   for (int r = 0; r < reps + 300; ++r) {

@@ -1,6 +1,6 @@
 // A chunk's input block (queries, id ranges, thresholds) read from the mapped pinned staging by
 // the first kernel of a small batch's graph, in place of a host-to-device copy node: in a graph a
-// copy of 32 KB or more took about 6 us longer host to host than one of up to 8 KB, and a kernel
+// copy of 32 KB or more took 6-8 us longer host to host than one of up to 16 KB, and a kernel
 // reading the staging over the bus did not (H200, bench_graph_copies; kGraphCopyMaxBytes in
 // cuda_backend.cpp, bench/results/h200/run-2026-11-28-s38/README.md).
 #include <algorithm>
@@ -16,7 +16,7 @@ namespace {
 constexpr int kCopyInThreads = 256;
 
 /// Each thread copies 16-byte words i, i + the grid's threads, ...: every load of the bus is in
-/// flight at once (the block is at most a few hundred KB). Launched the usual way, and it never
+/// flight at once (a graph's block is at most 16 queries of up to 64 KB). Launched the usual way, and it never
 /// lets the next kernel start early: the product after it, chained, would have its blocks placed
 /// on the SMs while this kernel ran, unevenly (MNIST-like Q = 16 product 96.0 -> 109.5 us, Q = 8
 /// 56.0 -> 61.8 us; globaltimer stamps, run-2026-11-28-s38/call11).
