@@ -1095,8 +1095,7 @@ class CudaBackend final : public Backend {
     const ChunkLayout& l = c.layout;
     const std::uint32_t k = plan.k, block = q0 / plan.chunk_queries;
     if (in_graph && l.in_bytes > kGraphCopyMaxBytes && c.host_in.device_ptr() != nullptr) {
-      launch_copy_in(c.host_in.device_ptr() + block * l.in_bytes, c.input.get(), l.in_bytes,
-                     static_cast<std::uint32_t>(props_.multiProcessorCount), stream);
+      launch_copy_in(c.host_in.device_ptr() + block * l.in_bytes, c.input.get(), l.in_bytes, stream);
     } else {
       check_cuda(cudaMemcpyAsync(c.input.get(), c.host_in.get() + block * l.in_bytes, l.in_bytes,
                                  cudaMemcpyHostToDevice, stream),

@@ -40,7 +40,7 @@ void launch_scatter(const ScatterParams& params, cudaStream_t stream);
 /// device memory with a kernel (kernels/copy_in.cu) launched the usual way: the first kernel of a
 /// small batch's graph, in place of a copy node, which above 16 KB took the copy engine's longer
 /// path.
-void launch_copy_in(const void* mapped_from, void* to, std::size_t bytes, std::uint32_t sm_count, cudaStream_t stream);
+void launch_copy_in(const void* mapped_from, void* to, std::size_t bytes, cudaStream_t stream);
 /// Query-group sizes the scan kernel is compiled for (accumulators per lane).
 inline constexpr int kQueryGroups[] = {1, 2, 4, 8, 12, 16};
 

@@ -3,7 +3,6 @@
 // copy of 32 KB or more took 6-8 us longer host to host than one of up to 16 KB, and a kernel
 // reading the staging over the bus did not (H200, bench_graph_copies; kGraphCopyMaxBytes in
 // cuda_backend.cpp, bench/results/h200/run-2026-11-28-s38/README.md).
-#include <algorithm>
 #include <string>
 
 #include "cuda/kernels.hpp"
@@ -15,28 +14,25 @@ namespace {
 
 constexpr int kCopyInThreads = 256;
 
-/// Each thread copies 16-byte words i, i + the grid's threads, ...: every load of the bus is in
-/// flight at once (a graph's block is at most 16 queries of up to 64 KB). Launched the usual way, and it never
-/// lets the next kernel start early: the product after it, chained, would have its blocks placed
-/// on the SMs while this kernel ran, unevenly (MNIST-like Q = 16 product 96.0 -> 109.5 us, Q = 8
+/// One 16-byte word per thread: every load of the bus is in flight at once (a graph's block is at
+/// most 16 queries of up to 64 KB, 256 blocks). Launched the usual way, and it never lets the next
+/// kernel start early: the product after it, chained, would have its blocks placed on the SMs
+/// while this kernel ran, unevenly (MNIST-like Q = 16 product 96.0 -> 109.5 us, Q = 8
 /// 56.0 -> 61.8 us; globaltimer stamps, run-2026-11-28-s38/call11).
 __global__ void __launch_bounds__(kCopyInThreads) copy_in_kernel(const uint4* from, uint4* to, std::uint32_t words) {
-  for (std::uint32_t i = blockIdx.x * kCopyInThreads + threadIdx.x; i < words; i += gridDim.x * kCopyInThreads) {
-    to[i] = from[i];
-  }
+  const std::uint32_t i = blockIdx.x * kCopyInThreads + threadIdx.x;
+  if (i < words) to[i] = from[i];
 }
 
 }  // namespace
 
-void launch_copy_in(const void* mapped_from, void* to, std::size_t bytes, std::uint32_t sm_count, cudaStream_t stream) {
+void launch_copy_in(const void* mapped_from, void* to, std::size_t bytes, cudaStream_t stream) {
   if (bytes % 16 != 0) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, not whole 16-byte words");
   if (bytes == 0) return;
-  const std::size_t words = bytes / 16;
-  if (words > 0xffffffffu) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, more than one launch copies");
-  const std::uint32_t blocks =
-      static_cast<std::uint32_t>(std::min<std::size_t>((words + kCopyInThreads - 1) / kCopyInThreads, std::max(sm_count, 1u)));
-  copy_in_kernel<<<blocks, kCopyInThreads, 0, stream>>>(static_cast<const uint4*>(mapped_from), static_cast<uint4*>(to),
-                                                        static_cast<std::uint32_t>(words));
+  const std::size_t words = bytes / 16, blocks = (words + kCopyInThreads - 1) / kCopyInThreads;
+  if (blocks > 0x7fffffffu) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, more than one launch copies");
+  copy_in_kernel<<<static_cast<unsigned>(blocks), kCopyInThreads, 0, stream>>>(
+      static_cast<const uint4*>(mapped_from), static_cast<uint4*>(to), static_cast<std::uint32_t>(words));
   check_launch("copy_in_kernel");
 }
 
