@@ -5,18 +5,23 @@
 // Then, by the input's size (1-100 KB, the input block of 1-16 queries up to 1,600 dims), two
 // kernels whose last writes mapped memory (a small search's graph) after an H2D copy node or a
 // kernel that reads the input from mapped memory a 16-byte word per thread (launch_copy_in), and
-// the same H2D copy launched on a stream instead of a graph.
+// the same H2D copy launched on a stream instead of a graph; and, up to 24 KB, the input passed as
+// the first kernel's parameter (cudaGraphExecKernelNodeSetParams before each launch).
 // Host to host: graph launch, then cudaStreamSynchronize; p50 and p10 over `--reps` launches.
 //   graph_copies [--reps 4000] [--csv graph_copies.csv]
 // On the H100 a copy out after two kernels or more cost about 8 us (17.4-19.5 us against
 // 10.7-13.6 us), which is why the library's last kernel writes small answers itself. On an H200
 // a copy node of 32 KB or more cost 6-8 us more than one of up to 16 KB, and the kernel did
-// not, which is why the library's graphs read larger input blocks with a kernel.
+// not, which is why the library's graphs read larger input blocks with a kernel. The input as a
+// kernel parameter lost to the copy node at every size (1 KB 11.3-11.5 us against 9.2-9.3, 4 KB
+// 12.1-14.5 against 9.5-9.8; H200, run-2026-11-28-s39/call4): setting the node's parameters costs
+// more than the copy it saves.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -40,6 +45,17 @@ __global__ void copy_kernel(const int* from, int* to, int n) {
 __global__ void copy_words_kernel(const uint4* from, uint4* to, int words) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < words) to[i] = from[i];
+}
+
+/// An input block passed as the first kernel's parameter (a graph's kernel node, its parameters
+/// set before each launch), which that kernel writes to device memory.
+template <int Words>
+struct ParamBlock {
+  uint4 words[Words];
+};
+template <int Words>
+__global__ void param_copy_kernel(const __grid_constant__ ParamBlock<Words> block, uint4* to) {
+  for (int i = threadIdx.x; i < Words; i += blockDim.x) to[i] = block.words[i];
 }
 
 /// p50 and p10 of launch() to its stream's sync (after 300 unmeasured), in us.
@@ -145,5 +161,47 @@ int main(int argc, char** argv) {
       std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
     }
   }
+  std::printf("\nby input size, the input as the first kernel's parameter (set before each launch), then two\n"
+              "kernels, the last writing mapped memory:\n");
+  auto by_parameter = [&]<int Kb>() {
+    constexpr int kWords = Kb * 1024 / 16;
+    auto* block = new ParamBlock<kWords>{};
+    std::memcpy(block->words, sized_in, sizeof(*block));
+    uint4* to = reinterpret_cast<uint4*>(d_in);
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    param_copy_kernel<kWords><<<1, 256, 0, s>>>(*block, to);
+    work_kernel<<<1, kOutWords, 0, s>>>(d_in, d_out);
+    work_kernel<<<1, kOutWords, 0, s>>>(d_in, host_dev + 4 * kInWords);
+    cudaGraph_t graph;
+    check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+    std::size_t roots = 1;
+    cudaGraphNode_t first;
+    check(cudaGraphGetRootNodes(graph, &first, &roots), "cudaGraphGetRootNodes");
+    cudaKernelNodeParams params{};
+    check(cudaGraphKernelNodeGetParams(first, &params), "cudaGraphKernelNodeGetParams");
+    cudaGraphExec_t exec;
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    void* args[] = {block, &to};
+    params.kernelParams = args;
+    params.extra = nullptr;
+    const auto t = time_launches(
+        [&] {
+          block->words[0].x += 1;  // a new block each time, as a new query
+          check(cudaGraphExecKernelNodeSetParams(exec, first, &params), "cudaGraphExecKernelNodeSetParams");
+          check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+        },
+        s, reps);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    delete block;
+    const std::string in_name = "parameter " + std::to_string(Kb) + " KB";
+    std::printf("%-34s %-34s %7d %9.2f %9.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
+    std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
+  };
+  by_parameter.operator()<1>();
+  by_parameter.operator()<4>();
+  by_parameter.operator()<8>();
+  by_parameter.operator()<16>();
+  by_parameter.operator()<24>();
   std::fclose(csv);
 }

@@ -34,7 +34,8 @@
 #                 host-to-host times under each row (device.log)   -> device.csv
 #   graph-copies  bench_graph_copies: a graph of 1-4 tiny kernels, answers out by a D2H copy or by
 #                 writes to mapped pinned memory; then inputs of 1-100 KB in by a copy node or a
-#                 kernel reading mapped memory                     -> graph-copies.csv
+#                 kernel reading mapped memory, and of 1-24 KB as the first kernel's parameter
+#                                                                  -> graph-copies.csv
 #   updates       bench_updates 1,000,000 x 2 (haversine, then l2; push(span) of 1,024 moves), then l2
 #                 with one try_push per move   -> updates-haversine.csv, updates.csv, updates-single.csv
 #   table         bench/peers.py table: per (shape, K, Q) ours q/s, each peer's q/s and ours/peer,
