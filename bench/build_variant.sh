@@ -6,10 +6,10 @@
 #   bench/build_variant.sh BUILD NAME [FLAGS ...]     e.g. bench/build_variant.sh build l1 -DSOME_SWITCH=1
 #
 # Compiles $SOURCE (default lib/cuda/kernels/dense.cu; several sources separated by spaces) with
-# the library's own flags (CUDA for .cu, C++ for .cpp) and FLAGS, replaces their objects in a copy of BUILD's
-# libstreamknn.a, and relinks bench_search with
-# BUILD's link line into $VARIANTS/NAME (default /tmp/variants/NAME), with a COMMIT file naming
-# the variant. BUILD must have built bench_search.
+# the library's own flags (CUDA for .cu, C++ for .cpp) and FLAGS, replaces their objects in a
+# copy of BUILD's libstreamknn.a, and relinks bench_search with BUILD's link line into
+# $VARIANTS/NAME (default /tmp/variants/NAME), with a COMMIT file naming the variant. BUILD must
+# have built bench_search.
 set -euo pipefail
 build=$(cd "${1:?usage: bench/build_variant.sh BUILD NAME [FLAGS ...]}" && pwd)
 name=${2:?variant name}

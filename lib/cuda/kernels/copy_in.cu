@@ -29,8 +29,9 @@ __global__ void __launch_bounds__(kCopyInThreads) copy_in_kernel(const uint4* fr
 void launch_copy_in(const void* mapped_from, void* to, std::size_t bytes, cudaStream_t stream) {
   if (bytes % 16 != 0) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, not whole 16-byte words");
   if (bytes == 0) return;
-  const std::size_t words = bytes / 16, blocks = (words + kCopyInThreads - 1) / kCopyInThreads;
-  if (blocks > 0x7fffffffu) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, more than one launch copies");
+  const std::size_t words = bytes / 16;  // the kernel indexes words with 32 bits
+  if (words > 0xffffffffu) throw CudaError("copy_in: " + std::to_string(bytes) + " bytes, more than one launch copies");
+  const std::size_t blocks = (words + kCopyInThreads - 1) / kCopyInThreads;
   copy_in_kernel<<<static_cast<unsigned>(blocks), kCopyInThreads, 0, stream>>>(
       static_cast<const uint4*>(mapped_from), static_cast<uint4*>(to), static_cast<std::uint32_t>(words));
   check_launch("copy_in_kernel");
