@@ -13,9 +13,9 @@
 // 10.7-13.6 us), which is why the library's last kernel writes small answers itself. On an H200
 // a copy node of 32 KB or more cost 6-8 us more than one of up to 16 KB, and the kernel did
 // not, which is why the library's graphs read larger input blocks with a kernel. The input as a
-// kernel parameter lost to the copy node at every size (1 KB 11.3-11.5 us against 9.2-9.3, 4 KB
-// 12.1-14.5 against 9.5-9.8; H200, run-2026-11-28-s39/call4): setting the node's parameters costs
-// more than the copy it saves.
+// kernel parameter lost to the copy node from 4 KB (12.1-14.5 us against 9.3-9.8) and at 1 KB
+// in two runs of three (11.3-12.6 against 8.9-9.3; 9.65 against 9.81 in the third; H200,
+// run-2026-11-28-s39/call4-6): setting the node's parameters costs about what the copy does.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,6 +73,35 @@ std::pair<double, double> time_launches(const std::function<void()>& launch, cud
   return {t[t.size() / 2], t[t.size() / 10]};
 }
 
+/// What enqueue() puts on s, captured as a graph and instantiated; destroyed with this. The graph
+/// is kept too: its nodes name the executable's (cudaGraphExecKernelNodeSetParams).
+struct CapturedGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedGraph(cudaStream_t s, const std::function<void()>& enqueue) {
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    enqueue();
+    check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  /// p50 and p10 of a launch to its stream's sync, in us.
+  std::pair<double, double> time(cudaStream_t s, int reps) const {
+    return time_launches([&] { check(cudaGraphLaunch(exec, s), "cudaGraphLaunch"); }, s, reps);
+  }
+};
+
+/// One row of the table and of the CSV.
+void report(std::FILE* csv, int in_width, const std::string& in, const char* out, int kernels, std::pair<double, double> t) {
+  std::printf("%-*s %-34s %7d %9.2f %9.2f\n", in_width, in.c_str(), out, kernels, t.first, t.second);
+  std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in.c_str(), out, kernels, t.first, t.second);
+}
+
 enum class In { Copy, Kernel };
 enum class Out { Copy, Kernel, LastKernel };
 
@@ -105,24 +135,17 @@ int main(int argc, char** argv) {
   for (const auto& [in, in_name] : ins) {
     for (const auto& [out, out_name] : outs) {
       for (int n : {1, 2, 4}) {
-        check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-        if (in == In::Copy) cudaMemcpyAsync(d_in, h_in, kInWords * 4, cudaMemcpyHostToDevice, s);
-        else copy_kernel<<<1, 256, 0, s>>>(host_dev, d_in, kInWords);
-        for (int i = 0; i < n; ++i) {
-          int* to = out == Out::LastKernel && i == n - 1 ? host_dev + 4 * kInWords : d_out;
-          work_kernel<<<1, kOutWords, 0, s>>>(d_in, to);
-        }
-        if (out == Out::Copy) cudaMemcpyAsync(h_out, d_out, kOutWords * 4, cudaMemcpyDeviceToHost, s);
-        if (out == Out::Kernel) copy_kernel<<<1, 256, 0, s>>>(d_out, host_dev + 4 * kInWords, kOutWords);
-        cudaGraph_t graph;
-        check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
-        cudaGraphExec_t exec;
-        check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-        cudaGraphDestroy(graph);
-        const auto [p50, p10] = time_launches([&] { check(cudaGraphLaunch(exec, s), "cudaGraphLaunch"); }, s, reps);
-        cudaGraphExecDestroy(exec);
-        std::printf("%-24s %-34s %7d %9.2f %9.2f\n", in_name, out_name, n, p50, p10);
-        std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name, out_name, n, p50, p10);
+        const CapturedGraph g(s, [&] {
+          if (in == In::Copy) cudaMemcpyAsync(d_in, h_in, kInWords * 4, cudaMemcpyHostToDevice, s);
+          else copy_kernel<<<1, 256, 0, s>>>(host_dev, d_in, kInWords);
+          for (int i = 0; i < n; ++i) {
+            int* to = out == Out::LastKernel && i == n - 1 ? host_dev + 4 * kInWords : d_out;
+            work_kernel<<<1, kOutWords, 0, s>>>(d_in, to);
+          }
+          if (out == Out::Copy) cudaMemcpyAsync(h_out, d_out, kOutWords * 4, cudaMemcpyDeviceToHost, s);
+          if (out == Out::Kernel) copy_kernel<<<1, 256, 0, s>>>(d_out, host_dev + 4 * kInWords, kOutWords);
+        });
+        report(csv, 24, in_name, out_name, n, g.time(s, reps));
       }
     }
   }
@@ -141,62 +164,41 @@ int main(int argc, char** argv) {
       work_kernel<<<1, kOutWords, 0, s>>>(d_in, host_dev + 4 * kInWords);
     };
     for (int how : {0, 1, 2}) {  // 2: the H2D copy and kernels launched on the stream
-      std::pair<double, double> t;
-      if (how == 2) {
-        t = time_launches([&] { enqueue(0); }, s, reps);
-      } else {
-        check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-        enqueue(how);
-        cudaGraph_t graph;
-        check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
-        cudaGraphExec_t exec;
-        check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-        cudaGraphDestroy(graph);
-        t = time_launches([&] { check(cudaGraphLaunch(exec, s), "cudaGraphLaunch"); }, s, reps);
-        cudaGraphExecDestroy(exec);
-      }
+      const auto t = how == 2 ? time_launches([&] { enqueue(0); }, s, reps)
+                              : CapturedGraph(s, [&] { enqueue(how); }).time(s, reps);
       const std::string in_name = std::string(how == 1 ? "kernel reads mapped " : how == 0 ? "H2D copy " : "stream: H2D copy ") +
                                   std::to_string(kb) + " KB";
-      std::printf("%-34s %-34s %7d %9.2f %9.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
-      std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
+      report(csv, 34, in_name, "last kernel writes mapped", 2, t);
     }
   }
   std::printf("\nby input size, the input as the first kernel's parameter (set before each launch), then two\n"
               "kernels, the last writing mapped memory:\n");
   auto by_parameter = [&]<int Kb>() {
     constexpr int kWords = Kb * 1024 / 16;
-    auto* block = new ParamBlock<kWords>{};
+    const auto block = std::make_unique<ParamBlock<kWords>>();
     std::memcpy(block->words, sized_in, sizeof(*block));
     uint4* to = reinterpret_cast<uint4*>(d_in);
-    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-    param_copy_kernel<kWords><<<1, 256, 0, s>>>(*block, to);
-    work_kernel<<<1, kOutWords, 0, s>>>(d_in, d_out);
-    work_kernel<<<1, kOutWords, 0, s>>>(d_in, host_dev + 4 * kInWords);
-    cudaGraph_t graph;
-    check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+    const CapturedGraph g(s, [&] {
+      param_copy_kernel<kWords><<<1, 256, 0, s>>>(*block, to);
+      work_kernel<<<1, kOutWords, 0, s>>>(d_in, d_out);
+      work_kernel<<<1, kOutWords, 0, s>>>(d_in, host_dev + 4 * kInWords);
+    });
     std::size_t roots = 1;
     cudaGraphNode_t first;
-    check(cudaGraphGetRootNodes(graph, &first, &roots), "cudaGraphGetRootNodes");
+    check(cudaGraphGetRootNodes(g.graph, &first, &roots), "cudaGraphGetRootNodes");
     cudaKernelNodeParams params{};
     check(cudaGraphKernelNodeGetParams(first, &params), "cudaGraphKernelNodeGetParams");
-    cudaGraphExec_t exec;
-    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-    void* args[] = {block, &to};
+    void* args[] = {block.get(), &to};
     params.kernelParams = args;
     params.extra = nullptr;
     const auto t = time_launches(
         [&] {
           block->words[0].x += 1;  // a new block each time, as a new query
-          check(cudaGraphExecKernelNodeSetParams(exec, first, &params), "cudaGraphExecKernelNodeSetParams");
-          check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+          check(cudaGraphExecKernelNodeSetParams(g.exec, first, &params), "cudaGraphExecKernelNodeSetParams");
+          check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
         },
         s, reps);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    delete block;
-    const std::string in_name = "parameter " + std::to_string(Kb) + " KB";
-    std::printf("%-34s %-34s %7d %9.2f %9.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
-    std::fprintf(csv, "%s,%s,%d,%.2f,%.2f\n", in_name.c_str(), "last kernel writes mapped", 2, t.first, t.second);
+    report(csv, 34, "parameter " + std::to_string(Kb) + " KB", "last kernel writes mapped", 2, t);
   };
   by_parameter.operator()<1>();
   by_parameter.operator()<4>();
