@@ -9,13 +9,11 @@
 // the first kernel's parameter (cudaGraphExecKernelNodeSetParams before each launch).
 // Host to host: graph launch, then cudaStreamSynchronize; p50 and p10 over `--reps` launches.
 //   graph_copies [--reps 4000] [--csv graph_copies.csv]
-// On the H100 a copy out after two kernels or more cost about 8 us (17.4-19.5 us against
-// 10.7-13.6 us), which is why the library's last kernel writes small answers itself. On an H200
-// a copy node of 32 KB or more cost 6-8 us more than one of up to 16 KB, and the kernel did
-// not, which is why the library's graphs read larger input blocks with a kernel. The input as a
-// kernel parameter lost to the copy node from 4 KB (12.1-14.5 us against 9.3-9.8) and at 1 KB
-// in two runs of three (11.3-12.6 against 8.9-9.3; 9.65 against 9.81 in the third; H200,
-// run-2026-11-28-s39/call4-6): setting the node's parameters costs about what the copy does.
+// These rows are why the library's last kernel writes small answers itself (a copy out after
+// two kernels or more costs several microseconds more on Hopper cards), why its graphs read
+// input blocks over 16 KB with a kernel instead of a copy node, and why the input is not passed
+// as a kernel parameter (setting the node's parameters costs about what the copy does).
+// docs/performance.md has the figures.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of one complete run at the paper's shapes, as docs/performance.md prints them.
 
-    python3 bench/paper_tables.py bench/results/h100/RUN/COMPLETE
+    python3 bench/paper_tables.py bench/reference/h200
 
 Reads the run's search.csv (ours: median ms, q/s, achieved over floor) and compare.csv (the
 PyTorch peers of the same run and FAISS, measured separately) and prints, per K, one row per
@@ -19,10 +19,8 @@ from targets import by_shape  # noqa: E402
 SHAPES = ["MNIST-like", "ImageNet-like", "GoogleNews-like"]
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    run = Path(sys.argv[1])
+def print_tables(run):
+    run = Path(run)
     search = by_shape(read_rows(run / "search.csv"))
     compare = by_shape(read_rows(run / "compare.csv"))
     ks = sorted({k for s, k, _ in search if s in SHAPES})
@@ -56,6 +54,12 @@ def main():
             if one and sixteen:
                 ratio = float(sixteen["median_ms"]) / float(one["median_ms"])
                 print(f"| {shape} | {k} | {100 * float(one['achieved_over_floor']):.1f}% | {ratio:.3f}× |")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    print_tables(sys.argv[1])
 
 
 if __name__ == "__main__":

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """bench/peers.py: exact k-NN with PyTorch at bench_search's shapes, and the comparison table.
 
-On the GPU machine (PyTorch with CUDA), in the same run as bench_search:
+On a machine with a GPU (PyTorch with CUDA), in the same run as bench_search (bench/run_suite.sh
+does this; RUN is its output folder):
 
-    python3 bench/peers.py run --ceilings $OUT/search.csv --csv $OUT/peers.csv
+    python3 bench/peers.py run --ceilings RUN/search.csv --csv RUN/peers.csv
         [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
         [--reps 30] [--sets 3] [--warmup 3] [--peers matmul,cdist] [--budget-s 240]
 
 Anywhere (standard library only), the one table: ours against every peer:
 
-    python3 bench/peers.py table --ours $OUT/search.csv [$OUT/lowdim.csv] --peers $OUT/peers.csv \
-        --faiss bench/results/peers/faiss-gpuflat-h100.csv --csv $OUT/compare.csv
+    python3 bench/peers.py table --ours RUN/search.csv [RUN/lowdim.csv] --peers RUN/peers.csv \
+        --faiss bench/reference/peers/faiss-gpuflat-h100.csv --csv RUN/compare.csv
     python3 bench/peers.py selftest      # checks the table logic
 
 Without a GPU, the whole `run` path with a numpy stand-in for PyTorch at small N (checks the
@@ -414,7 +415,7 @@ def format_table(names, rows, variant="host"):
     notes.append("ours/it > 1: streamknn answers more queries per second than that peer (same shape, K, Q).")
     if "faiss-gpuflatl2" in names:
         notes.append("* FAISS 1.15.0 GpuIndexFlatL2 on the same card type, MEASURED SEPARATELY, NOT IN THE SAME RUN "
-                     "(bench/results/peers/README.md).")
+                     "(bench/reference/peers/README.md).")
     if any(p.startswith("torch") for p in names):
         notes.append("PyTorch peers: same run as bench_search (bench/peers.py; fp32, TF32 off).")
     return "\n".join(lines + [""] + notes)

@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
-# bench/run_gpu_benchmarks.sh: every GPU figure of the performance work in ONE command on the GPU
-# machine, sized to finish inside one 10-minute device command on an H100 (BUDGET_S, default 540 s):
+# bench/run_suite.sh: the complete GPU benchmark suite in one command, sized to finish within
+# BUDGET_S seconds (default 540) on an H100 or H200:
 #
-#   bench/run_gpu_benchmarks.sh [BIN] [OUTDIR] [FAISS_CSV]
-#     BIN        folder with bench_search, bench_latency, bench_updates,
-#                bench_graph_copies (optional)                              (default .device-bin)
-#     OUTDIR     where every CSV and log goes                             (default /tmp/gpu-bench when
-#                $OUT is set, else bench-out); with $OUT set, OUTDIR is also packed into
-#                $OUT/gpu-bench.tar.gz (the device tool brings back at most 8 files)
-#     FAISS_CSV  FAISS GpuIndexFlatL2 figures, measured separately        (default
-#                bench/results/peers/faiss-gpuflat-h100.csv; /work/shared/peers/... is the original)
-#   environment: PYTHON (default python3, needs torch with CUDA for the PyTorch peers), BUDGET_S
+#   bench/run_suite.sh BIN OUTDIR [FAISS_CSV]
+#     BIN        folder holding bench_search, bench_latency, bench_updates and (optional)
+#                bench_graph_copies, e.g. build/bench
+#     OUTDIR     where every CSV and log goes (created)
+#     FAISS_CSV  FAISS GpuIndexFlatL2 figures, measured separately
+#                (default bench/reference/peers/faiss-gpuflat-h100.csv)
+#   environment: PYTHON (default python3; needs torch with CUDA for the PyTorch peers), BUDGET_S
 #
-# Binaries are built on a developer machine and carried to the device, for example:
-#   cmake -S . -B build-gpubench && cmake --build build-gpubench -j2 \
-#     --target bench_search bench_latency bench_updates bench_graph_copies
-#   mkdir -p .device-bin && cp build-gpubench/bench/bench_{search,latency,updates,graph_copies} .device-bin/
-#   git describe --always --dirty > .device-bin/COMMIT
-#   device tool: command "bench/run_gpu_benchmarks.sh .device-bin", carry [".device-bin"]
+# Build the programs first (CONTRIBUTING.md), for example:
+#   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release
+#   cmake --build build-bench -j --target bench_search bench_latency bench_updates bench_graph_copies
+#   bench/run_suite.sh build-bench/bench /tmp/bench-run
+# then bench/report.py /tmp/bench-run prints the tables and the targets.
 #
 # In order (each step logged to OUTDIR/<step>.log, CSV beside it, stopped at its own time limit):
 #   search        bench_search  mnist,imagenet,googlenews  K 64,128  Q 1,2,4,8,12,16,32,64  -> search.csv
@@ -45,11 +42,13 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
-BIN=$(abs "${1:-.device-bin}")
-OUTDIR=$(abs "${2:-${OUT:+/tmp/gpu-bench}}")
-OUTDIR=${OUTDIR:-$PWD/bench-out}
-[[ $OUTDIR == "$PWD/" ]] && OUTDIR=$PWD/bench-out
-FAISS=$(abs "${3:-$here/bench/results/peers/faiss-gpuflat-h100.csv}")
+if (($# < 2)); then
+  echo "usage: bench/run_suite.sh BIN OUTDIR [FAISS_CSV]   (see the top of this script)" >&2
+  exit 2
+fi
+BIN=$(abs "$1")
+OUTDIR=$(abs "$2")
+FAISS=$(abs "${3:-$here/bench/reference/peers/faiss-gpuflat-h100.csv}")
 PYTHON=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-540}
 cd "$here" || exit 2
@@ -61,7 +60,7 @@ status=0
 
 for b in bench_search bench_latency; do
   if [[ ! -x $BIN/$b ]]; then
-    echo "run_gpu_benchmarks.sh: $BIN/$b not found; build it first (see the top of this script)" >&2
+    echo "run_suite.sh: $BIN/$b not found; build it first (see the top of this script)" >&2
     exit 2
   fi
 done
@@ -92,10 +91,9 @@ step() {
 }
 
 {
-  echo "# run_gpu_benchmarks.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  # The binaries' commit, written beside them when they were built (BIN/COMMIT: `git describe
-  # --always --dirty > .device-bin/COMMIT`); the device's copy of the repository may carry a
-  # stale .git, so its HEAD is only the fallback.
+  echo "# run_suite.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  # The binaries' commit: BIN/COMMIT where the builder wrote one (`git describe --always --dirty
+  # > BIN/COMMIT`, for binaries copied to another machine), else this checkout's HEAD.
   if [[ -f $BIN/COMMIT ]]; then
     echo "# code: $(cat "$BIN/COMMIT") (binaries, from $BIN/COMMIT)"
   else
@@ -176,7 +174,4 @@ note "== done in $((SECONDS - T0)) s of a ${BUDGET_S} s budget, status $status; 
 echo
 echo "=== streamknn vs peers, queries/s (host to host) — $OUTDIR/compare.csv"
 cat "$OUTDIR/compare.txt"
-if [[ -n ${OUT:-} && $(abs "$OUT") != "$OUTDIR" ]]; then
-  tar -czf "$OUT/gpu-bench.tar.gz" -C "$OUTDIR" . && echo "packed into $OUT/gpu-bench.tar.gz"
-fi
 exit $status

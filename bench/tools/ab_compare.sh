@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Same-call A/B of builds on the GPU machine (a change is kept only if it wins here, where the
+# Same-run A/B of builds on one GPU (a change is kept only if it wins here, where the
 # builds share the card, the host instance and its clocks):
 #
-#   bench/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]   (folders with bench_search and bench_latency)
+#   bench/tools/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]   (folders with bench_search and bench_latency)
 #
 # Alternates the builds ROUNDS times (default 2; a last argument that is a number) over:
 #   latency   bench_latency --queries 20000 (one query host to host, 100,000 x 2, K = 16; l2, then haversine)
@@ -36,10 +36,9 @@
 #   ipsmall   bench_search mnist,small K 16,32,64 Q 8,9,10,11 --metric ip (--reps 20 --sets 2): inner-product
 #             batches over small stores, where 9+ queries take the sample pass at any k
 # and prints, per row, the median of each build's rounds and each candidate over BASE. CSVs and
-# logs go to ./ab-out, or with $OUT set into $OUT/ab.tar.gz (the device tool brings back few
-# files), with the table in $OUT/ab-summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
+# logs go to $OUTDIR (default ./ab-out), with the table in $OUTDIR/summary.txt; AB_STEPS="latency lowdim paper" picks the steps.
 set -uo pipefail
-usage="usage: bench/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]"
+usage="usage: bench/tools/ab_compare.sh BASE NEW [NEW2 ...] [ROUNDS]"
 (($# >= 2)) || { echo "$usage" >&2; exit 2; }
 ROUNDS=2
 builds=("$@")
@@ -48,8 +47,7 @@ if [[ ${builds[-1]} =~ ^[0-9]+$ ]]; then
   unset 'builds[-1]'
 fi
 ((${#builds[@]} >= 2)) || { echo "$usage" >&2; exit 2; }
-DIR=${OUT:+/tmp/ab}
-DIR=${DIR:-ab-out}
+DIR=${OUTDIR:-ab-out}
 mkdir -p "$DIR"
 STEPS=${AB_STEPS:-latency lowdim paper}
 name_of() { case $1 in 0) echo base ;; 1) echo new ;; *) echo "new$1" ;; esac; }
@@ -181,7 +179,3 @@ for (kind, row, unit), by in rows.items():
     print(f"{kind:20s} {row:32s} {unit:7s} {mb:10.4f} " + " ".join(cells))
 PY
 cat "$DIR/summary.txt"
-if [[ -n ${OUT:-} ]]; then
-  cp "$DIR/summary.txt" "$OUT/ab-summary.txt"
-  tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$DIR")" "$(basename "$DIR")"
-fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds a variant of bench_search that differs from a Release build only in one CUDA source,
-# compiled from the working tree with extra flags (the variants of a same-call A/B,
-# bench/ab_compare.sh):
+# compiled from the working tree with extra flags (the variants of a same-run A/B,
+# bench/tools/ab_compare.sh):
 #
-#   bench/build_variant.sh BUILD NAME [FLAGS ...]     e.g. bench/build_variant.sh build l1 -DSOME_SWITCH=1
+#   bench/tools/build_variant.sh BUILD NAME [FLAGS ...]     e.g. bench/tools/build_variant.sh build l1 -DSOME_SWITCH=1
 #
 # Compiles $SOURCE (default lib/cuda/kernels/dense.cu; several sources separated by spaces) with
 # the library's own flags (CUDA for .cu, C++ for .cpp) and FLAGS, replaces their objects in a
@@ -11,7 +11,7 @@
 # $VARIANTS/NAME (default /tmp/variants/NAME), with a COMMIT file naming the variant. BUILD must
 # have built bench_search.
 set -euo pipefail
-build=$(cd "${1:?usage: bench/build_variant.sh BUILD NAME [FLAGS ...]}" && pwd)
+build=$(cd "${1:?usage: bench/tools/build_variant.sh BUILD NAME [FLAGS ...]}" && pwd)
 name=${2:?variant name}
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -3,7 +3,7 @@
 # MNIST-like K = 128 Q = 1 row (the one-query target's closest row) in fresh processes, each
 # running one kind of batch before it on the same store:
 #
-#   bench/order_effect.sh [BIN ...] [ROUNDS]   (folders holding bench_search; default .device-bin;
+#   bench/tools/order_effect.sh [BIN ...] [ROUNDS]   (folders holding bench_search; default build/bench;
 #                                                a last argument that is a number: rounds, default 3)
 #
 #   first      the row alone (the first searches of the process)
@@ -21,8 +21,7 @@
 # each build in turn. Every row runs REPS searches over 3 query sets after 3
 # warm-ups; --split 1 prints the host's part (submit) and its wait (get) under each row. Prints
 # each variant's rows and the median of its rounds; writes order-effect.csv and the logs to
-# ./order-out, or with $OUT set the CSV to $OUT and the logs packed in $OUT/order-effect-logs.tar.gz
-# (the device tool brings back few files).
+# $OUTDIR (default ./order-out).
 set -uo pipefail
 ROUNDS=3
 builds=("$@")
@@ -30,9 +29,8 @@ if ((${#builds[@]})) && [[ ${builds[-1]} =~ ^[0-9]+$ ]]; then
   ROUNDS=${builds[-1]}
   unset 'builds[-1]'
 fi
-((${#builds[@]})) || builds=(.device-bin)
-DIR=${OUT:+/tmp/order-effect}
-DIR=${DIR:-order-out}
+((${#builds[@]})) || builds=(build/bench)
+DIR=${OUTDIR:-order-out}
 mkdir -p "$DIR"
 CSV=$DIR/order-effect.csv
 echo "build,round,variant,median_ms,submit_ms,get_ms" > "$CSV"
@@ -82,6 +80,3 @@ for b in "${builds[@]}"; do for v in "${variants[@]}"; do
     }
     END { if (n) printf "%-10s %-10s %-34s %.4f   %.4f   %.4f\n", b, v, row, med(ms, n), med(s, n), med(g, n) }' "$CSV"
 done; done
-if [[ -n ${OUT:-} ]]; then
-  cp "$CSV" "$OUT/" && tar -czf "$OUT/order-effect-logs.tar.gz" -C "$DIR" .
-fi

@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # Which shared-memory configuration (the L1 / shared carveout) the driver gives each of the
 # search's kernels, and how long each ran, for MNIST-like K = 128 Q = 1 run first in its process
-# and after a batch of 2 (bench/order_effect.sh's `first` and `q2`). Nsight Compute, one pass per
-# kernel, caches and clocks left alone. On the GPU machine:
-#   bench/profile_carveout.sh [BIN ...]    (folders holding bench_search; default .device-bin;
-#                                           at most four: the device tool brings back 8 files)
-#     -> $OUT (or ./carveout-out): carveout-<build>-<variant>.csv (ncu's raw page) and, printed,
+# and after a batch of 2 (bench/tools/order_effect.sh's `first` and `q2`). Nsight Compute, one pass per
+# kernel, caches and clocks left alone. On a machine with the GPU:
+#   bench/tools/profile_carveout.sh [BIN ...]    (folders holding bench_search; default build/bench)
+#     -> $OUTDIR (default ./carveout-out): carveout-<build>-<variant>.csv (ncu's raw page) and, printed,
 #        per kernel and configuration: launches, the shared-memory configuration, the dynamic
 #        shared memory per block and the median duration.
 set -uo pipefail
 builds=("$@")
-((${#builds[@]})) || builds=(.device-bin)
-OUTDIR=${OUT:-carveout-out}
+((${#builds[@]})) || builds=(build/bench)
+OUTDIR=${OUTDIR:-carveout-out}
 mkdir -p "$OUTDIR"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 metrics=gpu__time_duration.sum,launch__shared_mem_config_size,launch__shared_mem_per_block_dynamic,launch__grid_size,launch__occupancy_limit_shared_mem

@@ -2,13 +2,13 @@
 # Per-kernel GPU time of the search kernels (the dense screen's product and selection, the
 # direct search, the sample pass, the scan or the query-resident scan and the selection after
 # them), with Nsight Compute,
-# for bench_search rows: bench/profile_dense.sh BIN "SHAPE K Q" ... (e.g. "mnist 64 16",
+# for bench_search rows: bench/tools/profile_dense.sh BIN "SHAPE K Q" ... (e.g. "mnist 64 16",
 # "gis1m 16 1"). Prints one line per kernel: name, launches, mean duration (us), DRAM %,
 # bytes read from DRAM (MB), issue-active %, registers, grid, the fewest and most blocks an SM
 # ran, the SMs' mean active cycles over the busiest one's (1.0: balanced), achieved occupancy.
 # Clock control is left to the card (--clock-control none).
 set -uo pipefail
-BIN=${1:?usage: bench/profile_dense.sh BIN \"SHAPE K Q\" ...}
+BIN=${1:?usage: bench/tools/profile_dense.sh BIN \"SHAPE K Q\" ...}
 shift
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,sm__ctas_launched.min,sm__ctas_launched.max,sm__cycles_active.avg,sm__cycles_active.max,sm__warps_active.avg.pct_of_peak_sustained_active

@@ -3,14 +3,14 @@
 # matter: one query on 100,000 x 2 and 1,000,000 x 2 (K = 16, and batches of 256 / 1,024), Q = 1 / 16 / 64
 # (and 32 at K = 128) on the MNIST-like
 # and ImageNet-like stores (K = 64; Q = 1 at K = 128 too), and Q = 1 / 12 (K = 64), 8 / 12 / 16 (K = 128) on
-# the GoogleNews-like one. On the GPU machine:
-#   bench/profile_kernels.sh [BIN (default .device-bin)]     -> $OUT (or ./ncu-out): ncu-*.csv + summary
+# the GoogleNews-like one. On a machine with the GPU:
+#   bench/tools/profile_kernels.sh [BIN (default build/bench)]     -> $OUTDIR (default ./ncu-out): ncu-*.csv + summary
 # Only the library's kernels are profiled (sample pass, scan, select, aggregate), after the
 # benchmark's warm-up; clock control is left to the card (--clock-control none) so durations match the
 # benchmarks'. The summary gives, per kernel: launches, mean duration, DRAM throughput, grid.
 set -uo pipefail
-BIN=${1:-.device-bin}
-OUTDIR=${OUT:-ncu-out}
+BIN=${1:-build/bench}
+OUTDIR=${OUTDIR:-ncu-out}
 mkdir -p "$OUTDIR"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Where one kernel's instructions and stalls go, instruction by instruction, with Nsight Compute:
 #
-#   bench/profile_sass.sh BIN KERNEL_REGEX "SHAPE K Q" [bench_search options ...]
+#   bench/tools/profile_sass.sh BIN KERNEL_REGEX "SHAPE K Q" [bench_search options ...]
 #
 # Profiles the first launch of the matching kernel in a bench_search row (full set, SASS source
 # counters), prints the kernel's totals (warp instructions executed, per (point, query) pair
 # where the row's store size is known), then the 40 instructions executed most often with their
-# stall samples, and keeps the whole per-instruction table in $OUT (or ./) as sass-*.csv.gz.
+# stall samples, and keeps the whole per-instruction table in $OUTDIR (default ./) as sass-*.csv.gz.
 set -uo pipefail
-BIN=${1:?usage: bench/profile_sass.sh BIN KERNEL_REGEX \"SHAPE K Q\" [options]}
+BIN=${1:?usage: bench/tools/profile_sass.sh BIN KERNEL_REGEX \"SHAPE K Q\" [options]}
 KERNEL=${2:?kernel regex}
 read -r shape k q <<< "${3:?\"SHAPE K Q\"}"
 shift 3
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-out=${OUT:-.}
+out=${OUTDIR:-.}
 report=/tmp/profile-sass
 "$ncu_bin" --set full --import-source yes --clock-control none --kernel-name regex:"$KERNEL" --launch-skip 2 \
   --launch-count 1 -f -o "$report" "$BIN/bench_search" --shapes "$shape" --k "$k" --q "$q" --reps 3 --sets 1 "$@" \

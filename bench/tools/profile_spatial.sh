@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Per-kernel GPU time of the spatial index's build and search (Nsight Compute): bench_search
 # with StoreConfig::spatial_index = Always and moves published before every search, so each
-# search rebuilds the index. On the GPU machine:
-#   bench/profile_spatial.sh [BIN (default .device-bin)] [SHAPE (gis1m)] [Q list (1,1024)]
+# search rebuilds the index. On a machine with the GPU:
+#   bench/tools/profile_spatial.sh [BIN (default build/bench)] [SHAPE (gis1m)] [Q list (1,1024)]
 # MOVES="--moves 10000 --drift 0.001" publishes small moves instead (each search refits the index
 # where it can); SPATIAL=auto leaves the choice to Auto; REPS=N times N searches (default 3);
 # CACHE=none keeps the caches between kernels (ncu flushes them by default: a cold figure).
 # prints, per Q, each kernel's launches and mean duration (the build's kernels, CUB's scan, the
 # search). Clock control is left to the card, so durations match the benchmarks'.
 set -uo pipefail
-BIN=${1:-.device-bin}
+BIN=${1:-build/bench}
 SHAPE=${2:-gis1m}
 QS=${3:-1,1024}
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where one kernel's warps stall (Nsight Compute: warp states, pipes, shared-memory
-# wavefronts), for one bench_search row. On the GPU machine:
-#   [KERNEL=regex] bench/profile_stalls.sh BIN SHAPE K Q [METRIC]   -> prints that kernel's details
+# wavefronts), for one bench_search row. On a machine with the GPU:
+#   [KERNEL=regex] bench/tools/profile_stalls.sh BIN SHAPE K Q [METRIC]   -> prints that kernel's details
 # (KERNEL defaults to scan_kernel; NCU_ARGS adds options, e.g. "--cache-control none" to keep what the
 # previous kernel left in L2)
 set -uo pipefail

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Publish throughput against the publish pool's size, on the GPU machine:
+# Publish throughput against the publish pool's size, on the GPU:
 #
-#   bench/publish_threads.sh BIN [THREADS ...]   (BIN: folder with bench_updates; default 1 2 4 8)
+#   bench/tools/publish_threads.sh BIN [THREADS ...]   (BIN: folder with bench_updates; default 1 2 4 8)
 #
 # Runs bench_updates (1,000,000 x 2, l2 then haversine, batches of 10,000 / 100,000 / 1,000,000
 # moves and 4 live producers, --seconds 1) once per StoreConfig::publish_threads value and prints
-# moves/s and publish ms per row and thread count. CSVs and logs go to ./publish-threads-out, or
-# with $OUT set into $OUT (the table also in $OUT/publish-threads.txt). $UPDATES_ARGS adds
+# moves/s and publish ms per row and thread count. CSVs, logs and the table
+# (publish-threads.txt) go to $OUTDIR (default ./publish-threads-out). $UPDATES_ARGS adds
 # arguments to every run (e.g. "--backend cpu" to try it without a GPU).
 set -uo pipefail
-(($# >= 1)) || { echo "usage: bench/publish_threads.sh BIN [THREADS ...]" >&2; exit 2; }
+(($# >= 1)) || { echo "usage: bench/tools/publish_threads.sh BIN [THREADS ...]" >&2; exit 2; }
 BIN=$1
 shift
 THREADS=("$@")
 ((${#THREADS[@]})) || THREADS=(1 2 4 8)
-DIR=${OUT:-publish-threads-out}
+DIR=${OUTDIR:-publish-threads-out}
 mkdir -p "$DIR"
 for metric in l2 haversine; do
   for t in "${THREADS[@]}"; do

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Medians of clock64 phase stamps printed by a diagnostic build, per benchmark row.
 
-    python3 bench/stampsum.py STAMPS_LOG
+    python3 bench/tools/stampsum.py STAMPS_LOG
 
 The log holds '##### ROW' header lines, each followed by the kernel's 'STAMPS name=cycles ...'
-lines (device printf from a diagnostic patch, e.g. the results folders'
-diagnostic-*-stamps.patch). Prints, per row, the number of launches and each field's median.
-Standard library only, so it runs on the GPU machine.
+lines (device printf from a diagnostic build that prints them).
+Prints, per row, the number of launches and each field's median.
+Standard library only, so it runs anywhere.
 """
 import collections
 import re
