@@ -20,6 +20,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_store.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/kernels/probe.hpp"
 #include "cuda/spatial_tree.hpp"
 
 namespace streamknn::detail {
@@ -30,8 +31,8 @@ namespace {
 constexpr std::size_t kWorkspaceBudget = std::size_t(512) << 20;  // candidates of one launch chunk
 constexpr std::size_t kWarpListBudget = std::size_t(256) << 20;   // the scan's global warp lists
 /// Batches of up to this many queries (in one chunk) replay a captured graph. Graphs up to 64
-/// queries measured no gain above 16 (same H100 call, run-2026-11-24-s16/call13: MNIST-like
-/// Q = 24-64 1.02-1.05x, ImageNet-like 0.99-1.00x, GoogleNews-like 0.96-1.02x).
+/// queries measured no gain above 16 (H100 A/B against graphs up to 64: MNIST-like Q = 24-64
+/// 1.02-1.05x, ImageNet-like 0.99-1.00x, GoogleNews-like 0.96-1.02x).
 constexpr std::uint32_t kGraphMaxQueries = 16;
 /// Graphs one query context keeps (one per batch size, k, output and shape): all are dropped
 /// when it is full, so a caller cycling through more shapes than that captures as it goes.
@@ -40,11 +41,11 @@ constexpr std::size_t kMaxCachedGraphs = 64;
 /// last kernel (enqueue).
 constexpr std::uint32_t kHostWriteMaxQueries = kGraphMaxQueries;
 /// A graph's input block of more than this many bytes is read from the mapped staging by a kernel
-/// (launch_copy_in) instead of a copy node. H200, bench_graph_copies (run-2026-11-28-s38/call9),
-/// a graph of the input and two tiny kernels, host to host: a copy node of 1-8 KB 9.9-10.7 us,
-/// 12-24 KB 11.2-12.8 us, 32-100 KB 18.2-18.3 us; the kernel 10.6-12.7 us at every size. Same
-/// call against the copy node (call12): MNIST-like Q = 8-16 0.91-0.95x (globaltimer stamps: 7-13
-/// us less from one search's last kernel to the next one's first).
+/// (launch_copy_in) instead of a copy node. Measured on an H200 with bench_graph_copies, a graph of
+/// the input and two tiny kernels, host to host: a copy node of 1-8 KB 9.9-10.7 us, 12-24 KB
+/// 11.2-12.8 us, 32-100 KB 18.2-18.3 us; the kernel 10.6-12.7 us at every size. A/B against the
+/// copy node: MNIST-like Q = 8-16 0.91-0.95x (globaltimer stamps: 7-13 us less from one search's
+/// last kernel to the next one's first).
 constexpr std::size_t kGraphCopyMaxBytes = 16 * 1024;
 constexpr std::size_t kMaxQueryBytes = 64 * 1024;                  // one stored query in shared memory
 
@@ -117,14 +118,14 @@ constexpr std::uint64_t kSpatialRefitQueries = 128;
 /// The refit's query count for a store of `slots` slots: a refit costs about 40-45 us per million
 /// points (ncu, 1,000,000 x 2: 36 us; 10,000,000 x 2: 448 us), the index saves about 0.25 us a
 /// query at 1,000,000 x 2 and 2 us at 10,000,000 x 2 (Q = 256-1,024), so at 10M the rule of 128
-/// refit for too few (Q = 256 per publish: 0.70-0.74 ms against the scans' 0.56, s26 call 11).
+/// refit for too few (Q = 256 per publish: 0.70-0.74 ms against the scans' 0.56).
 std::uint64_t spatial_refit_queries(std::uint32_t slots) {
   return std::max<std::uint64_t>(kSpatialRefitQueries, slots / 25000);
 }
 /// Auto at k > 32 (lists of two or four entries per lane, filled one insertion at a time): batches
-/// of this many queries or more only. Same H100 call, index against the scans
-/// (run-2026-11-25-s25/call12): Q = 1,024 0.33-0.81x at every store and k = 64 / 128; Q = 256 1.0x
-/// (k = 64) and 1.17-1.65x slower (k = 128) at 100,000-1,000,000 x 2; Q = 1-16 up to 5x slower.
+/// of this many queries or more only. H100 A/B, the index against the scans: Q = 1,024 0.33-0.81x
+/// at every store and k = 64 / 128; Q = 256 1.0x (k = 64) and 1.17-1.65x slower (k = 128) at
+/// 100,000-1,000,000 x 2; Q = 1-16 up to 5x slower.
 constexpr std::uint32_t kSpatialLargeKMinQueries = 1024;
 /// Queries per launch chunk of the spatial search (it needs no candidate workspace).
 constexpr std::uint32_t kSpatialChunkQueries = 1u << 16;
@@ -354,7 +355,7 @@ class CudaBackend final : public Backend {
         });
   }
 
-  void lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
+  NonFiniteWrite lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
     DeviceScope scope(device_);
     const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries), k = static_cast<std::uint32_t>(r.k);
     const std::uint32_t T = outputs();
@@ -369,6 +370,7 @@ class CudaBackend final : public Backend {
       fit_array(knnq_.increment, nq, "KNN-Q increments");
       fit_array(knnq_.targets, nq, "KNN-Q targets");
       fit_array(knnq_.actions, nq, "KNN-Q actions");
+      fit_array(knnq_.non_finite, 1, "KNN-Q non-finite flag");
     } catch (const OutOfMemory& e) {
       throw OutOfMemory(concat("ReferenceSet::lookup_and_update: ", nq, " states, k=", k, ": ", e.what()));
     }
@@ -421,24 +423,43 @@ class CudaBackend final : public Backend {
     p.outputs = T;
     p.q_before = knnq_.q_before.get();
     p.increment = knnq_.increment.get();
+    p.non_finite = knnq_.non_finite.get();
+    check_cuda(cudaMemsetAsync(p.non_finite, 0xff, sizeof(unsigned long long), us), "cudaMemsetAsync(KNN-Q flag)");
     launch_knnq_estimate(p, us);
-    const int back = store_.write_back_targets(static_cast<std::uint32_t>(entries), epoch,
-                                               [&](std::uint32_t* slots, float* values) {
-                                                 p.out_slots = slots;
-                                                 p.out_values = values;
-                                                 launch_knnq_rows(p, us);
-                                               });
-    check_cuda(cudaMemcpyAsync(out.q_before.data(), knnq_.q_before.get(), std::size_t(nq) * T * 4, cudaMemcpyDeviceToHost,
-                               us),
-               "cudaMemcpyAsync(KNN-Q estimates)");
-    check_cuda(cudaStreamSynchronize(us), "cudaStreamSynchronize(KNN-Q write-back)");
-    {
+    // The new rows are checked on the device before they are scattered into a buffer, and where
+    // one holds a non-finite value nothing is published. The flag costs an 8-byte copy beside
+    // the estimates' and moves the call's one wait before the scatter (which queries then wait
+    // for through the buffer's event, as after a publish).
+    unsigned long long non_finite = ~0ull;
+    float bad_value = 0;
+    const auto fill = [&](std::uint32_t* slots, float* values) {
+      p.out_slots = slots;
+      p.out_values = values;
+      launch_knnq_rows(p, us);
+    };
+    const auto accept = [&] {
+      check_cuda(cudaMemcpyAsync(&non_finite, p.non_finite, sizeof non_finite, cudaMemcpyDeviceToHost, us),
+                 "cudaMemcpyAsync(KNN-Q flag)");
+      check_cuda(cudaMemcpyAsync(out.q_before.data(), knnq_.q_before.get(), std::size_t(nq) * T * 4,
+                                 cudaMemcpyDeviceToHost, us),
+                 "cudaMemcpyAsync(KNN-Q estimates)");
+      check_cuda(cudaStreamSynchronize(us), "cudaStreamSynchronize(KNN-Q write-back)");
+      if (non_finite == ~0ull) return true;
+      check_cuda(cudaMemcpy(&bad_value, p.out_values + non_finite, sizeof bad_value, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy(KNN-Q non-finite value)");
+      return false;
+    };
+    const int back = store_.write_back_targets(static_cast<std::uint32_t>(entries), epoch, fill, accept);
+    if (back >= 0) {
       std::lock_guard lock(mutex_);
       store_.set_front(back);
     }
     c.done.wait();
     QueryResult ids = unpack(c, config_, Mode::Neighbors, nq, k, chunk_queries, epoch);
     std::copy(ids.neighbors.ids.begin(), ids.neighbors.ids.end(), out.ids.begin());
+    if (back >= 0) return {};
+    const std::size_t entry = non_finite / T;
+    return {true, out.ids[entry], static_cast<std::uint32_t>(non_finite % T), bad_value};
   }
 
   Ticket<QueryResult> submit(QueryRequest request) const override {
@@ -517,24 +538,23 @@ class CudaBackend final : public Backend {
   }
 
   /// Whether a batch over buffer b takes the spatial index (StoreConfig::spatial_index): stores
-  /// spatial_store() covers, no id ranges, k <= kSpatialMaxK. Auto: stores of kSpatialMinSlots
-  /// or more (batches of kSpatialLargeKMinQueries or more at k > 32), where the index is current
-  /// (at k <= 32 the walk beat the scans at every batch size measured: H100, 100,000 to
-  /// 10,000,000 x 2, K = 16, Q = 1-1,024, 0.04-0.95x the scans' time, run-2026-11-25-s25 call 8
-  /// against call 2). Where it is stale, a refit once spatial_refit_queries queries (this batch
-  /// included) have come since the buffer last changed, and where a refit will not do, a build
-  /// once kSpatialBuildQueries have, or once that many have waited on the scans since the index
-  /// was last brought up to date while the buffer's last epoch had spatial_refit_queries or more
-  /// and the last refit stayed within its limits (a store that changes every few hundred queries:
-  /// one build, then refits; not a store whose points jump, which the refits cannot follow). A
-  /// build costs about what the scans of a few hundred queries save (1,000,000 x 2: 0.11 ms
-  /// against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of that. An index counts as
-  /// current only while SpatialTree::usable (a refit that sent most moved points to the overflow
-  /// does not), and after such a refit builds wait for epochs that last (see below). A store
-  /// that changes every few dozen queries keeps the scans (counting only the queries since the
-  /// last update made a query thread of 16 per batch, with a publish after every one or two, pay
-  /// a refit or a build every 8 batches for an index that served one or two: query p99 55 -> 172
-  /// us, bench_updates, run-2026-11-25-s26). Under mutex_.
+  /// spatial_store() covers, no id ranges, k <= kSpatialMaxK. Auto: stores of kSpatialMinSlots or
+  /// more (batches of kSpatialLargeKMinQueries or more at k > 32), where the index is current (at
+  /// k <= 32 the walk beat the scans at every batch size measured: H100, 100,000 to 10,000,000 x 2,
+  /// K = 16, Q = 1-1,024, 0.04-0.95x the scans' time). Where it is stale, a refit once
+  /// spatial_refit_queries queries (this batch included) have come since the buffer last changed,
+  /// and where a refit will not do, a build once kSpatialBuildQueries have, or once that many have
+  /// waited on the scans since the index was last brought up to date while the buffer's last epoch
+  /// had spatial_refit_queries or more and the last refit stayed within its limits (a store that
+  /// changes every few hundred queries: one build, then refits; not a store whose points jump,
+  /// which the refits cannot follow). A build costs about what the scans of a few hundred queries
+  /// save (1,000,000 x 2: 0.11 ms against 0.34 -> 0.08 ms at Q = 1,024) and a refit a third of
+  /// that. An index counts as current only while SpatialTree::usable (a refit that sent most moved
+  /// points to the overflow does not), and after such a refit builds wait for epochs that last (see
+  /// below). A store that changes every few dozen queries keeps the scans (counting only the
+  /// queries since the last update made a query thread of 16 per batch, with a publish after every
+  /// one or two, pay a refit or a build every 8 batches for an index that served one or two: query
+  /// p99 55 -> 172 us, bench_updates). Under mutex_.
   bool spatial_wanted(int b, std::uint32_t nq, std::uint32_t k, bool filtered) const {
     if (config_.spatial_index == streamknn::SpatialIndex::Off || !spatial_store() || filtered || k > kSpatialMaxK ||
         nq == 0) {
@@ -555,11 +575,11 @@ class CudaBackend final : public Backend {
     const std::uint64_t refit_queries = spatial_refit_queries(buffer.slot_count);
     if (index.refittable(buffer)) return index.queries_this_epoch >= refit_queries;
     if (index.refit_overflowed()) {
-      // Points jump: each epoch needs a build, paid by one batch. Build for epochs that last
-      // (this one or the one before ran twice the build's queries): a query thread of 16 per
-      // batch with four producers publishing about 1,000 queries apart, building at the 1,024th
-      // query of most epochs, had query p99 1.4-4.0x the update-free one; with this rule 0.9-2.1x
-      // (bench_updates, run-2026-11-28-s28 calls 2 and 3).
+      // Points jump: each epoch needs a build, paid by one batch. Build for epochs that last (this
+      // one or the one before ran twice the build's queries): a query thread of 16 per batch with
+      // four producers publishing about 1,000 queries apart, building at the 1,024th query of most
+      // epochs, had query p99 1.4-4.0x the update-free one; with this rule 0.9-2.1x
+      // (bench_updates).
       return index.queries_this_epoch >= kSpatialBuildQueries &&
              std::max(index.queries_this_epoch, index.queries_last_epoch) >= 2 * kSpatialBuildQueries;
     }
@@ -680,12 +700,12 @@ class CudaBackend final : public Backend {
       s.warps_per_block = wanted_warps();
     }
     choose_screen(s, nq, k, plan.sample_step, tiles, wanted_warps(), budget);
-    // One to three queries over a large one-chunk store take the several-tiles kernel of a group
-    // of 4 (its empty rows admit nothing): a lane's tiles are then loads in flight together and
-    // one survivor test on their smallest rank, where the one-query kernel read the grid-wide
-    // bound and tested every tile. Same H100 call against it (run-2026-11-24-split/call10):
-    // 10,000,000 x 2 Q = 1 / 2 0.76 / 0.78x, 1,000,000 x 2 0.95 / 0.96x, haversine 0.93-0.95x.
-    // Four tiles in flight per warp in the one-query kernel instead measured 1.015x (call9).
+    // One to three queries over a large one-chunk store take the several-tiles kernel of a group of
+    // 4 (its empty rows admit nothing): a lane's tiles are then loads in flight together and one
+    // survivor test on their smallest rank, where the one-query kernel read the grid-wide bound and
+    // tested every tile. H100 A/B against it: 10,000,000 x 2 Q = 1 / 2 0.76 / 0.78x, 1,000,000 x 2
+    // 0.95 / 0.96x, haversine 0.93-0.95x.
+    // Four tiles in flight per warp in the one-query kernel instead measured 1.015x.
     if (s.query_group < 4 && s.one_chunk_width != 0 && !s.filtered && !s.global_lists) {
       ScanShape g = s;
       g.query_group = 4;
@@ -714,13 +734,12 @@ class CudaBackend final : public Backend {
   }
 
   /// The direct search (launch_direct) instead of the sample pass and the scan: stores of one
-  /// float4 chunk (dims <= 4, every metric, with or without id ranges), k <= kDirectMaxK,
-  /// batches of at most kDirectMaxQueries queries, where each block streams at most
-  /// kDirectMaxSegments segments: every query reads the whole store, and a block's segments
-  /// are a chain of memory round trips. Same H100 call against the sample pass and the scan
-  /// (run-2026-11-24-s18/call8, K = 16 / 64): 100,000 x 2 Q = 1-16 0.60-0.90x; 1,000,000 x 2
-  /// Q = 1-4 0.83-0.95x, Q = 6 0.99 / 1.00x, Q = 8-16 1.01-1.40x; 10,000,000 x 2 Q = 1 0.96 /
-  /// 1.11x, Q = 2-16 1.17-3.8x.
+  /// float4 chunk (dims <= 4, every metric, with or without id ranges), k <= kDirectMaxK, batches
+  /// of at most kDirectMaxQueries queries, where each block streams at most kDirectMaxSegments
+  /// segments: every query reads the whole store, and a block's segments are a chain of memory
+  /// round trips. H100 A/B against the sample pass and the scan (K = 16 / 64): 100,000 x 2 Q = 1-16
+  /// 0.60-0.90x; 1,000,000 x 2 Q = 1-4 0.83-0.95x, Q = 6 0.99 / 1.00x, Q = 8-16 1.01-1.40x;
+  /// 10,000,000 x 2 Q = 1 0.96 / 1.11x, Q = 2-16 1.17-3.8x.
   bool direct_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t capacity) const {
     if (chunks_ != 1 || k > kDirectMaxK || nq > kDirectMaxQueries) return false;
     const std::uint64_t segments = (std::uint64_t(capacity) + kDirectSegment - 1) / kDirectSegment;
@@ -729,18 +748,18 @@ class CudaBackend final : public Backend {
 
   /// The query-resident scan (launch_resident) instead of the scan, after the sample pass: stores
   /// of one float4 chunk (dims <= 4), L2 ranks (haversine and cosine included), no id ranges,
-  /// k <= kResidentMaxK, batches of 16+ queries with nq x k >= kResidentMinWork (4 x that on
-  /// stores of fewer than 64 tiles per SM). Same H100 calls against the sample pass and the scan
-  /// (run-2026-11-25-s21/call6, call10, call13, two rounds each):
+  /// k <= kResidentMaxK, batches of 16+ queries with nq x k >= kResidentMinWork (4 x that on stores
+  /// of fewer than 64 tiles per SM). H100 A/Bs against the sample pass and the scan (two rounds
+  /// each):
   /// - 1,000,000 x 2: K = 16 Q = 64 0.90-0.97x, Q = 128 0.67-0.69x, Q = 256 0.59-0.61x, Q = 1,024
   ///   0.48-0.50x; K = 128 Q = 16-1,024 0.73-0.36x. Earlier versions measured K = 16 Q = 16 / 32
-  ///   1.37 / 1.14x (call5), so those keep the scan.
+  ///   1.37 / 1.14x, so those keep the scan.
   /// - 10,000,000 x 2: K = 16 Q = 64 0.88-0.90x, Q = 128-1,024 0.50-0.53x (Q = 16 / 32 2.2 / 1.4x in
-  ///   call5); K = 128 Q = 16 0.99-1.01x, Q = 32-1,024 0.29-0.66x. Haversine K = 16 Q = 64 0.94-1.01x,
-  ///   Q = 256 / 1,024 0.52-0.63x.
+  ///   an earlier version); K = 128 Q = 16 0.99-1.01x, Q = 32-1,024 0.29-0.66x. Haversine K = 16
+  ///   Q = 64 0.94-1.01x, Q = 256 / 1,024 0.52-0.63x.
   /// - 100,000 x 2: K = 16 Q = 1,024 0.66-0.70x, Q = 256 1.02-1.05x (kept for the sake of K = 128
-  ///   Q = 32, 0.79x, at the same queries x k), Q = 32-128 1.09-1.17x in call5; K = 128 Q = 32-1,024
-  ///   0.54-0.85x.
+  ///   Q = 32, 0.79x, at the same queries x k), Q = 32-128 1.09-1.17x in an earlier version;
+  ///   K = 128 Q = 32-1,024 0.54-0.85x.
   bool resident_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (chunks_ != 1 || filtered || config_.metric == Metric::InnerProduct || k > kResidentMaxK || nq < kResidentMinQueries) {
       return false;
@@ -749,20 +768,20 @@ class CudaBackend final : public Backend {
     return std::uint64_t(nq) * k >= (small ? 4 : 1) * kResidentMinWork;
   }
 
-  /// The query-resident scan's geometry: kResidentWarps warps per block (fewer where their
-  /// shared memory exceeds the device's), a row of blocks per kResidentQueriesPerBlock queries,
-  /// as many blocks per row as one wave holds, each warp streaming at least kResidentMinTiles
-  /// tiles; where one wave would give a row fewer than 2 x sample_step warps, at least
+  /// The query-resident scan's geometry: kResidentWarps warps per block (fewer where their shared
+  /// memory exceeds the device's), a row of blocks per kResidentQueriesPerBlock queries, as many
+  /// blocks per row as one wave holds, each warp streaming at least kResidentMinTiles tiles; where
+  /// one wave would give a row fewer than 2 x sample_step warps, at least
   /// kResidentShareFactor x sample_step of them. The sample's bound admits about sample_step x k
   /// points per query; with fewer warps per row their lists fill and every further hit rescans a
   /// list of k. Batches whose sample keys and lists (the warps' and the blocks') exceed the
-  /// workspace run in chunks of whole rows. Same H100 call against one wave and no chunks
-  /// (run-2026-11-25-s22/call3, two rounds): K = 128 Q = 32,768 0.46x
-  /// (1,000,000 x 2, 98.9 -> 45.1 ms) and 0.36x (10,000,000 x 2); K = 128 Q = 4,096 0.89x / 0.52x;
-  /// K = 16 Q = 4,096-32,768 0.84-0.98x. Factors 2 and 8 measured 0.53 / 0.45x and 0.40 / 0.39x
-  /// at K = 128 Q = 32,768, and 8 lost at 10,000,000 x 2 K = 128 Q = 4,096 (0.59 against 0.52x).
+  /// workspace run in chunks of whole rows. H100 A/B against one wave and no chunks (two rounds):
+  /// K = 128 Q = 32,768 0.46x (1,000,000 x 2, 98.9 -> 45.1 ms) and 0.36x (10,000,000 x 2); K = 128
+  /// Q = 4,096 0.89x / 0.52x; K = 16 Q = 4,096-32,768 0.84-0.98x. Factors 2 and 8 measured
+  /// 0.53 / 0.45x and 0.40 / 0.39x at K = 128 Q = 32,768, and 8 lost at 10,000,000 x 2 K = 128
+  /// Q = 4,096 (0.59 against 0.52x).
   /// Applied to every batch, the floor took 10,000,000 x 2 haversine Q = 1,024 (sample step 77)
-  /// from 3.2 to 4.1 ms; with the one-wave test 3.17 ms again (call8).
+  /// from 3.2 to 4.1 ms; with the one-wave test 3.17 ms again.
   void choose_resident(Plan& plan, std::uint32_t nq, std::uint32_t k, std::uint32_t capacity) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     const int width = int(chunk_floats_for(stored_dim_));
@@ -807,11 +826,11 @@ class CudaBackend final : public Backend {
 
   /// The dense screen (DenseParams) instead of the sample pass and the scan: L2 ranks (cosine
   /// included), no id ranges, k <= kDenseMaxK, batches of dense_min_queries(k) or more over stores
-  /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM),
-  /// with vectors of kDenseMinChunks chunks or more, where the selection's shared memory fits
-  /// (large k with very long vectors keep the scan). Same H100 calls against the sample pass and
-  /// scan (run-2026-11-24-s17/): MNIST-like Q = 16-64 0.65-0.80x (call13), Q = 12 0.88-0.91x;
-  /// 100,000 x 128 Q = 16-64 0.61-0.94x, Q = 12 0.82x (K = 128) and 1.02x (K = 64).
+  /// small enough that every warp of a scan would see only a few tiles (fewer than 64 per SM), with
+  /// vectors of kDenseMinChunks chunks or more, where the selection's shared memory fits (large k
+  /// with very long vectors keep the scan). H100 A/Bs against the sample pass and scan: MNIST-like
+  /// Q = 16-64 0.65-0.80x, Q = 12 0.88-0.91x; 100,000 x 128 Q = 16-64 0.61-0.94x, Q = 12 0.82x
+  /// (K = 128) and 1.02x (K = 64).
   bool dense_pays(std::uint32_t nq, std::uint32_t k, bool filtered, std::uint32_t tiles) const {
     if (filtered || config_.metric == Metric::InnerProduct || chunks_ < kDenseMinChunks || k > kDenseMaxK) return false;
     return nq >= dense_min_queries(k) && tiles < 64 * std::uint32_t(props_.multiProcessorCount) &&
@@ -821,12 +840,12 @@ class CudaBackend final : public Backend {
   /// The smallest batch the dense screen takes. Its product runs a tile of 8 or 16 queries whatever
   /// the batch, and its selection a block per query, so below 16 queries it costs about the same
   /// (MNIST-like: 0.106-0.124 ms at Q = 2-5 since its exact product), while the scan's cost grows
-  /// with the batch and k. Same H100 calls against the sample pass and scan:
-  /// - MNIST-like (196 chunks), the exact product (run-2026-11-25-s23/call15, two rounds):
-  ///   Q = 2 0.95-0.96x (K = 64) and 0.97-0.98x (K = 128), Q = 3 0.80-0.81x / 0.87x, Q = 4
-  ///   0.76-0.79x / 0.85-0.87x; one query keeps the scan (0.100 ms).
-  /// - 100,000 x 128 (32 chunks), the screened product (run-2026-11-24-s20/call3, call4): K = 128
-  ///   Q = 6-11 0.90-0.95x, Q = 5 1.00x, Q = 4 1.04x; K = 64 Q = 4-11 1.05-1.12x slower.
+  /// with the batch and k. H100 A/Bs against the sample pass and scan:
+  /// - MNIST-like (196 chunks), the exact product (two rounds): Q = 2 0.95-0.96x (K = 64) and
+  ///   0.97-0.98x (K = 128), Q = 3 0.80-0.81x / 0.87x, Q = 4 0.76-0.79x / 0.85-0.87x; one query
+  ///   keeps the scan (0.100 ms).
+  /// - 100,000 x 128 (32 chunks), the screened product: K = 128 Q = 6-11 0.90-0.95x, Q = 5 1.00x,
+  ///   Q = 4 1.04x; K = 64 Q = 4-11 1.05-1.12x slower.
   /// The cut at 64 chunks lies between the two shapes measured (32 and 196 chunks).
   std::uint32_t dense_min_queries(std::uint32_t k) const {
     if (chunks_ >= kDenseLongChunks) return kDenseLongMinQueries;
@@ -840,32 +859,31 @@ class CudaBackend final : public Backend {
   ///   flops, so a cold start's list insertions (every warp admits most of its first tiles)
   ///   outweigh the scan even for one query (ncu, 1,000,000 x 2, K = 16, Q = 1: 70 us at 10%
   ///   of DRAM bandwidth): there the sample pass runs from Q = 1.
-  /// - Smaller stores: every warp sees only a few tiles, so a cold start admits nearly every
-  ///   point into some warp's list, for every query. A denser sample (every 8th tile) pays from
-  ///   groups of 12 queries, from 8 at k >= 128, and from 4 at dim <= 128, where a sampled tile
-  ///   is a short chain of loads for its warp (MNIST-like 70,000 x 784: Q = 12..64 1.3-1.6x
-  ///   faster, Q <= 8 at K 16-64 0.55-0.88x; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x; 100,000 x 128:
-  ///   Q = 4..9 1.0-1.5x, Q <= 2 0.76-1.0x). Measured in run-2026-11-23-globallists/ab-* and
-  ///   run-2026-11-23-samplepass/rule*/. Since the sample pass splits its sums (L2 over 32+
-  ///   chunks) it also pays from 8 queries at k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it
-  ///   was 0.95-1.015x and from 2 1.0-1.08x slower (run-2026-11-24-split/call6). Inner-product
-  ///   batches of 9+ (kScreenMinQueries) take it at any k, since the screen that runs them needs its
-  ///   bound; without it they ran the exact form from a cold start: same H100 call
-  ///   (run-2026-11-28-s29/call3, call6), MNIST-like Q = 9-11 K = 64 0.63-0.65x (Q = 9 0.296 ->
-  ///   0.192 ms), K = 32 0.81-0.84x, K = 16 0.85-0.87x.
-  /// - Large stores, batches of 16+ queries or 8+ at k >= 128, dims <= 128: every 16th tile (two calls
-  ///   against every 32nd, run-2026-11-24-s14/call4-5): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x,
-  ///   Q = 16-64 0.87-0.91x, K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x;
-  ///   10,000,000 x 2 unchanged (kMaxSampleTiles caps its step at 77). GoogleNews-like (300 dims,
-  ///   step capped at 23) gained nothing (K = 128 Q = 8-12 1.00-1.01x in three builds), so dims
-  ///   over 128 keep every 32nd tile (call8, against the rule without that limit: GoogleNews-like
-  ///   0.99-1.00x, within the spread of that call's unchanged rows, 0.99-1.05x).
+  /// - Smaller stores: every warp sees only a few tiles, so a cold start admits nearly every point
+  ///   into some warp's list, for every query. A denser sample (every 8th tile) pays from groups of
+  ///   12 queries, from 8 at k >= 128, and from 4 at dim <= 128, where a sampled tile is a short
+  ///   chain of loads for its warp (MNIST-like 70,000 x 784: Q = 12..64 1.3-1.6x faster, Q <= 8 at
+  ///   K 16-64 0.55-0.88x; 100,000 x 2: Q = 4 / 8 1.2 / 1.65x; 100,000 x 128: Q = 4..9 1.0-1.5x,
+  ///   Q <= 2 0.76-1.0x).
+  ///   Since the sample pass splits its sums (L2 over 32+ chunks) it also pays from 8 queries at
+  ///   k < 128: MNIST-like K = 64 Q = 8 0.80x; from 4 it was 0.95-1.015x and from 2 1.0-1.08x
+  ///   slower. Inner-product batches of 9+ (kScreenMinQueries) take it at any k, since the screen
+  ///   that runs them needs its bound; without it they ran the exact form from a cold start (H100
+  ///   A/B): MNIST-like Q = 9-11 K = 64 0.63-0.65x (Q = 9 0.296 -> 0.192 ms), K = 32 0.81-0.84x,
+  ///   K = 16 0.85-0.87x.
+  /// - Large stores, batches of 16+ queries or 8+ at k >= 128, dims <= 128: every 16th tile (two
+  ///   A/Bs against every 32nd): ImageNet-like K = 128 Q = 8 / 12 0.95-0.97x, Q = 16-64 0.87-0.91x,
+  ///   K = 64 Q = 16-64 0.93-0.98x, 1,000,000 x 2 Q = 32-1,024 0.86-0.92x; 10,000,000 x 2 unchanged
+  ///   (kMaxSampleTiles caps its step at 77). GoogleNews-like (300 dims, step capped at 23) gained
+  ///   nothing (K = 128 Q = 8-12 1.00-1.01x in three builds), so dims over 128 keep every 32nd tile
+  ///   (A/B against the rule without that limit: GoogleNews-like 0.99-1.00x, within the spread of
+  ///   that run's unchanged rows, 0.99-1.05x).
   ///   Every 16th tile for fewer queries measured 1.00-1.01x (ImageNet-like K = 64 Q = 2-12, K = 128
   ///   Q = 2-4); every 8th lost at K = 64 (1.02-1.09x) and gained no more at K = 128.
-  /// - Smaller stores, 16+ queries at k >= 128 over dims 9-128: every 4th tile (same H100 call against every
-  ///   8th, three rounds, run-2026-11-24-s14/call6): 100,000 x 128 K = 128 Q = 16-64 0.84-0.96x
-  ///   (K = 64 0.94-0.99x, within the batch rows' noise). MNIST-like (784 dims), where a sampled
-  ///   tile costs 6x as much, lost 1.00-1.19x.
+  /// - Smaller stores, 16+ queries at k >= 128 over dims 9-128: every 4th tile (H100 A/B against
+  ///   every 8th, three rounds): 100,000 x 128 K = 128 Q = 16-64 0.84-0.96x (K = 64 0.94-0.99x,
+  ///   within the batch rows' noise). MNIST-like (784 dims), where a sampled tile costs 6x as much,
+  ///   lost 1.00-1.19x.
   std::uint32_t sample_step_for(std::uint32_t nq, std::uint32_t k, std::uint32_t tiles) const {
     const std::uint32_t sms = static_cast<std::uint32_t>(props_.multiProcessorCount);
     auto enough = [&](std::uint32_t step) { return std::size_t(tiles / step) * kTile >= std::size_t(16) * k; };
@@ -914,24 +932,23 @@ class CudaBackend final : public Backend {
   }
 
   /// The dot-product screen (ScanShape::screen): batches of more than 12 queries (9 for inner
-  /// product) over vectors of several chunks, no ranges, after a sample pass whose bound leaves
-  /// few pairs for an exact rank (about sample_step x k per query, at most one per query in
-  /// kScreenSparse tiles), when the group's queries, rings and global lists fit. Inner product takes the same kernel, whose
-  /// dot products are then the exact ranks. Same H100 call against the exact form
-  /// (run-2026-11-24-screen/): GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x;
-  /// denser pairs lost: MNIST-like in groups of 16 1.03-1.22x, and groups of 16 at Q = 12-16
-  /// 0.90-1.10x. Where 32 queries fill half the SM's shared memory, one block per SM
-  /// (run-2026-11-24-oneblock/): MNIST-like K = 64 Q = 24-64 0.97-0.98x, 100,000 x 128 K = 64
-  /// 0.94-0.96x at Q = 24 and 64; one pair per query in 2 tiles (K = 128 there) lost 1.08-1.25x.
-  /// Batches of 13-16 take a group of 16 since its stage loop is unrolled by 2 (no spills): same
-  /// H100 call against the exact form (run-2026-11-24-split/call12): GoogleNews-like Q = 13 / 16
-  /// 0.87 / 0.88x (K = 64), 0.91 / 0.93x (K = 128), ImageNet-like 0.89 / 0.90x, 0.93 / 0.98x,
-  /// MNIST-like K = 64 0.94x, 100,000 x 128 0.98-0.99x (the earlier 0.90-1.10x was a fully
-  /// unrolled kernel that spilled). Inner product takes a group of 12 for 9-12 queries (no pair to
-  /// rank again): same H100 call against the exact form (run-2026-11-25-s22/call4, two rounds):
-  /// 100,000 x 128 K = 64 0.92-0.93x, ImageNet-like 0.96-0.99x, GoogleNews- and MNIST-like
-  /// 0.99-1.01x. L2 there lost (GoogleNews-like 1.03-1.09x, ImageNet-like 1.03-1.12x, MNIST-like
-  /// takes the dense screen).
+  /// product) over vectors of several chunks, no ranges, after a sample pass whose bound leaves few
+  /// pairs for an exact rank (about sample_step x k per query, at most one per query in
+  /// kScreenSparse tiles), when the group's queries, rings and global lists fit. Inner product
+  /// takes the same kernel, whose dot products are then the exact ranks. H100 A/B against the exact
+  /// form: GoogleNews-like Q = 24-64 0.62-0.67x, ImageNet-like 0.71-0.89x; denser pairs lost:
+  /// MNIST-like in groups of 16 1.03-1.22x, and groups of 16 at Q = 12-16 0.90-1.10x. Where 32
+  /// queries fill half the SM's shared memory, one block per SM: MNIST-like K = 64 Q = 24-64
+  /// 0.97-0.98x, 100,000 x 128 K = 64 0.94-0.96x at Q = 24 and 64; one pair per query in 2 tiles
+  /// (K = 128 there) lost 1.08-1.25x.
+  /// Batches of 13-16 take a group of 16 since its stage loop is unrolled by 2 (no spills): H100
+  /// A/B against the exact form: GoogleNews-like Q = 13 / 16 0.87 / 0.88x (K = 64), 0.91 / 0.93x
+  /// (K = 128), ImageNet-like 0.89 / 0.90x, 0.93 / 0.98x, MNIST-like K = 64 0.94x, 100,000 x 128
+  /// 0.98-0.99x (the earlier 0.90-1.10x was a fully unrolled kernel that spilled). Inner product
+  /// takes a group of 12 for 9-12 queries (no pair to rank again): H100 A/B against the exact form
+  /// (two rounds): 100,000 x 128 K = 64 0.92-0.93x, ImageNet-like 0.96-0.99x, GoogleNews- and
+  /// MNIST-like 0.99-1.01x. L2 there lost (GoogleNews-like 1.03-1.09x, ImageNet-like 1.03-1.12x,
+  /// MNIST-like takes the dense screen).
   void choose_screen(ScanShape& s, std::uint32_t nq, std::uint32_t k, std::uint32_t sample_step, std::uint32_t tiles,
                      int warps, std::size_t budget) const {
     if (s.filtered || chunks_ < 2 || sample_step == 0) return;
@@ -1284,38 +1301,35 @@ class CudaBackend final : public Backend {
     // 1,000,000 x 2, Q = 1,024: 262,144 blocks of short warps took 80 us).
     sample.groups_per_warp = chunks_ == 1 ? 8 : 1;
     // Batched loads where the sample gives the SMs few warps (each warp's chain of loads is then
-    // the kernel's length); with many warps they cost occupancy. Same H100 call, against one load
-    // in flight (run-2026-11-23-staged/call9): up to 17 warps per SM 0.80-0.96x (MNIST-like samples
-    // of 8 to 32 queries, ImageNet-like Q = 2 to 8), 22-28 per SM 0.98-1.0x, 33 and more 1.02-1.08x.
+    // the kernel's length); with many warps they cost occupancy. H100 A/B against one load in
+    // flight: up to 17 warps per SM 0.80-0.96x (MNIST-like samples of 8 to 32 queries,
+    // ImageNet-like Q = 2 to 8), 22-28 per SM 0.98-1.0x, 33 and more 1.02-1.08x.
     const std::size_t sample_warps = std::size_t(plan.sample_tiles) * sample_warps_per_tile(sample);
     sample.batched_loads = chunks_ > 1 && sample_warps <= std::size_t(24) * props_.multiProcessorCount;
     // From 8 queries over vectors of several chunks each warp ranks 8 queries held in shared
-    // memory, in one pass with batched loads. Same H100 call against the kernels above
-    // (run-2026-11-24-oneblock/call7): GoogleNews-like Q = 8-64 0.95-0.97x, MNIST-like Q = 16-64
-    // 0.93-0.97x (its Q = 64 sample 101 -> 72 us), 100,000 x 128 Q = 64 0.93-0.98x, ImageNet-like
-    // 0.98-1.02x.
+    // memory, in one pass with batched loads. H100 A/B against the kernels above: GoogleNews-like
+    // Q = 8-64 0.95-0.97x, MNIST-like Q = 16-64 0.93-0.97x (its Q = 64 sample 101 -> 72 us),
+    // 100,000 x 128 Q = 64 0.93-0.98x, ImageNet-like 0.98-1.02x.
     sample.chunks = chunks_;
     sample.staged_queries = chunks_ > 1 && n >= kSampleStagedGroup && sample_staged_bytes(chunks_) <= kSampleStagedMaxBytes;
     // Split sums where the staged kernel would give the SMs at most 8 warps each (L2; an inner
-    // product's terms have mixed signs, so no margin bounds a change of summation order). Same
-    // H100 call against the staged kernel (run-2026-11-24-split/call5): MNIST-like K = 64 Q = 12 /
-    // 16 0.925 / 0.920x, K = 128 Q = 8 / 12 / 16 0.88 / 0.94 / 0.94x, Q = 24 0.95-0.98x; with more
-    // warps it lost: Q = 32 0.975-0.99x, Q = 64 1.02x, ImageNet-like 1.00-1.02x.
+    // product's terms have mixed signs, so no margin bounds a change of summation order). H100 A/B
+    // against the staged kernel: MNIST-like K = 64 Q = 12 / 16 0.925 / 0.920x, K = 128
+    // Q = 8 / 12 / 16 0.88 / 0.94 / 0.94x, Q = 24 0.95-0.98x; with more warps it lost: Q = 32
+    // 0.975-0.99x, Q = 64 1.02x, ImageNet-like 1.00-1.02x.
     const std::size_t staged_warps = std::size_t(plan.sample_tiles) * ((n + kSampleStagedGroup - 1) / kSampleStagedGroup);
     sample.split_sums = sample.staged_queries && split_sample_possible() &&
                         staged_warps <= std::size_t(8) * props_.multiProcessorCount;
     // Over large stores, batches of 16+ stage 16 queries per block and batches of 9-12 stage 12:
-    // each warp ranks its tile against all of them in one pass. Same H100 calls against groups
-    // of 8:
-    // - 16: half the blocks, twice the arithmetic per point load (run-2026-11-25-s24/call17, two
-    //   rounds): ImageNet-like Q = 16-64 0.97-0.98x, GoogleNews-like 0.996-1.01x; over 100,000 x
-    //   128 (few tiles per SM, so half the blocks leave SMs idle) 1.02-1.04x slower, hence large
-    //   stores only. Groups of 16 for batches of 8-12 (half empty) measured 1.01-1.05x slower
-    //   (call16).
-    // - 12: groups of 8 ranked these batches as two, the second half empty and its tiles read
-    //   again from L2 (run-2026-11-28-s29/call3, two rounds): GoogleNews-like Q = 9-12
-    //   0.985-0.991x (the sample pass 70 us of the K = 128 Q = 12 search, 46 us at Q = 8: ncu,
-    //   call1), ImageNet-like K = 128 0.976x, K = 64 0.995-1.004x, inner product 0.98-1.0x.
+    // each warp ranks its tile against all of them in one pass. H100 A/Bs against groups of 8:
+    // - 16: half the blocks, twice the arithmetic per point load (two rounds): ImageNet-like
+    //   Q = 16-64 0.97-0.98x, GoogleNews-like 0.996-1.01x; over 100,000 x 128 (few tiles per SM, so
+    //   half the blocks leave SMs idle) 1.02-1.04x slower, hence large stores only. Groups of 16
+    //   for batches of 8-12 (half empty) measured 1.01-1.05x slower.
+    // - 12: groups of 8 ranked these batches as two, the second half empty and its tiles read again
+    //   from L2 (two rounds): GoogleNews-like Q = 9-12 0.985-0.991x (the sample pass 70 us of the
+    //   K = 128 Q = 12 search, 46 us at Q = 8: ncu), ImageNet-like K = 128 0.976x, K = 64
+    //   0.995-1.004x, inner product 0.98-1.0x.
     const bool large_store = std::uint64_t(plan.sample_tiles) * plan.sample_step >= 64ull * props_.multiProcessorCount;
     if (sample.staged_queries && !sample.split_sums && large_store) {
       const std::uint32_t group = n >= kSampleStagedWideGroup                               ? kSampleStagedWideGroup
@@ -1323,9 +1337,8 @@ class CudaBackend final : public Backend {
                                                                                           : kSampleStagedGroup;
       if (sample_staged_bytes(chunks_, group) <= kSampleStagedMaxBytes) sample.staged_group = group;
     }
-    // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): same H100
-    // calls, GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12
-    // 0.91-0.98x (run-2026-11-24-s20/call1-3, call9).
+    // Tile-major blocks where the sampled tiles do not fit L2 (sample.cu, sample_block): H100 A/Bs,
+    // GoogleNews-like Q = 32 / 64 0.98-0.99 / 0.976-0.983x, inner product Q = 9-12 0.91-0.98x.
     const std::size_t sampled_bytes = std::size_t(plan.sample_tiles) * kTile * chunks_ * 4 * sizeof(float);
     sample.tile_major = sampled_bytes > std::size_t(props_.l2CacheSize);
     // Ahead of the query-resident scan, that scan's layout over the sample: a pair costs its rank
@@ -1355,6 +1368,7 @@ class CudaBackend final : public Backend {
     prep.stored_dim = static_cast<std::uint32_t>(stored_dim_);
     prep.chunks = chunks_;
     prep.metric = static_cast<int>(config_.metric);
+    prep.bound = coordinate_bound(config_.metric, config_.dim);
     prep.queries_out = c.in<float>(l.queries);
     prep.ranges_out = c.in<IdRangeDevice>(l.ranges);
     prep.thresholds = c.in<std::uint32_t>(l.thresholds);
@@ -1425,9 +1439,9 @@ class CudaBackend final : public Backend {
     if (mapped_status) {
       // No reset or copy around the batch (two graph nodes: on an H200 the device-resident search's
       // GPU time went 34.5 -> 29.0 us at 1,000,000 x 2 Q = 1, 82 -> 78 us at MNIST-like Q = 1 and
-      // 138 -> 129 us at Q = 16, run-2026-11-28-s31 call 8). The last chunk's validation writes
-      // both host words (a batch has at least one query); the device arrays are reset here only
-      // where the last batch did not finish enqueueing.
+      // 138 -> 129 us at Q = 16). The last chunk's validation writes both host words (a batch has
+      // at least one query); the device arrays are reset here only where the last batch did not
+      // finish enqueueing.
       if (!c.status_reset) reset_status();
       c.status_reset = false;
     }
@@ -1602,10 +1616,42 @@ class CudaBackend final : public Backend {
     DeviceArray<std::uint32_t> slots;
     DeviceArray<float> q_before, increment, targets;
     DeviceArray<std::int32_t> actions;
+    DeviceArray<unsigned long long> non_finite;
   } knnq_;
 };
 
 }  // namespace gpu
+
+namespace {
+
+/// The oldest architecture the kernels are written for: asynchronous copies to shared memory
+/// (cp.async) and TF32 tensor-core products (mma.sync m16n8k8) need sm_80.
+constexpr int kMinComputeMajor = 8;
+
+/// Why `device` cannot run this build's kernels ("" where it can): a compute capability under
+/// the minimum, or no kernel image for it in this build.
+std::string device_unsupported_reason(int device) {
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return concat("device ", device, ": its properties cannot be read");
+  }
+  const std::string what = concat("device ", device, " (", props.name, ", compute capability ", props.major, ".",
+                                  props.minor, ")");
+  if (props.major < kMinComputeMajor) {
+    return concat(what, " is older than the minimum, compute capability ", kMinComputeMajor, ".0 (sm_",
+                  kMinComputeMajor, "0)");
+  }
+  int ptx_version = 0;
+  const cudaError_t status = gpu::kernel_image_ptx_version(device, &ptx_version);
+  if (status != cudaSuccess) {
+    return concat(what, ": this build carries no kernel image it can run (", cudaGetErrorString(status),
+                  "); build with CMAKE_CUDA_ARCHITECTURES including ", props.major, props.minor);
+  }
+  return "";
+}
+
+}  // namespace
 
 bool cuda_device_usable(int device) noexcept {
   int count = 0;
@@ -1614,9 +1660,11 @@ bool cuda_device_usable(int device) noexcept {
     return false;
   }
   if (device < 0 || device >= count) return false;
-  cudaDeviceProp props{};
-  if (cudaGetDeviceProperties(&props, device) != cudaSuccess) return false;
-  return props.major >= 9;  // the library carries sm_90 code and compute_90 PTX
+  try {
+    return device_unsupported_reason(device).empty();
+  } catch (...) {
+    return false;
+  }
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const StoreConfig& config) {
@@ -1629,11 +1677,8 @@ std::unique_ptr<Backend> make_cuda_backend(const StoreConfig& config) {
   if (config.cuda_device < 0 || config.cuda_device >= count) {
     throw BackendUnavailable(concat("CUDA backend: device ", config.cuda_device, " does not exist (", count, " found)"));
   }
-  if (!cuda_device_usable(config.cuda_device)) {
-    cudaDeviceProp props{};
-    cudaGetDeviceProperties(&props, config.cuda_device);
-    throw BackendUnavailable(concat("CUDA backend: device ", config.cuda_device, " (", props.name, ", sm_", props.major,
-                                    props.minor, ") is older than sm_90, which this build targets"));
+  if (const std::string why = device_unsupported_reason(config.cuda_device); !why.empty()) {
+    throw BackendUnavailable(concat("CUDA backend: ", why));
   }
   return std::make_unique<gpu::CudaBackend>(config);
 }

@@ -256,10 +256,10 @@ inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }
 
-/// Chained kernels (programmatic dependent launch, sm_90). A search's kernels follow one another
-/// on one stream; launched the usual way, each is scheduled only once the one before it has
-/// finished (1.3 us from one kernel's last block to the next one's first in a captured search on
-/// an H200, run-2026-11-28-s31; chained, one query end to end took 0.96-0.98x the time, s32).
+/// Chained kernels (programmatic dependent launch, sm_90). A search's kernels follow one another on
+/// one stream; launched the usual way, each is scheduled only once the one before it has finished
+/// (1.3 us from one kernel's last block to the next one's first in a captured search on an H200;
+/// chained, one query end to end took 0.96-0.98x the time).
 /// A kernel launched with launch_chained may be scheduled while the kernel before it runs; it must call
 /// start_chained_kernel() before anything else, which waits until the work before it on the
 /// stream has finished and its writes are visible, then lets the next chained kernel be
@@ -272,18 +272,21 @@ __device__ __forceinline__ void start_chained_kernel() {
 #endif
 }
 
-/// Whether kernels are launched chained: only where every architecture this file is compiled
-/// for has the wait (sm_90 on). A kernel JIT-compiled from older PTX on a newer GPU would start
-/// without it, so such a build launches the usual way.
-#if defined(__CUDA_ARCH_LIST__)
-inline constexpr int kCompiledArchs[] = {__CUDA_ARCH_LIST__};  // ascending
-inline constexpr bool kChainedLaunches = kCompiledArchs[0] >= 900;
-#else
-inline constexpr bool kChainedLaunches = false;
-#endif
+/// Whether `kernel` may be launched chained on the current device: only where the image the
+/// driver loaded for it was compiled for sm_90 or later (its PTX version), since only such code
+/// holds the wait in start_chained_kernel. That covers every case at run time: sm_90 machine code
+/// on a Hopper card, sm_80 code or compute_80 PTX (a build for older cards, JIT-compiled on a newer
+/// one), and devices before sm_90, which load no sm_90 image at all.
+template <class... Params>
+bool chained_on_this_device(void (*kernel)(Params...)) {
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kernel), "cudaFuncGetAttributes");
+  return attributes.ptxVersion >= 90;
+}
 
-/// Launches `kernel` (which starts with start_chained_kernel) on `stream` as a chained kernel
-/// (where kChainedLaunches); `name` names it in the CudaError of a failed launch.
+/// Launches `kernel` (which starts with start_chained_kernel) on `stream`, chained where
+/// chained_on_this_device says the device and the loaded image allow it, else the usual way;
+/// `name` names it in the CudaError of a failed launch.
 template <class... Params, class... Args>
 void launch_chained(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared,
                     cudaStream_t stream, const Args&... args) {
@@ -296,7 +299,7 @@ void launch_chained(const char* name, void (*kernel)(Params...), dim3 grid, dim3
   config.dynamicSmemBytes = shared;
   config.stream = stream;
   config.attrs = &chained;
-  config.numAttrs = kChainedLaunches ? 1 : 0;
+  config.numAttrs = chained_on_this_device(kernel) ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, kernel, args...), "cudaLaunchKernelEx", name);
 }
 
