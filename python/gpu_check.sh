@@ -3,18 +3,22 @@
 # suite on backend="cuda" (the DLPack tests included, with CuPy / PyTorch where installed: they
 # check the zero-copy path against the host path bit for bit; KnnQ runs on the device).
 #
-#   python/gpu_check.sh collect [DEPS]   here (Debian): copy the header-only dependencies the build
-#                                        needs, their CMake package files and pure-Python pytest
-#                                        into DEPS (default build-deps, ignored by git)
-#   python/gpu_check.sh run [BUILD]      on the GPU machine, from the repository root: configure
-#                                        (CUDA on, python3 from PATH, pybind11 from that Python),
-#                                        build the extension and the runner, run tests/python
+#   python/gpu_check.sh run [BUILD [OUT]]  on a machine with a CUDA device: configure (CUDA on,
+#                                          $PYTHON or python3 from PATH, pybind11 from that
+#                                          Python), build the extension and the runner in BUILD
+#                                          (default build-gpu-python), run tests/python; with OUT,
+#                                          the log (gpu_check.log) and a JUnit report (pytest.xml)
+#                                          are written there
+#   python/gpu_check.sh collect [DEPS]     copy the header-only dependencies (Eigen, CLI11), their
+#                                          CMake package files and pure-Python pytest from this
+#                                          (Debian) machine into DEPS (default build-deps, ignored
+#                                          by git), for a GPU machine that lacks them; `run` uses
+#                                          $DEPS (default build-deps) when present
+# Relative paths are taken from the repository root.
 #
-# The GPU machine has Python 3.12 with PyTorch, CuPy, pybind11, CMake and the CUDA toolkit, but
-# not necessarily Eigen, CLI11 or pytest: carry build-deps with the working tree (the
-# device tool's carry: ["build-deps"]); `run` uses it when present. scikit-learn is compiled for
-# Debian's Python 3.11 and cannot be carried: the scikit-learn tests skip unless the GPU
-# machine's Python has its own.
+# `run` needs Python 3 with numpy and pybind11, CMake and the CUDA toolkit, and Eigen, CLI11 and
+# pytest installed or in DEPS. PyTorch and CuPy are optional (their DLPack tests skip without
+# them), and so is scikit-learn (its tests skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,13 +50,18 @@ collect)
   ;;
 run)
   build=${2:-build-gpu-python}
+  out=${3:-}
+  if [[ -n $out ]]; then
+    mkdir -p "$out"
+    exec > >(tee "$out/gpu_check.log") 2>&1
+  fi
   python=${PYTHON:-$(command -v python3)}
   deps=${DEPS:-$PWD/build-deps}
   args=(-DCMAKE_BUILD_TYPE=Release -DSTREAMKNN_CUDA=ON -DSTREAMKNN_PYTHON=ON -DPython_EXECUTABLE="$python"
         -DSTREAMKNN_BUILD_TESTS=OFF -DSTREAMKNN_BUILD_EXAMPLES=OFF -DSTREAMKNN_BUILD_BENCH=OFF)
   if [[ -d "$deps/include" ]]; then
     args+=(-DCMAKE_PREFIX_PATH="$deps")
-    # The carried pytest only where the machine has none (it would shadow a newer one).
+    # DEPS's pytest only where the machine has none (it would shadow a newer one).
     if ! "$python" -c "import pytest" 2>/dev/null; then
       export PYTHONPATH="$deps/python${PYTHONPATH:+:$PYTHONPATH}"
     fi
@@ -76,10 +85,11 @@ for module, label in (("sklearn", "scikit-learn"), ("numpy", "numpy"), ("scipy",
         version = f"not available ({type(e).__name__})"
     print(f"gpu_check: {label} {version}")
 PY
-  "$python" -m pytest -q -rs -p no:cacheprovider tests/python
+  [[ -z $out || $out = /* ]] || out="$PWD/$out"
+  "$python" -m pytest -q -rs -p no:cacheprovider ${out:+--junitxml="$out/pytest.xml"} tests/python
   ;;
 *)
-  echo "usage: python/gpu_check.sh collect [DEPS] | run [BUILD]" >&2
+  echo "usage: python/gpu_check.sh run [BUILD [OUT]] | collect [DEPS]" >&2
   exit 2
   ;;
 esac

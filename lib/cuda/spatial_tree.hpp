@@ -19,13 +19,12 @@ class SpatialTree {
   static constexpr std::uint32_t kMaxOverflow = 2048;
   /// A refit's leaf boxes may cover this many times the area of the build's.
   static constexpr float kMaxAreaGrowth = 2.0f;
-  /// An index whose overflow is past this is not searched once its figures are read (usable()):
-  /// a warp per query ranks the whole overflow, and a refit after 200,000 moves anywhere on a
+  /// An index whose overflow is past this is not searched once its figures are read (usable()): a
+  /// warp per query ranks the whole overflow, and a refit after 200,000 moves anywhere on a
   /// 1,000,000 x 2 store left most of them there (bench_updates, publishes of 100,000 moves: query
-  /// p99 1,385 us against 45 us without updates; 59 us with this limit; run-2026-11-28-s28 call 2).
-  /// A refit after 2,000 jumps stays under it and serves faster than a build (10,000,000 x 2,
-  /// 1,000 jumps before each Q = 1,024: 0.64 against 0.88 ms when such refits were not searched,
-  /// call 1).
+  /// p99 1,385 us against 45 us without updates; 59 us with this limit).
+  /// A refit after 2,000 jumps stays under it and serves faster than a build (10,000,000 x 2, 1,000
+  /// jumps before each Q = 1,024: 0.64 against 0.88 ms when such refits were not searched).
   static constexpr std::uint32_t kMaxSearchOverflow = 4 * kMaxOverflow;
   /// After a refit past kMaxSearchOverflow, the builds before a refit is tried again.
   static constexpr std::uint32_t kReprobeBuilds = 8;

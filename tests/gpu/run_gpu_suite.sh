@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the GPU test suites (and optionally more) on a GPU machine from binaries built elsewhere
-# and carried in BIN (default .device-bin):
-#   tests/gpu/run_gpu_suite.sh [BIN] [--sanitize] [--sanitize-kernels] [--reliability] [--cli] [--bench]
-#                              [--soak-detach]
-#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search (when carried)
+# Runs the GPU test suites (and optionally more) on a machine with a CUDA device:
+#   tests/gpu/run_gpu_suite.sh [BIN [OUT]] [--sanitize] [--sanitize-kernels] [--reliability] [--cli]
+#                              [--bench] [--soak-detach]
+# BIN: the binaries, either a CUDA build tree (default build) or a folder holding them side by side;
+# OUT: the folder the logs are written to (default gpu-logs).
+#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search (when present)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the
@@ -14,28 +15,35 @@
 #                    dot-product screen's groups of 12, 16 and 32 on small stores; memcheck and
 #                    synccheck also the graph's input block read by a kernel from the mapped
 #                    staging.
-#                    racecheck takes about 130 s on an H100 (session 28), memcheck and synccheck
-#                    about 15 s each.
+#                    racecheck takes about 130 s on an H100, memcheck and synccheck about 15 s
+#                    each.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
 #     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
 #     --bench        bench_search at the paper's shapes, K 64, Q 1, 8, 12
-#     --soak-detach  starts the 10-minute soak (streamknn_soak --backend cuda --seconds 600) in its
-#                    own process session, so it outlives this command; tests/gpu/collect_soak.sh
-#                    (the next command on the same machine) waits for it and collects its log
+#     --soak-detach  starts the 10-minute soak (streamknn_soak --backend cuda --seconds 600) in the
+#                    background, detached, so this script returns at once; it writes OUT/soak.log
+#                    and OUT/soak.rc, and tests/gpu/collect_soak.sh OUT waits for it
 # Environment: DEADLINE_S (skip what would start after that many seconds), SANITIZER_TIMEOUT_S
 # (limit per compute-sanitizer run, default 300 s), SKIP_SUITES=1 (not the first two suites: for
-# the sanitizers of a build whose suites passed in an earlier call; 200-220 s on an H100),
+# the sanitizers of a build whose suites have already passed; the two take 200-220 s on an H100),
 # SANITIZE_TOOLS (--sanitize-kernels' tools, default "memcheck racecheck synccheck").
-# Writes logs to $OUT (if set) or ./gpu-logs. Exit status: number of failed suites.
+# Exit status: number of failed suites.
 set -u
-BIN=${1:-.device-bin}
-shift || true
-# Logs go to a folder of their own, packed into $OUT/gpu-logs.tar.gz at the end when $OUT is set
-# (the device tool brings back only a few files).
-LOGS=${LOGS:-${OUT:+/tmp/gpu-logs}}
-LOGS=${LOGS:-gpu-logs}
+BIN=build
+LOGS=gpu-logs
+[[ $# -gt 0 && $1 != --* ]] && { BIN=$1; shift; }
+[[ $# -gt 0 && $1 != --* ]] && { LOGS=$1; shift; }
 mkdir -p "$LOGS"
+LOGS=$(cd "$LOGS" && pwd)
+# A binary's path in BIN: side by side, or where a CUDA build tree puts it.
+bin() {
+  local dir
+  for dir in "$BIN" "$BIN/tests" "$BIN/tests/reliability" "$BIN/streams" "$BIN/bench"; do
+    [[ -x $dir/$1 ]] && { echo "$dir/$1"; return; }
+  done
+  echo "$BIN/$1"  # absent: the step that runs it fails and says so
+}
 failed=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$LOGS/device.txt"
 run() {  # name, command...   (skipped once DEADLINE_S seconds of this script have passed)
@@ -54,10 +62,10 @@ run() {  # name, command...   (skipped once DEADLINE_S seconds of this script ha
   fi
 }
 if [[ ${SKIP_SUITES:-0} != 1 ]]; then
-  run conformance_cuda "$BIN/test_conformance_cuda"
-  run gpu_vs_cpu "$BIN/test_gpu_vs_cpu"
+  run conformance_cuda "$(bin test_conformance_cuda)"
+  run gpu_vs_cpu "$(bin test_gpu_vs_cpu)"
 fi
-[[ -x $BIN/test_device_search ]] && run device_search "$BIN/test_device_search"
+[[ -x $(bin test_device_search) ]] && run device_search "$(bin test_device_search)"
 sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
   local suffix=$1 binary=$2; shift 2
   for tool in memcheck racecheck synccheck initcheck; do
@@ -70,24 +78,24 @@ sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer t
 for arg in "$@"; do
   case $arg in
     --reliability)
-      run reliability_cuda "$BIN/test_reliability_cuda"
-      STREAMKNN_STRESS_SECONDS=2 sanitize reliability "$BIN/test_reliability_cuda" ;;
+      run reliability_cuda "$(bin test_reliability_cuda)"
+      STREAMKNN_STRESS_SECONDS=2 sanitize reliability "$(bin test_reliability_cuda)" ;;
     --cli)
-      run cli_default_cuda "$BIN/streamknn" run --backend cuda --report "$LOGS/run-cuda.json" \
+      run cli_default_cuda "$(bin streamknn)" run --backend cuda --report "$LOGS/run-cuda.json" \
         --predictions "$LOGS/run-cuda-predictions.csv"
       cat "$LOGS/cli_default_cuda.log" ;;
     --soak-detach)
-      mkdir -p /tmp/streamknn-soak
-      setsid nohup bash -c "'$BIN/streamknn_soak' --backend cuda --seconds 600 --warmup 60 --interval 10 \
-        > /tmp/streamknn-soak/soak.log 2>&1; echo \$? > /tmp/streamknn-soak/rc" < /dev/null > /dev/null 2>&1 &
-      echo "=== soak started in the background at $(date -u +%T) (collect: tests/gpu/collect_soak.sh)" ;;
+      rm -f "$LOGS/soak.rc"
+      setsid nohup bash -c "'$(bin streamknn_soak)' --backend cuda --seconds 600 --warmup 60 --interval 10 \
+        > '$LOGS/soak.log' 2>&1; echo \$? > '$LOGS/soak.rc'" < /dev/null > /dev/null 2>&1 &
+      echo "=== soak started in the background at $(date -u +%T) (collect: tests/gpu/collect_soak.sh $LOGS)" ;;
     --sanitize)
       for tool in memcheck racecheck synccheck initcheck; do
         # Reduced sizes: the shapes that exercise every kernel path, not the multi-million stores.
-        # Each tool under SANITIZER_TIMEOUT_S: one slow tool must not eat the others' time (the
-        # whole --sanitize pass once ran past a 600-s device call and returned no log at all).
+        # Each tool under SANITIZER_TIMEOUT_S: one slow tool must not eat the others' time, and a
+        # run cut off by an outer time limit still leaves the logs of the tools that finished.
         run "sanitizer_$tool" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-          "$BIN/test_conformance_cuda" --test-case-exclude="*1,000,000*,*8 producers*"
+          "$(bin test_conformance_cuda)" --test-case-exclude="*1,000,000*,*8 producers*"
       done ;;
     --sanitize-kernels)
       cases="GPU equals CPU on small batches over one-chunk stores*,GPU aggregation equals the CPU's*"
@@ -95,20 +103,19 @@ for arg in "$@"; do
       cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
       cases+=",the dot-product screen: each group*,the spatial index: each path*,the spatial index refit: each path*"
       # The graph's copy-in kernel reads the mapped staging and has no shared memory: memcheck and
-      # synccheck only (racecheck ran past 160 s on that case's 1,024-dim batches, session 39).
+      # synccheck only (racecheck runs past 160 s on that case's 1,024-dim batches).
       copy_in_case="GPU equals CPU where a small batch's input block exceeds 16 KB*"
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         tool_cases=$cases
         [[ $tool != racecheck ]] && tool_cases+=",$copy_in_case"
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
-          --error-exitcode 1 "$BIN/test_gpu_vs_cpu" -tc="$tool_cases"
+          --error-exitcode 1 "$(bin test_gpu_vs_cpu)" -tc="$tool_cases"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
       done ;;
     --bench)
-      run bench_search "$BIN/bench_search" --shapes mnist,imagenet,googlenews --k 64 --q 1,8,12 --reps 20 --csv "$LOGS/search.csv"
+      run bench_search "$(bin bench_search)" --shapes mnist,imagenet,googlenews --k 64 --q 1,8,12 --reps 20 --csv "$LOGS/search.csv"
       cat "$LOGS/bench_search.log" ;;
   esac
 done
-echo "=== $failed suite(s) failed"
-[[ -n ${OUT:-} ]] && tar -czf "$OUT/gpu-logs.tar.gz" -C "$LOGS" .
+echo "=== $failed suite(s) failed (logs: $LOGS)"
 exit $failed

@@ -626,7 +626,7 @@ TEST_CASE("the spatial index on clustered points, points far from the origin, an
 /// (each buffer's index sees two rounds of writes, a tenth of the store: under the quarter that a
 /// refit takes; the overflow grows by the jumps and inserts and crosses its limit of 2,048 within
 /// the rounds, which makes the next one a build), else a build; the searches after it use the
-/// index as it is. A build whose search skipped the overflow fails here (checked on the H100).
+/// index as it is. A build whose search skipped the overflow fails here (checked on an H100).
 void check_refits(std::uint64_t seed, Metric metric, std::size_t n, std::size_t rounds, std::size_t jumps,
                   std::size_t churn, SpatialIndex spatial, std::initializer_list<std::size_t> batches) {
   auto g = rng(seed);

@@ -1,7 +1,7 @@
 """Shared fixtures of the Python suite.
 
 STREAMKNN_TEST_BACKEND picks the backend every test builds its stores on: 'cpu' (default),
-'cuda' (the GPU machine; tests skip when no device is usable) or 'auto'. Seeds are fixed and
+'cuda' (a machine with a CUDA device; tests skip when none is usable) or 'auto'. Seeds are fixed and
 printed on failure through the test ids; STREAMKNN_TEST_SEED overrides the base seed.
 """
 import os

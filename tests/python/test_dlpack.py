@@ -2,7 +2,7 @@
 routed through streamknn._arrays.device_call and answered on their own device.
 
 On a machine without a GPU only the routing is checked, with a stand-in device array; the CuPy
-and PyTorch cases run where those and a CUDA device are present (the GPU machine)."""
+and PyTorch cases run where those and a CUDA device are present."""
 import sys
 import types
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The GPU half of docs/reliability.md, in one command, on a machine with a CUDA device:
-#   tests/reliability/gpu_reliability.sh [BUILD]        (BUILD: a CUDA build tree, default build)
+#   tests/reliability/gpu_reliability.sh [BUILD [OUT]]
+# BUILD: a CUDA build tree (default build); OUT: the folder the logs are written to (default
+# BUILD/gpu-reliability).
 # 1. the reliability and conformance suites on the CUDA backend (ctest -L gpu);
 # 2. compute-sanitizer memcheck, racecheck, synccheck and initcheck on both GPU suites
 #    (the linearizability stress test runs 2 s under them: STREAMKNN_STRESS_SECONDS=2);
 # 3. the 10-minute soak of the moving-drivers stream on the GPU (streamknn_soak --backend cuda).
-# Everything is logged under BUILD/gpu-reliability/; the exit status is that of the first failure.
+# The exit status is that of the first failure.
 set -uo pipefail
 build=${1:-build}
-out=$build/gpu-reliability
+out=${2:-$build/gpu-reliability}
 mkdir -p "$out"
 status=0
 run() {  # name, command...

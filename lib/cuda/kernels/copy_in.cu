@@ -1,8 +1,8 @@
-// A chunk's input block (queries, id ranges, thresholds) read from the mapped pinned staging by
-// the first kernel of a small batch's graph, in place of a host-to-device copy node: in a graph a
-// copy of 32 KB or more took 6-8 us longer host to host than one of up to 16 KB, and a kernel
-// reading the staging over the bus did not (H200, bench_graph_copies; kGraphCopyMaxBytes in
-// cuda_backend.cpp, bench/results/h200/run-2026-11-28-s38/README.md).
+// A chunk's input block (queries, id ranges, thresholds) read from the mapped pinned staging by the
+// first kernel of a small batch's graph, in place of a host-to-device copy node: in a graph a copy
+// of 32 KB or more took 6-8 us longer host to host than one of up to 16 KB, and a kernel reading
+// the staging over the bus did not (H200, bench_graph_copies; see kGraphCopyMaxBytes in
+// cuda_backend.cpp).
 #include <string>
 
 #include "cuda/kernels.hpp"
@@ -16,9 +16,9 @@ constexpr int kCopyInThreads = 256;
 
 /// One 16-byte word per thread: every load of the bus is in flight at once (a graph's block is at
 /// most 16 queries of up to 64 KB, 256 blocks). Launched the usual way, and it never lets the next
-/// kernel start early: the product after it, chained, would have its blocks placed on the SMs
-/// while this kernel ran, unevenly (MNIST-like Q = 16 product 96.0 -> 109.5 us, Q = 8
-/// 56.0 -> 61.8 us; globaltimer stamps, run-2026-11-28-s38/call11).
+/// kernel start early: the product after it, chained, would have its blocks placed on the SMs while
+/// this kernel ran, unevenly (MNIST-like Q = 16 product 96.0 -> 109.5 us, Q = 8 56.0 -> 61.8 us;
+/// globaltimer stamps).
 __global__ void __launch_bounds__(kCopyInThreads) copy_in_kernel(const uint4* from, uint4* to, std::uint32_t words) {
   const std::uint32_t i = blockIdx.x * kCopyInThreads + threadIdx.x;
   if (i < words) to[i] = from[i];

@@ -40,20 +40,20 @@ namespace {
 
 // The exact product's pipeline: stages of 6 float4 chunks of every point and query, one loading
 // while one is multiplied. MNIST-like Q = 5-16 0.92-0.98x against 4 x 3, and 8 x 2 0.94-1.0x
-// (run-2026-11-25-s23/call6).
+// (H100).
 constexpr int kExactStepChunks = 6, kExactStages = 2;
 
 /// The exact product's tiles by batch size: queries per block (bn), points (tm) and queries (tn)
-/// per thread, and threads (run-2026-11-25-s23, H100): 4 x 2 tiles of 128-slot blocks up to 8
-/// queries; above 8, 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM,
-/// where 547 blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search
-/// 0.96-0.97x (call10; 3 x 2 up to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads,
-/// or 4 x 4 x 64) and 32-slot ones measured 1.04-1.28x and 1.3-1.5x slower (call5, call8).
-/// Those blocks hold 16 queries in four warps, or 12 in three for batches of 9-12: from 9
-/// queries the product is bound by its FP32 work, which the tile of 16 spent on every query it
-/// could hold (H200, run-2026-11-28-s37/call2: MNIST-like Q = 12 product 96 -> 81 us, search
-/// Q = 9-12 0.89-0.91x; 100,000 x 128 Q = 12 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4
-/// chunks in place of 2 x 6 read 1.00-1.06x slower there (call3).
+/// per thread, and threads (measured on an H100): 4 x 2 tiles of 128-slot blocks up to 8 queries;
+/// above 8, 3 x 4 tiles of 96-slot blocks (730 on the MNIST-like store, 5.5 per SM, where 547
+/// blocks of 128 slots left 19 SMs a fifth one): product 105 -> 100 us, search 0.96-0.97x (3 x 2 up
+/// to 8 queries 1.0-1.025x). 64-slot blocks (2 x 4 x 128 threads, or 4 x 4 x 64) and 32-slot ones
+/// measured 1.04-1.28x and 1.3-1.5x slower.
+/// Those blocks hold 16 queries in four warps, or 12 in three for batches of 9-12: from 9 queries
+/// the product is bound by its FP32 work, which the tile of 16 spent on every query it could hold
+/// (H200: MNIST-like Q = 12 product 96 -> 81 us, search Q = 9-12 0.89-0.91x; 100,000 x 128 Q = 12
+/// 0.82-0.86x). Stages of 3 x 6, 3 x 4 or 4 x 4 chunks in place of 2 x 6 read 1.00-1.06x slower
+/// there.
 /// shares: the tile also has a kernel whose grid gives every SM an equal share of the store
 /// (ProductShare), used where all its blocks are resident at once. On for the tile of 8; the
 /// tile of 16 measured 1.00-1.02x with it.
@@ -133,17 +133,16 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
   const float4* const point_from =
       vectors + (std::size_t(copies_point ? copy_slot / kTile : 0) * chunks + point_u0) * kTile + copy_slot % kTile;
   const float4* const query_from = query_rows + (copies_query ? std::size_t(copy_query) * chunks + query_u0 : 0);
-  // The queries' copies go through L1 (cp.async.ca): every block reads the same query lines in
-  // the same order (the ranks' chunk order is fixed), so without it the SMs' blocks asked the
-  // few L2 slices holding them for the same lines at once. H200, same call against L2 only
-  // (run-2026-11-28-s37/call1-2): MNIST-like Q = 2-8 0.87-0.97x (product at Q = 8 69.5 ->
-  // 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-1.00x (the FP32 work bounds those).
-  // whole: std::true_type for a stage that ends by the last chunk, whose copies need no bound
-  // test; there every source is in the store or the batch (a thread without a point or query
-  // copies nothing from tile 0's or query 0's row), so the address needs no select either. The
-  // bound tests and selects were 70 of a copying warp's 714 instructions per stage at Q = 16
-  // (SASS counters, run-2026-11-28-s37/call2); without them the product took 95.7 -> 93.3 us
-  // there (H200, ncu, call7).
+  // The queries' copies go through L1 (cp.async.ca): every block reads the same query lines in the
+  // same order (the ranks' chunk order is fixed), so without it the SMs' blocks asked the few L2
+  // slices holding them for the same lines at once. H200 A/B against L2 only: MNIST-like Q = 2-8
+  // 0.87-0.97x (product at Q = 8 69.5 -> 59.8 us, 77% of DRAM bandwidth), Q = 9-16 0.97-1.00x (the
+  // FP32 work bounds those).
+  // whole: std::true_type for a stage that ends by the last chunk, whose copies need no bound test;
+  // there every source is in the store or the batch (a thread without a point or query copies
+  // nothing from tile 0's or query 0's row), so the address needs no select either. The bound tests
+  // and selects were 70 of a copying warp's 714 instructions per stage at Q = 16 (SASS counters);
+  // without them the product took 95.7 -> 93.3 us there (H200, ncu).
   auto copy_stage = [&](std::uint32_t step, auto whole) {
     float4* const to_points = point_stages + (step % kStages) * kStep * BM;
     float4* const to_queries = query_stages + (step % kStages) * kStep * BN;
@@ -230,19 +229,18 @@ __device__ __forceinline__ void product_tile(const DenseParams& p, std::uint32_t
   }
 }
 
-/// A product block's share of the store's groups (32 slots, a warp's lanes): the grid is m
-/// blocks per SM (m: the store's tiles of TM groups over the SMs, rounded up), and SM s's blocks
-/// s, s + S, ... split an equal part of the groups: at most TM each, TM or TM - 1 where the
-/// store holds TM - 1 or more tiles per SM (the MNIST-like one 4-5.5). Used where every block
-/// is resident at once, so the hardware hands each SM m blocks (ncu: 5 on every SM at MNIST-like
-/// Q = 4 and 32, where 547 whole tiles gave 4 or 5). H200, same call against whole tiles
-/// (run-2026-11-28-s35/call4, call5): MNIST-like Q = 4-8 0.950-0.985x, Q = 24-32 0.915-0.928x (the
-/// FP32 screened product since replaced by the tensor product, which takes shares the same way:
-/// 138.7 -> 122.9 us, 96 registers, no spills, against 72 and 8 bytes spilled). Where
-/// its blocks would queue (100,000 x 128: 8 per SM of the tile of 16, 6 of 32) call3's version
-/// lost 1.07-1.16x, so whole tiles stay there. A grid of whole tiles, then one-group tiles for
-/// the remainder, lost 1.10-1.18x (call1; ncu, call2: the SMs' mean active cycles fell from 0.92
-/// to 0.82 of the busiest one's).
+/// A product block's share of the store's groups (32 slots, a warp's lanes): the grid is m blocks
+/// per SM (m: the store's tiles of TM groups over the SMs, rounded up), and SM s's blocks s,
+/// s + S, ... split an equal part of the groups: at most TM each, TM or TM - 1 where the store
+/// holds TM - 1 or more tiles per SM (the MNIST-like one 4-5.5). Used where every block is resident
+/// at once, so the hardware hands each SM m blocks (ncu: 5 on every SM at MNIST-like Q = 4 and 32,
+/// where 547 whole tiles gave 4 or 5). H200 A/B against whole tiles: MNIST-like Q = 4-8
+/// 0.950-0.985x, Q = 24-32 0.915-0.928x (the FP32 screened product since replaced by the tensor
+/// product, which takes shares the same way: 138.7 -> 122.9 us, 96 registers, no spills, against 72
+/// and 8 bytes spilled). Where its blocks would queue (100,000 x 128: 8 per SM of the tile of 16, 6
+/// of 32) shares lost 1.07-1.16x, so whole tiles stay there. A grid of whole tiles, then one-group
+/// tiles for the remainder, lost 1.10-1.18x (ncu: the SMs' mean active cycles fell from 0.92 to
+/// 0.82 of the busiest one's).
 struct ProductShare {
   std::uint32_t first_group, groups;
 };
@@ -304,13 +302,13 @@ __global__ void __launch_bounds__(THREADS) dense_product_kernel(DenseParams p) {
   }
 }
 
-/// The tensor product (screened): the dot products from the tensor cores (mma.sync m16n8k8,
-/// TF32 operands, float accumulators), whose margin tensor_screen_bounds proves. The FP32 form it
+/// The tensor product (screened): the dot products from the tensor cores (mma.sync m16n8k8, TF32
+/// operands, float accumulators), whose margin tensor_screen_bounds proves. The FP32 form it
 /// replaced issued an FMA per element and pair, so it was bound by the issue rate, not by the
 /// store's reads (MNIST-like Q = 32: 123 us on an H200 against a 50 us read floor); here a warp's
-/// 16 instructions cover 16,384 of those FMAs. A block: G warps of points (a 32-slot group each)
-/// by H warps of queries (8 NT each); every warp multiplies its group's 32 points by its 8 NT
-/// queries, two m16 tiles by NT n8 tiles. Measured on an H200 (run-2026-11-28-s36, README there):
+/// 16 instructions cover 16,384 of those FMAs. A block: G warps of points (a 32-slot group each) by
+/// H warps of queries (8 NT each); every warp multiplies its group's 32 points by its 8 NT queries,
+/// two m16 tiles by NT n8 tiles. Measured on an H200:
 ///   - 17-32 queries: 4 x 1 warps of 4 n8 tiles, all 5 blocks per SM resident (the shares);
 ///   - 33+: 4 x 2 warps (64 queries a block, whole tiles: 108 registers x 256 threads);
 ///   - 9-16 in 4 x 1 warps of 2 n8 tiles: product 68 against the exact form's 97 us, but the
@@ -403,9 +401,9 @@ __global__ void __launch_bounds__(32 * G * H, H == 1 ? 5 : 1) dense_tensor_kerne
   // queries at once, and the L2 slices holding them bound the product (MNIST-like Q = 32: 94 us
   // with the arithmetic taken out, 64 us without the queries' copies; 78 us turned). Any order
   // of the chunks is a dot product's. The tile of two query warps measured 1.03x slower turned.
-  // The queries' copies also go through L1 (cp.async.ca), so an SM's blocks share them: H200,
-  // same call against L2 only (run-2026-11-28-s37/call1-2), MNIST-like Q = 24-64 0.88-0.97x
-  // (product at Q = 32 93.9 -> 83.3 us), 100,000 x 128 Q = 24-64 0.84-0.89x.
+  // The queries' copies also go through L1 (cp.async.ca), so an SM's blocks share them: H200 A/B
+  // against L2 only: MNIST-like Q = 24-64 0.88-0.97x (product at Q = 32 93.9 -> 83.3 us),
+  // 100,000 x 128 Q = 24-64 0.84-0.89x.
   const std::uint32_t first_step = T.h == 1 ? std::uint32_t(std::uint64_t(blockIdx.x) * steps / gridDim.x) : 0;
   auto issue = [&](std::uint32_t step) {
     float4* const to_points = point_stages + (step % kStages) * kStep * kPointRow + point_chunk * kPointRow + copy_point;
@@ -724,11 +722,11 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
     rank_slots(0, n, [&](std::uint32_t i, const Candidate& c) { merged[best + i] = c; });
     merge_best(best + n);
   };
-  // Puts every slot that passes `take` into the batch, reading only the groups whose smallest
-  // key is at most group_bound: they are listed first (in the staging room, free until the batch
-  // is ranked), then each warp loads kGroupLoads listed groups at once. Walking the row's groups
-  // a warp window at a time instead was a chain of dependent L2 loads per warp (clock64 stamps,
-  // MNIST-like K = 128: 10,900 cycles of a 61,400-cycle selection, run-2026-11-24-s20/call11).
+  // Puts every slot that passes `take` into the batch, reading only the groups whose smallest key
+  // is at most group_bound: they are listed first (in the staging room, free until the batch is
+  // ranked), then each warp loads kGroupLoads listed groups at once. Walking the row's groups a
+  // warp window at a time instead was a chain of dependent L2 loads per warp (clock64 stamps,
+  // MNIST-like K = 128: 10,900 cycles of a 61,400-cycle selection).
   // True where the batch overflowed (ties: many slots share the bound's value, or the screen
   // cannot tell them apart); then the batch holds part of them only.
   auto fill_batch = [&](std::uint32_t group_bound, auto take) {
@@ -770,7 +768,7 @@ __global__ void __launch_bounds__(kSelectThreads) dense_select_kernel(DenseParam
   // ranked and merged whenever the batch reaches k, so that each next window fits.
   auto gather_by_windows = [&](auto take) {
     // Every thread has read the count fill_batch left (phase B's split test reads it): racecheck
-    // reported this reset racing that read (run-2026-11-24-s17/call28).
+    // reported this reset racing that read.
     __syncthreads();
     if (threadIdx.x == 0) batch_count = 0;
     for (std::uint32_t base = 0; base < slots; base += kWindow) {

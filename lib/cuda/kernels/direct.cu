@@ -36,10 +36,10 @@ static_assert(2 * kDirectMaxK <= kThreads, "the last ordering by counting takes 
 /// The block's list: a full list (up to 2 kDirectMaxK entries before it is cut to k) and a
 /// whole segment after it.
 constexpr std::uint32_t kListCapacity = kDirectSegment + 2 * kDirectMaxK;
-/// Blocks per SM the unfiltered kernels are compiled for (48 registers, no spills): left to
-/// itself ptxas gave them 64 (4 blocks per SM), so four queries over 1,000,000 x 2 ran more
-/// segments per block, 1.10-1.18x slower (run-2026-11-24-s18/call13). The filtered kernels
-/// keep their point ids in registers: 3 blocks per SM, 80 registers (106 when left to itself).
+/// Blocks per SM the unfiltered kernels are compiled for (48 registers, no spills): left to itself
+/// ptxas gave them 64 (4 blocks per SM), so four queries over 1,000,000 x 2 ran more segments per
+/// block, 1.10-1.18x slower (H100). The filtered kernels keep their point ids in registers: 3
+/// blocks per SM, 80 registers (106 when left to itself).
 constexpr int kUnfilteredBlocksPerSm = 5;
 constexpr int kFilteredBlocksPerSm = 3;
 /// The key of no point (an empty group, an erased or filtered slot, a NaN rank): above every rank.

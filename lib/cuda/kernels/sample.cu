@@ -110,9 +110,9 @@ __device__ __forceinline__ void accumulate_batched(float (&acc)[G], const float4
 /// the one-dimensional grid, so the blocks that rank one tile against different query groups run
 /// side by side and all but the first find it in L2. Group-major, every group's blocks ran after
 /// the previous group's, and a GoogleNews-like sample (154 MB) was read from DRAM once per 8
-/// queries (ncu, Q = 64: 0.7 GB read, 0.1 GB tile-major; run-2026-11-24-s20/call1). A sample that
-/// fits L2 keeps the group-major order: 100,000 x 128 Q = 24-64 measured 1.01-1.06x slower
-/// tile-major (call2), as in sessions 14 and 16.
+/// queries (ncu, Q = 64: 0.7 GB read, 0.1 GB tile-major). A sample that fits L2 keeps the
+/// group-major order: 100,000 x 128 Q = 24-64 measured 1.01-1.06x slower tile-major (three separate
+/// measurements).
 struct SampleBlock {
   std::uint32_t tiles, group;
 };

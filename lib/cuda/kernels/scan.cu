@@ -37,13 +37,13 @@ namespace {
 
 constexpr std::uint32_t kBulkMinSurvivors = 4;   // fewer survivors are inserted one by one
 
-// Staged point loads (multi-chunk stores, groups of 4 and 8 queries): each lane copies its
-// point's chunks into its warp's shared-memory ring with cp.async, kStageChunks per stage, one
-// stage ahead of the one it scores, so the warp's next loads are in flight while it does the
-// arithmetic of the current ones, without holding them in registers. Same H100 call against the
-// register-pipelined loop it replaced (run-2026-11-23-staged/call2): MNIST-like K = 128 Q = 4
-// 0.82x, K = 64 Q = 8 0.88x, GoogleNews-like K = 64 Q = 8 0.93x, the other Q = 4 / 8 rows
-// 0.97-1.02x. Groups of 12 and 16 lost 4-16% with it (ptxas then spilled at 64 registers).
+// Staged point loads (multi-chunk stores, groups of 4 and 8 queries): each lane copies its point's
+// chunks into its warp's shared-memory ring with cp.async, kStageChunks per stage, one stage ahead
+// of the one it scores, so the warp's next loads are in flight while it does the arithmetic of the
+// current ones, without holding them in registers. H100 A/B against the register-pipelined loop it
+// replaced: MNIST-like K = 128 Q = 4 0.82x, K = 64 Q = 8 0.88x, GoogleNews-like K = 64 Q = 8 0.93x,
+// the other Q = 4 / 8 rows 0.97-1.02x. Groups of 12 and 16 lost 4-16% with it (ptxas then spilled
+// at 64 registers).
 constexpr int kStageChunks = 4;
 constexpr int kStages = 2;
 constexpr std::uint32_t kPendingPairs = 64;  // the screen's queue of flagged pairs per warp (ranked from 32)
@@ -290,15 +290,15 @@ constexpr int max_threads() {
 }
 
 /// One query over a store of several chunks per vector and few tiles (blocks of at most 8 warps:
-/// about one tile per warp, so the tiles bound the warps per SM, 16-17 on MNIST-like) runs a
-/// kernel bounded to kNarrowThreads threads and kNarrowBlocksPerSm blocks per SM: ptxas then has
-/// 80 registers per thread instead of the 64 that max_threads' 1,024 leaves, room for all 16 chunk
-/// loads the loop keeps in flight. H200 (run-2026-11-28-s34/): MNIST-like Q = 1 0.967-0.978x in
-/// a same-call A/B and 0.984-0.986x in one process per shape, its scan 62.9 -> 61.1 us (ncu, DRAM
-/// 72.9 -> 75.1% of peak); 18 loads unrolled at 80 registers (4 bytes spilled) 1.01-1.02x slower.
-/// The other kernels keep no minimum of blocks per SM (0: none is emitted): an explicit 1 let
-/// ptxas give groups of 12 96 registers instead of 64, and cost ImageNet- and GoogleNews-like
-/// Q = 12 1.12-1.16x (call5).
+/// about one tile per warp, so the tiles bound the warps per SM, 16-17 on MNIST-like) runs a kernel
+/// bounded to kNarrowThreads threads and kNarrowBlocksPerSm blocks per SM: ptxas then has 80
+/// registers per thread instead of the 64 that max_threads' 1,024 leaves, room for all 16 chunk
+/// loads the loop keeps in flight. H200: MNIST-like Q = 1 0.967-0.978x in a same-run A/B and
+/// 0.984-0.986x in one process per shape, its scan 62.9 -> 61.1 us (ncu, DRAM 72.9 -> 75.1% of
+/// peak); 18 loads unrolled at 80 registers (4 bytes spilled) 1.01-1.02x slower.
+/// The other kernels keep no minimum of blocks per SM (0: none is emitted): an explicit 1 let ptxas
+/// give groups of 12 96 registers instead of 64, and cost ImageNet- and GoogleNews-like Q = 12
+/// 1.12-1.16x.
 constexpr int kNarrowThreads = 256;
 constexpr int kNarrowBlocksPerSm = 3;
 
@@ -308,8 +308,7 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
     scan_kernel(ScanParams p) {
   static_assert(!kNarrow || (QG == 1 && kOneChunk == 0 && !kGlobalLists && !kScreen));
   start_chained_kernel();
-  // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18%
-  // slower (run-2026-11-23-pipeline/).
+  // Asking ptxas for one block per SM (no spills, more registers) made groups of 8-16 5-18% slower.
   // kTiled (ScanShape::tiled): each lane scores kTilesPerLane tiles at a time (2 at four
   // elements, where 4 spilled registers).
   static_assert(!kTiled || (kOneChunk != 0 && QG >= 4 && !kFiltered));
@@ -593,8 +592,7 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
       for (int i = 0; i + 1 < kStages; ++i) issue();
     }
     // The stage to score next. It equals issued - kStages after each issue(), but deriving it so
-    // made groups of 4 3-4% slower on large stores (code generation; same H100 call,
-    // run-2026-11-23-staged/call11).
+    // made groups of 4 3-4% slower on large stores (code generation; H100).
     [[maybe_unused]] std::uint32_t consumed = 0;
     if constexpr (kScreen) {
       // Lane a + 8 b scores points a, a + 8, a + 16, a + 24 of the tile against queries b, b + 4,
@@ -655,8 +653,8 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
             if (n == k && !closer(c.rank, c.id, list[k - 1].rank, list[k - 1].id)) continue;
             warp_insert(list, n, k, c, lane);
             // The same count and bound update as insert_tile's. One lambda for both moved this
-            // kernel from 114 to 122 registers and cost 3-7% here and in groups of 12 (same H100
-            // call, run-2026-11-24-screen/call11), so each keeps its copy.
+            // kernel from 114 to 122 registers and cost 3-7% here and in groups of 12 (H100), so
+            // each keeps its copy.
             if (lane == 0) {
               counts[jj] = n;
               if (n == k) {
@@ -810,8 +808,8 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
           // Groups of 1, 2, 12 and 16: an unrolled loop with 16 loads in flight per warp for one
           // query, 8 for two, 4 for 16 and 2 for 12 (ptxas spilled registers at 4; 10-30% faster at 2).
           // One query reads each point once, so its loads stream past the caches (ld.global.cs;
-          // same H100 call against __ldg: MNIST-like 0.945x, ImageNet-like 0.98x, GoogleNews-like
-          // 0.99x; larger groups may read a tile again from L1 when they insert its survivors).
+          // H100 A/B against __ldg: MNIST-like 0.945x, ImageNet-like 0.98x, GoogleNews-like 0.99x;
+          // larger groups may read a tile again from L1 when they insert its survivors).
 #pragma unroll(QG == 1 ? 16 : QG == 2 ? 8 : QG == 12 ? 2 : 4)
           for (std::uint32_t c = 0; c < chunks; ++c) {
             const float4* at = point + std::size_t(c) * kTile;
@@ -906,8 +904,8 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
     merge_one_query(shared + layout.warp_base, layout.warp_bytes, layout.lists, layout.counts, warps, k, bound[0],
                     p.candidates + (std::size_t(q0) * gridDim.x + blockIdx.x) * k, &kept[0]);
   } else {
-    // One query over a one-chunk store keeps this loop: merge_one_query's preamble and call
-    // cost 1.01-1.05x on the low-dimension shapes' Q = 1-16 (run-2026-11-24-s15/call7).
+    // One query over a one-chunk store keeps this loop: merge_one_query's preamble and call cost
+    // 1.01-1.05x on the low-dimension shapes' Q = 1-16.
     auto list_of = [&](std::uint32_t w, std::uint32_t j) {
       if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
       return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
@@ -923,9 +921,9 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
     // After a sample pass a list holds a few entries, and list-major order gave the threads with
     // i = 0 (one in k) every list's first entries, one merge chain after another while the block
     // waited (GoogleNews-like K = 128 Q = 12: 48 entries per such thread, barrier stalls at the
-    // block's end 4x those at K = 64; SASS stall samples, run-2026-11-25-s22/call19). Same H100
-    // call against list-major (call20, two rounds): ImageNet-like K = 128 Q = 12-64 0.84-0.93x,
-    // K = 64 0.95-0.96x, GoogleNews-like K = 128 Q = 8-64 0.89-0.98x, the other rows 0.95-1.02x.
+    // block's end 4x those at K = 64; SASS stall samples). H100 A/B against list-major (two
+    // rounds): ImageNet-like K = 128 Q = 12-64 0.84-0.93x, K = 64 0.95-0.96x, GoogleNews-like
+    // K = 128 Q = 8-64 0.89-0.98x, the other rows 0.95-1.02x.
     const std::uint32_t lists_n = nq * warps, entries = lists_n * k;
     constexpr std::uint32_t kSearchTogether = 8;
     const std::uint32_t top_step = floor_pow2(k);
@@ -936,12 +934,12 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
       const Candidate c = list_of(w, j)[i];
       if (ordered_bits(c.rank) > bound[j]) continue;
       // Its position: i plus the entries closer than it in each other list. One query over a
-      // one-chunk store steps the binary searches of kSearchTogether lists together, so their
-      // loads are in flight at once: one search after another was a chain of about 5 x 7
-      // dependent loads per entry (clock64 stamps: the merge took 3 us of the 9 us scan at
-      // 100,000 x 2, Q = 1). Same call against the plain searches: 100,000 x 2 Q = 1-4
-      // 0.95-0.96x. Elsewhere the stepped searches changed the kernels' code: MNIST-like Q = 1
-      // 1.04x slower, larger groups up to 92 bytes of new spills; they keep the plain searches.
+      // one-chunk store steps the binary searches of kSearchTogether lists together, so their loads
+      // are in flight at once: one search after another was a chain of about 5 x 7 dependent loads
+      // per entry (clock64 stamps: the merge took 3 us of the 9 us scan at 100,000 x 2, Q = 1). A/B
+      // against the plain searches: 100,000 x 2 Q = 1-4 0.95-0.96x. Elsewhere the stepped searches
+      // changed the kernels' code: MNIST-like Q = 1 1.04x slower, larger groups up to 92 bytes of
+      // new spills; they keep the plain searches.
       std::uint32_t at = i;
       if constexpr (QG == 1 && kOneChunk != 0) {
         for (std::uint32_t first = 0; first < warps; first += kSearchTogether) {

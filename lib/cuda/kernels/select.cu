@@ -19,9 +19,9 @@ namespace {
 constexpr int kSelectThreads = 512;
 /// Batches of many queries, each with few candidates (the query-resident scan's), run blocks of
 /// kSelectBatchThreads: twice the blocks per SM, so more queries' barrier chains overlap. ncu
-/// (run-2026-11-25-s22/call15): 100,000 x 2 K = 16 Q = 4,096 77.7 -> 52.1 us, 1,000,000 x 2 Q = 1,024
-/// 22.4 -> 16.8 us (128 threads: 50.4 and 18.6 us); same-call searches 0.93-1.00x at 1,000,000 x 2
-/// Q = 1,024-32,768, 10,000,000 x 2 1.00-1.02x.
+/// (H100): 100,000 x 2 K = 16 Q = 4,096 77.7 -> 52.1 us, 1,000,000 x 2 Q = 1,024 22.4 -> 16.8 us
+/// (128 threads: 50.4 and 18.6 us); same-run searches 0.93-1.00x at 1,000,000 x 2 Q = 1,024-32,768,
+/// 10,000,000 x 2 1.00-1.02x.
 constexpr int kSelectBatchThreads = 256;
 constexpr std::uint32_t kSelectBatchQueries = 256;
 constexpr std::uint32_t kSelectBatchCapacity = 2048;
@@ -143,8 +143,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
   const Candidate padding{CUDART_INF_F, ~0u, kNoId};
   if (p.blocks == 1) {
     // One list per query: sorted by (rank, id) and at most k long (as every list), so it is the
-    // answer as it stands. The general path took 7.8 us for it (ncu, MNIST-like K = 128
-    // Q = 6, run-2026-11-24-s20/call12).
+    // answer as it stands. The general path took 7.8 us for it (ncu, MNIST-like K = 128 Q = 6).
     const std::uint32_t q = blockIdx.x, length = min(p.lengths[q], p.k);
     const Candidate* const list = p.candidates + std::size_t(q) * p.k;
     for (std::uint32_t j = threadIdx.x; j < p.k; j += blockDim.x) emit_answer(p, q, j, j < length ? list[j] : padding);
