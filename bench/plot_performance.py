@@ -11,8 +11,6 @@ reference card). Needs matplotlib (Debian's python3-matplotlib: /usr/bin/python3
   achieved-over-floor.png   achieved / floor per shape and Q (RUN/search.csv, RUN/lowdim.csv); the
                             floor is max(store bytes / read bandwidth, 3 N D Q flops / FP32 rate),
                             both measured in the same run
-  latency-one-query.png     one query end to end, 100,000 x 2: the launch round trip, the same as a
-                            CUDA graph, and streamknn's search; p50 / p99 / p99.9 (RUN/latency.csv)
 """
 import argparse
 import os
@@ -49,7 +47,7 @@ def series(rows, n, d, k, variant=None, peer=None):
 
 
 def caption(fig, paths, extra=""):
-    text = "Source: " + ", ".join(paths) + " (bench/run_suite.sh)" + (("\n" + extra) if extra else "")
+    text = "Source: " + ", ".join(paths) + (("\n" + extra) if extra else "")
     fig.text(0.01, 0.01, text, fontsize=7, va="bottom", ha="left", wrap=True, color="0.25")
 
 
@@ -133,32 +131,6 @@ def plot_floor(args):
     return save(fig, args.out, "achieved-over-floor.png")
 
 
-def plot_latency(args):
-    path = os.path.join(args.run, "latency.csv")
-    rows = {r["path"]: r for r in read_rows(path)}
-    names = [("raw", "launch round trip:\nH2D + empty kernel + D2H"), ("raw_graph", "the round trip\nas a CUDA graph"),
-             ("streamknn", "streamknn search\n(host to host)")]
-    stats = [("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9")]
-    fig, ax = plt.subplots(figsize=(9, 5))
-    width = 0.26
-    for j, (col, label) in enumerate(stats):
-        xs = [i + (j - 1) * width for i in range(len(names))]
-        vals = [float(rows[key][col]) for key, _ in names]
-        bars = ax.bar(xs, vals, width, label=label, color=["tab:blue", "tab:orange", "tab:red"][j])
-        for b, v in zip(bars, vals):
-            ax.text(b.get_x() + b.get_width() / 2, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels([label for _, label in names])
-    ax.set_ylabel("microseconds per query")
-    r = rows["streamknn"]
-    ax.set_title(f"One query end to end: {int(r['n']):,} x 2 store ({r['metric']}), k = {r['k']}", fontsize=10)
-    ax.legend()
-    ax.grid(True, axis="y", alpha=0.3)
-    caption(fig, [path])
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return save(fig, args.out, "latency-one-query.png")
-
-
 def save(fig, out, name):
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, name)
@@ -184,7 +156,7 @@ def main(argv=None):
             path = os.path.abspath(value)
             setattr(args, name, os.path.relpath(path, root) if path.startswith(root + os.sep) else path)
     os.chdir(root)
-    for fn in (plot_qps, plot_floor, plot_latency):
+    for fn in (plot_qps, plot_floor):
         fn(args)
     return 0
 
