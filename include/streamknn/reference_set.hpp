@@ -18,7 +18,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "streamknn/checkpoint.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/publish_report.hpp"
 #include "streamknn/q_update.hpp"
@@ -97,6 +99,28 @@ class ReferenceSet {
   QUpdate lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,
                             std::span<const float> targets, float alpha);
 
+  // ---- durability (streamknn/checkpoint.hpp, docs/durability.md) ----------------------------
+  /// Writes the published snapshot (one epoch: configuration, ids, vectors, targets) to path:
+  /// a temporary file in the same folder, fsync, rename over path, fsync of the folder, so a
+  /// crash leaves the previous file whole. Updates still queued are not saved. Publishes wait
+  /// only while the snapshot is copied (not while it is written). With a journal open, the
+  /// journal then restarts after this epoch, keeping the records published since the copy.
+  /// Throws CheckpointError (I/O, naming the path) or OutOfMemory.
+  void save(const std::string& path) const;
+  /// The same checkpoint as bytes in memory (what the Python pickles hold).
+  std::vector<std::byte> save_bytes() const;
+  /// Rebuilds a saved store on the backend the options (else the checkpoint) name, at the saved
+  /// epoch, with identical answers; replays options.journal past that epoch. Throws
+  /// CheckpointError for a missing, truncated, corrupted, other-version or other-endian file.
+  static ReferenceSet load(const std::string& path, const LoadOptions& options = {}, LoadReport* report = nullptr);
+  static ReferenceSet load_bytes(std::span<const std::byte> bytes, const LoadOptions& options = {},
+                                 LoadReport* report = nullptr);
+  /// From now on each publish (and lookup_and_update) that changes the store appends what it
+  /// wrote to the journal at path before returning. An existing journal is continued when it
+  /// ends at this store's epoch (else CheckpointError); a missing one starts at this epoch.
+  void open_journal(const std::string& path, const JournalOptions& options = {});
+  void close_journal() noexcept;
+
   // ---- state -----------------------------------------------------------------------------------
   std::size_t size() const noexcept;          ///< points in the published snapshot
   std::uint64_t epoch() const noexcept;       ///< epoch of the published snapshot (0 = empty)
@@ -110,6 +134,7 @@ class ReferenceSet {
   const detail::Engine& engine() const noexcept { return *engine_; }
 
  private:
+  explicit ReferenceSet(std::unique_ptr<detail::Engine> engine);
   std::unique_ptr<detail::Engine> engine_;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "streamknn/aggregation.hpp"
+#include "streamknn/checkpoint.hpp"
 #include "streamknn/classifier.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/error.hpp"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint_image.hpp"
 #include "core/resolved_batch.hpp"
 #include "streamknn/aggregation.hpp"
 #include "streamknn/classifier.hpp"
@@ -112,6 +113,12 @@ class Backend {
     throw BackendUnavailable(concat_backend_name(name(), ": search_device needs the CUDA backend (queries and results "
                                                          "in device memory); use search() on host arrays"));
   }
+  /// Copies the current snapshot, slot by slot, into image (its epoch, slot count, ids, vectors
+  /// in stored form and targets; free slots' rows zero). The caller serialises it with apply().
+  virtual void read_snapshot(StoreImage& image) const = 0;
+  /// Sets batch.target_slots to `slots` (slots in use) and fills batch.labels / batch.values with
+  /// their targets in the current snapshot (the journal's record of a lookup_and_update).
+  virtual void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const = 0;
   /// Lookup on the current snapshot, then the write-back published as `epoch` (after reserve()
   /// for the current slot count and num_queries x k target writes). Fills out.q_before and out.ids.
   virtual void lookup_and_update(const QUpdateRequest& request, std::uint64_t epoch, QUpdate& out) = 0;

@@ -54,6 +54,15 @@ Catalog::Catalog(const StoreConfig& config)
       value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
       publish_threads_(publish_threads_for(config)) {}
 
+void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index) {
+  high_water_ = static_cast<std::uint32_t>(slot_ids.size());
+  free_.reserve(slot_ids.size());
+  ids_ = std::move(index);
+  for (std::size_t s = 0; s < slot_ids.size(); ++s) {
+    if (slot_ids[s] == kInvalidId) free_.release(static_cast<std::uint32_t>(s), high_water_);
+  }
+}
+
 Catalog::BatchShape Catalog::shape_of(std::span<const QueuedOp> ops) const noexcept {
   std::size_t inserts = 0, erases = 0;
   for (const QueuedOp& op : ops) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,11 @@ class Catalog {
   /// same report and the same writes per channel, listed in another order.
   void resolve(std::span<const QueuedOp> ops, const BatchShape& shape, const UpdateQueue& queue, ResolvedBatch& batch,
                PublishReport& report);
+
+  /// Takes a checkpoint's state: slot_ids[s] is slot s's id (kInvalidId: free), slot_ids.size()
+  /// the high-water mark (its top slot in use), index those ids' slots.
+  void restore(std::span<const PointId> slot_ids, IdIndex&& index);
+  std::optional<std::uint32_t> slot_of(PointId id) const noexcept { return ids_.find(id); }
 
   std::size_t size() const noexcept { return ids_.size(); }
   std::uint32_t slot_count() const noexcept { return high_water_; }

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/check.hpp"
+#include "core/checkpoint_journal.hpp"
 #include "core/memory.hpp"
 #include "core/metric_space.hpp"
 #include "streamknn/error.hpp"
@@ -85,6 +86,20 @@ Engine::Engine(const StoreConfig& config)
       catalog_(config_) {
   backend_->reserve(config_.capacity_hint, 0);
 }
+
+Engine::Engine(const StoreConfig& config, const StoreImage& image, IdIndex&& index) : Engine(config) {
+  catalog_.restore(image.ids, std::move(index));
+  if (image.epoch == 0 && image.slot_count == 0) return;
+  const std::size_t live = catalog_.size();
+  const ResolvedBatch everything = image.as_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
+                                                  value_floats(config_));
+  backend_->reserve(image.slot_count, live);
+  backend_->apply(everything, image.epoch);
+  epoch_.store(image.epoch, std::memory_order_release);
+  size_.store(live, std::memory_order_release);
+}
+
+Engine::~Engine() = default;
 
 void Engine::refuse_oversized_results(std::size_t num_queries, std::size_t k, AggregateSpec aggregate,
                                       const char* caller) const {
@@ -289,6 +304,7 @@ PublishReport Engine::publish() {
   epoch_.store(next, std::memory_order_release);
   size_.store(catalog_.size(), std::memory_order_release);
   report.epoch = next;
+  if (changed && journal_) journal_batch(next, batch_);
   return report;
 }
 
@@ -452,6 +468,18 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   backend_->lookup_and_update(request, next, out);
   out.epoch = next;
   epoch_.store(next, std::memory_order_release);
+  if (journal_) {  // the rows the write-back changed, as they now stand
+    std::vector<std::uint32_t> slots;
+    for (const PointId id : out.ids) {
+      if (const auto slot = id == kInvalidId ? std::nullopt : catalog_.slot_of(id)) slots.push_back(*slot);
+    }
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    ResolvedBatch written;
+    written.slot_count = catalog_.slot_count();
+    backend_->read_targets(slots, written);
+    journal_batch(next, written);
+  }
   return out;
 }
 

@@ -13,16 +13,25 @@
 
 #include "core/backend.hpp"
 #include "core/catalog.hpp"
+#include "core/checkpoint_image.hpp"
+#include "core/id_index.hpp"
 #include "core/update_queue.hpp"
+#include "streamknn/checkpoint.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/publish_report.hpp"
 #include "streamknn/update.hpp"
 
 namespace streamknn::detail {
 
+class Journal;
+
 class Engine {
  public:
   explicit Engine(const StoreConfig& config);
+  /// The store of a checkpoint (lib/core/checkpoint_store.cpp): the image's points in their
+  /// slots, its free slots free, its epoch; index maps the image's ids to their slots.
+  Engine(const StoreConfig& config, const StoreImage& image, IdIndex&& index);
+  ~Engine();
 
   bool try_push(const Update& update);
   void push(const Update& update);
@@ -48,6 +57,14 @@ class Engine {
   const StoreConfig& config() const noexcept { return config_; }
   const Backend& backend() const noexcept { return *backend_; }
 
+  // ---- durability (checkpoint_store.cpp) ----
+  /// Writes the published snapshot to path (atomically); then restarts an open journal after it.
+  void save(const std::string& path);
+  /// The checkpoint's bytes, in memory.
+  std::vector<std::byte> save_bytes();
+  void open_journal(const std::string& path, const JournalOptions& options);
+  void close_journal() noexcept;
+
   /// Checks k against [1, kMaxK], naming the caller.
   static void check_k(std::size_t k, const char* caller);
 
@@ -70,6 +87,12 @@ class Engine {
   /// input and every value is finite, else row by row, which names the first bad row).
   std::vector<float> stored_rows(std::span<const float> rows, const char* label, const char* caller) const;
 
+  /// The published snapshot, serialised with publish(); journal_mark gets the journal's end.
+  StoreImage snapshot(std::uint64_t* journal_mark);
+  /// Appends a published batch to the open journal (publish lock held); a failure closes the
+  /// journal and throws CheckpointError (the publish itself stands).
+  void journal_batch(std::uint64_t epoch, const ResolvedBatch& batch);
+
   StoreConfig config_;
   std::size_t stored_dim_;
   std::unique_ptr<Backend> backend_;
@@ -79,6 +102,7 @@ class Engine {
   Catalog catalog_;
   std::vector<QueuedOp> drained_;   // drained and not yet applied (kept across an OutOfMemory)
   ResolvedBatch batch_;
+  std::unique_ptr<Journal> journal_;  // null unless open_journal(); guarded by publish_mutex_
 
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};

@@ -132,6 +132,43 @@ class CpuBackend final : public Backend {
     apply(batch, epoch);
   }
 
+  void read_snapshot(StoreImage& image) const override {
+    const Pinned pinned(*this);
+    const HostStore& store = pinned.buffer.store;
+    const std::size_t n = store.slot_count(), outputs = value_count();
+    const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+    image.epoch = pinned.buffer.epoch;
+    image.slot_count = static_cast<std::uint32_t>(n);
+    image.ids.assign(store.ids(), store.ids() + n);
+    image.vectors.assign(n * stored_dim_, 0.0f);
+    image.labels.assign(classes ? n : 0, 0);
+    image.values.assign(n * outputs, 0.0f);
+    for (std::size_t s = 0; s < n; ++s) {
+      if (store.id(s) == kInvalidId) continue;
+      float* out = image.vectors.data() + s * stored_dim_;
+      if (store.by_column()) {
+        for (std::size_t d = 0; d < stored_dim_; ++d) out[d] = store.column(d)[s];
+      } else {
+        std::copy_n(store.row(s), stored_dim_, out);
+      }
+      if (classes) image.labels[s] = store.label(s);
+      std::copy_n(store.values(s), outputs, image.values.data() + s * outputs);
+    }
+  }
+
+  void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const override {
+    const Pinned pinned(*this);
+    const HostStore& store = pinned.buffer.store;
+    const std::size_t outputs = value_count();
+    batch.target_slots.assign(slots.begin(), slots.end());
+    batch.labels.clear();
+    batch.values.clear();
+    for (const std::uint32_t s : slots) {
+      if (config_.target.kind == TargetSpec::Kind::Classes) batch.labels.push_back(store.label(s));
+      batch.values.insert(batch.values.end(), store.values(s), store.values(s) + outputs);
+    }
+  }
+
   Ticket<QueryResult> submit(QueryRequest request) const override {
     const Pinned pinned(*this);
     return Ticket<QueryResult>::ready_with(run(pinned.buffer, request));
@@ -173,6 +210,10 @@ class CpuBackend final : public Backend {
     input.visible = visible;
     input.inner_product = config_.metric == Metric::InnerProduct;
     exact_search(input, pool_, found);
+  }
+
+  std::size_t value_count() const noexcept {
+    return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
   }
 
   const Buffer& pin() const {

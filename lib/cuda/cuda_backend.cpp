@@ -462,6 +462,89 @@ class CudaBackend final : public Backend {
     return {true, out.ids[entry], static_cast<std::uint32_t>(non_finite % T), bad_value};
   }
 
+  void read_snapshot(StoreImage& image) const override {
+    DeviceScope scope(device_);
+    const std::size_t outputs_n = outputs();
+    const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+    const std::uint32_t width = chunk_floats_for(stored_dim_);
+    std::vector<float> stored;  // the device layout (device_types.hpp)
+    const Event copied;
+    {
+      std::lock_guard lock(mutex_);
+      DeviceBuffer& buffer = store_.buffer(store_.front());
+      const std::size_t n = buffer.slot_count;
+      image.epoch = buffer.epoch;
+      image.slot_count = buffer.slot_count;
+      const std::size_t floats = width == 2 ? n * 2 : (n + kTile - 1) / kTile * kTile * chunks_ * 4;
+      stored.resize(floats);
+      image.ids.resize(n);
+      image.labels.assign(classes ? n : 0, 0);
+      image.values.assign(n * outputs_n, 0.0f);
+      cudaStream_t qs = query_stream_.get();
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      auto copy = [&](void* to, const void* from, std::size_t bytes, const char* what) {
+        if (bytes) check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, qs), "cudaMemcpyAsync", what);
+      };
+      copy(stored.data(), buffer.vectors.get(), floats * 4, "checkpoint: store vectors");
+      copy(image.ids.data(), buffer.ids.get(), n * 8, "checkpoint: store ids");
+      if (classes) copy(image.labels.data(), buffer.labels.get(), n * 4, "checkpoint: store labels");
+      copy(image.values.data(), buffer.values.get(), n * outputs_n * 4, "checkpoint: store values");
+      copied.record(qs);
+      buffer.last_read.record(qs);
+    }
+    copied.wait();
+    const std::size_t n = image.slot_count;
+    image.vectors.assign(n * stored_dim_, 0.0f);
+    for (std::size_t s = 0; s < n; ++s) {
+      if (image.ids[s] == kNoId) {
+        if (classes) image.labels[s] = 0;
+        std::fill_n(image.values.data() + s * outputs_n, outputs_n, 0.0f);
+        continue;
+      }
+      float* out = image.vectors.data() + s * stored_dim_;
+      for (std::size_t d = 0; d < stored_dim_; ++d) {
+        const std::size_t c = d / 4;
+        out[d] = width == 2 ? stored[s * 2 + d] : stored[(((s / kTile) * chunks_ + c) * kTile + s % kTile) * 4 + d % 4];
+      }
+    }
+  }
+
+  void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const override {
+    StoreImage image;  // targets only: the rows of every slot, then those asked for
+    DeviceScope scope(device_);
+    const std::size_t outputs_n = outputs();
+    const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+    const Event copied;
+    {
+      std::lock_guard lock(mutex_);
+      DeviceBuffer& buffer = store_.buffer(store_.front());
+      const std::size_t n = buffer.slot_count;
+      image.labels.resize(classes ? n : 0);
+      image.values.resize(n * outputs_n);
+      cudaStream_t qs = query_stream_.get();
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      if (classes && n) {
+        check_cuda(cudaMemcpyAsync(image.labels.data(), buffer.labels.get(), n * 4, cudaMemcpyDeviceToHost, qs),
+                   "cudaMemcpyAsync", "journal: store labels");
+      }
+      if (outputs_n && n) {
+        check_cuda(cudaMemcpyAsync(image.values.data(), buffer.values.get(), n * outputs_n * 4, cudaMemcpyDeviceToHost, qs),
+                   "cudaMemcpyAsync", "journal: store values");
+      }
+      copied.record(qs);
+      buffer.last_read.record(qs);
+    }
+    copied.wait();
+    batch.target_slots.assign(slots.begin(), slots.end());
+    batch.labels.clear();
+    batch.values.clear();
+    for (const std::uint32_t s : slots) {
+      if (classes) batch.labels.push_back(image.labels[s]);
+      batch.values.insert(batch.values.end(), image.values.begin() + std::ptrdiff_t(s * outputs_n),
+                          image.values.begin() + std::ptrdiff_t((s + 1) * outputs_n));
+    }
+  }
+
   Ticket<QueryResult> submit(QueryRequest request) const override {
     DeviceScope scope(device_);
     const std::shared_ptr<QueryContext> ctx = acquire();

@@ -1,0 +1,92 @@
+// One published epoch copied out of a backend, slot by slot: what a checkpoint holds and what a
+// load rebuilds a store from. Keeping the slots (free ones included) keeps the catalogue's free
+// list, so a loaded store gives new inserts the slots the saved one would have.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/resolved_batch.hpp"
+#include "streamknn/update.hpp"
+
+namespace streamknn::detail {
+
+struct StoreImage {
+  std::uint64_t epoch = 0;
+  std::uint32_t slot_count = 0;      ///< the high-water mark: slot_count - 1 holds a point (or 0)
+  std::vector<PointId> ids;          ///< slot_count; kInvalidId marks a free slot
+  std::vector<float> vectors;        ///< slot_count x stored_dim, stored form; free slots zero
+  std::vector<std::int32_t> labels;  ///< classification stores: slot_count (free slots 0)
+  std::vector<float> values;         ///< regression stores: slot_count x outputs (free slots 0)
+
+  /// Grows (or shrinks) to n slots; new slots are free and zero.
+  void resize(std::size_t n, std::size_t stored_dim, bool classes, std::size_t outputs) {
+    ids.resize(n, kInvalidId);
+    vectors.resize(n * stored_dim, 0.0f);
+    labels.resize(classes ? n : 0, 0);
+    values.resize(n * outputs, 0.0f);
+  }
+
+  /// Writes a resolved batch as a backend does (journal replay), then clears the rows of slots
+  /// it freed, so that the image equals a fresh read of the store. False (the image then
+  /// unusable) when a point would be left at or above the batch's slot count.
+  bool apply(const ResolvedBatch& batch, std::size_t stored_dim, bool classes, std::size_t outputs) {
+    std::size_t top = batch.slot_count;
+    for (const auto* s : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+      for (const std::uint32_t slot : *s) top = std::max<std::size_t>(top, std::size_t(slot) + 1);
+    }
+    if (top > ids.size()) resize(top, stored_dim, classes, outputs);
+    for (std::size_t i = 0; i < batch.vector_slots.size(); ++i) {
+      std::copy_n(batch.vectors.data() + i * stored_dim, stored_dim, vectors.data() + batch.vector_slots[i] * stored_dim);
+    }
+    for (std::size_t i = 0; i < batch.target_slots.size(); ++i) {
+      const std::size_t slot = batch.target_slots[i];
+      if (classes) {
+        labels[slot] = batch.labels[i];
+      } else if (outputs) {
+        std::copy_n(batch.values.data() + i * outputs, outputs, values.data() + slot * outputs);
+      }
+    }
+    for (std::size_t i = 0; i < batch.id_slots.size(); ++i) ids[batch.id_slots[i]] = batch.ids[i];
+    slot_count = batch.slot_count;
+    for (std::size_t s = slot_count; s < ids.size(); ++s) {
+      if (ids[s] != kInvalidId) return false;
+    }
+    resize(slot_count, stored_dim, classes, outputs);
+    for (std::size_t i = 0; i < batch.id_slots.size(); ++i) {
+      const std::size_t s = batch.id_slots[i];
+      if (batch.ids[i] != kInvalidId || s >= slot_count) continue;
+      std::fill_n(vectors.data() + s * stored_dim, stored_dim, 0.0f);
+      if (classes) labels[s] = 0;
+      std::fill_n(values.data() + s * outputs, outputs, 0.0f);
+    }
+    return true;
+  }
+
+  /// The batch that writes every point of the image into an empty store.
+  ResolvedBatch as_batch(std::size_t stored_dim, bool classes, std::size_t outputs) const {
+    ResolvedBatch b;
+    b.slot_count = slot_count;
+    const std::size_t live = static_cast<std::size_t>(std::count_if(ids.begin(), ids.end(), [](PointId id) { return id != kInvalidId; }));
+    b.reserve(live, stored_dim, outputs);
+    for (std::uint32_t s = 0; s < slot_count; ++s) {
+      if (ids[s] == kInvalidId) continue;
+      b.vector_slots.push_back(s);
+      b.vectors.insert(b.vectors.end(), vectors.begin() + std::ptrdiff_t(s * stored_dim),
+                       vectors.begin() + std::ptrdiff_t((s + 1) * stored_dim));
+      if (classes || outputs) b.target_slots.push_back(s);
+      if (classes) b.labels.push_back(labels[s]);
+      if (outputs) {
+        b.values.insert(b.values.end(), values.begin() + std::ptrdiff_t(s * outputs),
+                        values.begin() + std::ptrdiff_t((s + 1) * outputs));
+      }
+      b.id_slots.push_back(s);
+      b.ids.push_back(ids[s]);
+    }
+    return b;
+  }
+};
+
+}  // namespace streamknn::detail
