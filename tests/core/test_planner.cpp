@@ -1,0 +1,176 @@
+// The CUDA backend's planner (lib/cuda/planner.hpp), on the host: golden plans for the benchmark
+// shapes on four device descriptions (planner_devices.hpp), every plan's shared memory within
+// its device's limits over random shapes, and the planner's other promises. Runs without a GPU:
+// the planner is a pure function of the batch's shape and the device's limits.
+//
+// The sm_90 goldens are the choices of the planner as it was inside the backend (make_plan and
+// its helpers, before it moved to planner.cpp) for the same limits: the move was checked against
+// that code over 500,000+ shapes on the five cards below, every field of every plan equal. The
+// stores are what the benchmarks build (bench/search.cpp: capacity_hint = N, so N slots rounded
+// up to whole tiles).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "core/planner_devices.hpp"
+#include "core/planner_goldens.hpp"
+#include "cuda/planner.hpp"
+#include "cuda/tuning.hpp"
+#include "streamknn/error.hpp"
+#include "support/test_support.hpp"
+
+#if __has_include("cuda/kernels/dense_share.hpp")
+#include "cuda/kernels/dense_share.hpp"
+#define STREAMKNN_TEST_DENSE_SHARE 1
+#endif
+
+namespace {
+
+using namespace planner_test;
+using streamknn::Metric;
+
+void check_goldens(const Card& card, const Golden* goldens, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const Golden& g = goldens[i];
+    const SearchShape shape = shape_of(g.n, g.dim, g.metric, g.q, g.k);
+    const Plan plan = plan_search(shape, limits_for(card, shape.stored_dim, shape.metric));
+    INFO(card.name, ": ", g.shape, " K ", g.k, " Q ", g.q);
+    CHECK(describe(plan) == g.plan);
+  }
+}
+
+/// The shared memory a plan's kernels ask for, against the device's opt-in limit per block.
+void check_shared(const Card& card, const SearchShape& shape, const Plan& plan) {
+  if (const auto* scan = plan.as<ScanPlan>()) {
+    CHECK(scan_shared_bytes(scan->shape, shape.k) <= card.optin);
+    CHECK(scan->shape.query_group >= 1);
+    CHECK(scan->shape.warps_per_block >= 1);
+    // Where the kernel shares the SM with a second block: the budget of half the SM.
+    if (!scan->shape.screen) {
+      CHECK(scan_shared_bytes(scan->shape, shape.k) <=
+            std::min<std::size_t>(card.optin, card.per_sm / 2 - streamknn::detail::gpu::tuning::kSharedReserve));
+    }
+  } else if (const auto* resident = plan.as<ResidentPlan>()) {
+    CHECK(resident_shared_bytes(int(shape.width()), resident->warps) <= card.optin);
+  } else if (const auto* dense = plan.as<DensePlan>()) {
+    CHECK(dense_select_min_shared(shape.k, shape.chunks, dense->row_stride / kTile) <= card.optin);
+  }
+  if (const SamplePass* sample = plan.sample(); sample && shape.chunks > 1) {
+    CHECK(sample_staged_bytes(shape.chunks) <= kSampleStagedMaxBytes);  // or the staged kernel is not taken
+  }
+}
+
+/// What every plan promises its pipeline: a chunk of 1 to all the queries, its lists and stride.
+void check_plan(const SearchShape& shape, const Plan& plan) {
+  CHECK(plan.k == shape.k);
+  CHECK(plan.chunk_queries >= 1);
+  CHECK(plan.chunk_queries <= shape.queries);
+  CHECK(plan.lists >= 1);
+  if (plan.as<SpatialPlan>()) {
+    CHECK(plan.stride == 0);
+  } else {
+    CHECK(plan.stride == plan.lists * shape.k);
+  }
+  if (const SamplePass* sample = plan.sample()) {
+    CHECK(sample->step >= 1);
+    CHECK(sample->tiles <= streamknn::detail::gpu::tuning::kMaxSampleTiles);
+    CHECK(sample->per_tile >= 1);
+    CHECK(sample->per_tile <= kTile);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("planner: golden plans for the benchmark shapes, sm_90 (H100 / H200)") {
+  check_goldens(kH100, kGoldenSm90, std::size(kGoldenSm90));
+  // The H200 differs from the H100 only in L2, which no planner rule reads.
+  check_goldens(kH200, kGoldenSm90, std::size(kGoldenSm90));
+}
+
+TEST_CASE("planner: golden plans for the benchmark shapes, sm_80 (A100)") {
+  check_goldens(kA100, kGoldenSm80, std::size(kGoldenSm80));
+}
+
+TEST_CASE("planner: golden plans for the benchmark shapes, sm_86 (RTX 3090)") {
+  check_goldens(kRtx3090, kGoldenSm86, std::size(kGoldenSm86));
+}
+
+TEST_CASE("planner: golden plans for the benchmark shapes, sm_89 (L40S)") {
+  check_goldens(kL40S, kGoldenSm89, std::size(kGoldenSm89));
+}
+
+TEST_CASE("planner: every plan's shared memory fits its device, over random shapes") {
+  auto rng = test::rng(0x504c414e);
+  const Card* cards[] = {&kH100, &kA100, &kRtx3090, &kL40S};
+  const Metric metrics[] = {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine};
+  int planned = 0, refused = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const Card& card = *cards[i % 4];
+    const std::uint32_t n = std::uint32_t(1 + rng() % (rng() % 2 ? 200'000 : 12'000'000));
+    const std::size_t dim = 1 + rng() % (rng() % 2 ? 8 : 1'200);
+    const Metric metric = metrics[rng() % 4];
+    const std::uint32_t q = std::uint32_t(1 + rng() % (rng() % 2 ? 40 : 40'000));
+    const std::uint32_t k = std::uint32_t(1 + rng() % (rng() % 2 ? 140 : 1'024));
+    const SearchShape shape = shape_of(n, dim, metric, q, k, rng() % 4 == 0);
+    INFO(card.name, ": N ", n, " dim ", dim, " metric ", int(metric), " Q ", q, " K ", k, " filtered ", shape.filtered);
+    try {
+      const Plan plan = plan_search(shape, limits_for(card, shape.stored_dim, metric));
+      check_shared(card, shape, plan);
+      check_plan(shape, plan);
+      ++planned;
+    } catch (const streamknn::InvalidArgument&) {
+      ++refused;  // no scan shape fits: the backend reports it
+    }
+  }
+  CHECK(planned > 3900);
+  MESSAGE(planned, " plans, ", refused, " shapes refused");
+}
+
+TEST_CASE("planner: the spatial plan where the schedule wants the index") {
+  SearchShape shape = shape_of(1'000'000, 2, Metric::L2, 100'000, 16);
+  shape.spatial = true;
+  const Plan plan = plan_search(shape, limits_for(kH100, shape.stored_dim, shape.metric));
+  REQUIRE(plan.as<SpatialPlan>() != nullptr);
+  CHECK(plan.chunk_queries == streamknn::detail::gpu::tuning::kSpatialChunkQueries);
+  CHECK(plan.stride == 0);
+  CHECK(plan.sample() == nullptr);
+  CHECK(describe(plan) == "spatial k 16 chunk 65536 lists 1");
+}
+
+TEST_CASE("planner: a pure function (the same inputs give the same plan)") {
+  const SearchShape shape = shape_of(1'275'219, 128, Metric::L2, 32, 64);
+  const DeviceLimits limits = limits_for(kA100, shape.stored_dim, shape.metric);
+  const std::string first = describe(plan_search(shape, limits));
+  for (int i = 0; i < 3; ++i) CHECK(describe(plan_search(shape, limits)) == first);
+}
+
+TEST_CASE("planner: a shape no scan block fits is refused with InvalidArgument") {
+  // 4,096 neighbours of 16,384-dimensional queries: one query and one warp's list exceed half the
+  // SM of an sm_86 device.
+  const SearchShape shape = shape_of(100'000, 16'384, Metric::InnerProduct, 1, 4'096);
+  CHECK_THROWS_AS(plan_search(shape, limits_for(kRtx3090, shape.stored_dim, shape.metric)), streamknn::InvalidArgument);
+}
+
+#ifdef STREAMKNN_TEST_DENSE_SHARE
+TEST_CASE("planner: the dense product's shares cover the benchmark shapes' groups") {
+  // The product's shares (dense_share.hpp) for the stores and SM counts the dense screen runs on.
+  using streamknn::detail::gpu::shares_cover;
+  CHECK(shares_cover(70'000, 3, 132));
+  CHECK(shares_cover(70'000, 4, 132));
+  CHECK(shares_cover(70'000, 4, 114));
+  CHECK(shares_cover(20'000, 3, 132));
+  CHECK(shares_cover(19'200, 4, 132));
+  CHECK(shares_cover(3'000, 4, 132));
+  CHECK(shares_cover(1, 4, 132));
+  CHECK(shares_cover(32, 3, 1));
+  CHECK(shares_cover(1'000'000, 4, 132));
+  for (const Card* card : {&kA100, &kRtx3090, &kL40S}) {
+    INFO(card->name);
+    CHECK(shares_cover(70'000, 3, card->sms));
+    CHECK(shares_cover(70'000, 4, card->sms));
+    CHECK(shares_cover(100'000, 4, card->sms));
+  }
+}
+#endif
