@@ -38,7 +38,7 @@ clean:
 #   make fuzz-merge        folds the new inputs that add coverage into fuzz/corpus/ (to commit)
 SANITIZER_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMKNN_CUDA=OFF -DSTREAMKNN_PYTHON=OFF -DSTREAMKNN_BUILD_BENCH=OFF
 FUZZ_SECONDS ?= 60
-FUZZERS := fuzz_ops fuzz_csv fuzz_vecs
+FUZZERS := fuzz_ops fuzz_csv fuzz_vecs fuzz_checkpoint
 
 .PHONY: test-sanitizers test-tsan test-asan fuzz fuzz-build fuzz-merge
 
