@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -65,6 +66,8 @@ OnFull parse_on_full(const std::string& name, const char* call);
 class Store {
  public:
   explicit Store(const StoreConfig& config) : set_(config) {}
+  /// A store made by ReferenceSet::load / load_bytes (python/src/checkpoint.cpp).
+  explicit Store(ReferenceSet&& set) : set_(std::move(set)) {}
 
   ReferenceSet& set() noexcept { return set_; }
   const ReferenceSet& set() const noexcept { return set_; }
@@ -73,6 +76,8 @@ class Store {
   PublishReport publish();
   /// Remembers the report of a publish made inside a batch push. Call without the GIL.
   void carry(PublishReport report);
+  /// What load / from_bytes found (empty for a store made by the constructor).
+  std::optional<LoadReport> load_report;
 
  private:
   ReferenceSet set_;
@@ -134,5 +139,6 @@ void count_device_call() noexcept;
 void bind_errors(py::module_& m);
 void bind_reference_set(py::module_& m);
 void bind_models(py::module_& m);
+void bind_checkpoint(py::module_& m);
 
 }  // namespace streamknn::python

@@ -44,6 +44,9 @@ void bind_errors(py::module_& m) {
   new_exception(m, "BackendUnavailable", py::make_tuple(error),
                 "The requested backend cannot run here (no CUDA device, or built without CUDA).");
   new_exception(m, "CudaError", py::make_tuple(error), "A CUDA runtime call failed.");
+  new_exception(m, "CheckpointError", py::make_tuple(error),
+                "A checkpoint or journal could not be written, or read back (truncated, corrupted, another "
+                "format version or byte order); the message names the file, the section and the byte offset.");
 
   py::register_exception_translator([](std::exception_ptr pointer) {
     try {
@@ -63,6 +66,8 @@ void bind_errors(py::module_& m) {
       raise("BackendUnavailable", e.what());
     } catch (const CudaError& e) {
       raise("CudaError", e.what());
+    } catch (const CheckpointError& e) {
+      raise("CheckpointError", e.what());
     } catch (const Error& e) {
       raise("Error", e.what());
     }
@@ -191,6 +196,7 @@ PYBIND11_MODULE(_streamknn, m) {
   sp::bind_errors(m);
   sp::bind_reference_set(m);
   sp::bind_models(m);
+  sp::bind_checkpoint(m);
   m.def("cuda_available", &streamknn::cuda_available,
         "True when this build has the CUDA backend and a CUDA device is usable.");
   m.attr("__version__") = streamknn::version_string();

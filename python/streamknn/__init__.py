@@ -14,6 +14,7 @@ See docs/python.md for the whole API.
 
 from ._streamknn import (  # noqa: F401  (re-exported)
     BackendUnavailable,
+    CheckpointError,
     CudaError,
     Error,
     InvalidArgument,

@@ -128,6 +128,17 @@ class KnnQ:
             raise ValueError(f"states must have shape (n, {self.dim}), got {np.shape(states)}")
         return rows
 
+    # ---- pickling: the store travels as a checkpoint (docs/durability.md) ------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_store"] = self._store.to_bytes()  # every write is published before a call returns
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state["_store"] = _streamknn.ReferenceSet.from_bytes(state["_store"])
+        self.__dict__.update(state)
+
     def _checked_publish(self):
         report = self._store.publish()
         if report.rejected:  # ids come from this object only: a rejection is a bug

@@ -209,18 +209,28 @@ class _StreamKNeighborsBase(BaseEstimator):
             dist = (dist * _HAVERSINE_OUT).astype(np.float32)
         return (dist, ind) if return_distance else ind
 
-    # ---- pickling: the reference set is rebuilt from the training rows --------------------------
+    # ---- pickling: the reference set travels as a checkpoint (docs/durability.md) ----------------
     def __getstate__(self):
         state = super().__getstate__()
         state = dict(state)
-        state.pop("_store", None)
+        store = state.pop("_store", None)
         state.pop("_model", None)
+        if store is not None:
+            state["_store_checkpoint"] = store.to_bytes()
         return state
 
     def __setstate__(self, state):
+        state = dict(state)
+        checkpoint = state.pop("_store_checkpoint", None)
         super().__setstate__(state)
-        if "_fit_X" in state:
+        if checkpoint is not None:
+            # On the backend the estimator asks for here ('auto': a GPU where one is usable), with
+            # this machine's threads: the points, targets and epoch are the pickled store's.
+            self._store = _streamknn.ReferenceSet.from_bytes(
+                checkpoint, backend=self.backend, cpu_threads=self._cpu_threads())
+        elif "_fit_X" in state:  # a pickle of an older version: rebuilt from the training rows
             self._store = self._build_store(self._fit_X, self._y)
+        if "_fit_X" in state:
             self._model = self._make_model(self._store)
             self._model_params = (self.n_neighbors, self.weights)
 

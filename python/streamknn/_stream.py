@@ -140,6 +140,23 @@ class _SlidingWindowKNN:
             if report.rejected:  # ids are arrival numbers: a rejection is a bug, never user error
                 raise RuntimeError(f"streamknn: internal error, the window rejected {report.rejected[:3]}")
 
+    # ---- pickling: the window's store travels as a checkpoint (docs/durability.md) -------------
+    def __getstate__(self):
+        self._publish()  # a checkpoint holds the published snapshot: nothing may stay queued
+        state = dict(self.__dict__)
+        store = state.pop("_store", None)
+        state.pop("_model", None)
+        state["_store_checkpoint"] = None if store is None else store.to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        checkpoint = state.pop("_store_checkpoint", None)
+        self.__dict__.update(state)
+        self._store = None if checkpoint is None else _streamknn.ReferenceSet.from_bytes(checkpoint,
+                                                                                         backend=self.backend)
+        self._model = None if self._store is None else self._make_model()
+
     def _insert(self, M, targets):
         """Stores rows M as the next ids; returns the first id."""
         if self._store is None:
