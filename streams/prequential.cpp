@@ -55,11 +55,50 @@ StoreConfig store_config(const SourceInfo& info, const PrequentialOptions& optio
 }
 
 ReferenceSet make_store(const Source& source, const PrequentialOptions& options) {
+  const StoreConfig config = store_config(source.info(), options);
   try {
-    return ReferenceSet(store_config(source.info(), options));
+    if (options.resume.empty()) return ReferenceSet(config);
+    LoadOptions load;
+    load.backend = config.backend;
+    load.capacity_hint = config.capacity_hint;
+    load.queue_capacity = config.queue_capacity;
+    ReferenceSet store = ReferenceSet::load(options.resume, load);
+    const StoreConfig& saved = store.config();
+    if (saved.dim != config.dim || saved.metric != config.metric || !(saved.target == config.target)) {
+      throw UsageError("--resume " + options.resume + ": the checkpoint holds a store of " + std::to_string(saved.dim) +
+                       " features, metric " + std::string(to_string(saved.metric)) + ", " +
+                       std::to_string(saved.target.count) + (saved.target.kind == TargetSpec::Kind::Classes ? " classes" : " outputs") +
+                       "; this run needs " + std::to_string(config.dim) + ", " + std::string(to_string(config.metric)) +
+                       ", " + std::to_string(config.target.count) +
+                       (config.target.kind == TargetSpec::Kind::Classes ? " classes" : " outputs"));
+    }
+    return store;
   } catch (const InvalidArgument& e) {
     throw UsageError(e.what());
   }
+}
+
+/// Whether the store holds an id in [lo, hi): one search of one neighbour restricted to them.
+bool holds_id_in(const ReferenceSet& store, PointId lo, PointId hi) {
+  std::vector<float> query(store.config().dim, 0.0f);
+  query[0] = 1.0f;  // valid for every metric (cosine refuses the zero vector)
+  const IdRange range{lo, hi};
+  return store.search(query, 1, std::span(&range, 1)).ids[0] != kInvalidId;
+}
+
+/// The smallest x in [lo, hi) with holds(x) false, for a holds() true below some point and
+/// false from it on (binary search: about 40 one-query searches for the ids of a stream).
+template <class Holds>
+PointId first_false(PointId lo, PointId hi, Holds&& holds) {
+  while (lo < hi) {
+    const PointId mid = lo + (hi - lo) / 2;
+    if (holds(mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
 }
 
 }  // namespace
@@ -75,6 +114,33 @@ Prequential::Prequential(Source& source, const PrequentialOptions& options)
     }
   } catch (const InvalidArgument& e) {
     throw UsageError(e.what());
+  }
+  if (!options_.resume.empty() && store_.size() > 0) {
+    // A run stores the points of the window by arrival number: ids [oldest, next) with none
+    // missing. The checkpoint's ids say where to go on, whatever --batch the saving run had.
+    constexpr PointId kTop = PointId(1) << 62;
+    const PointId next = first_false(0, kTop, [&](PointId x) { return holds_id_in(store_, x, kTop); });
+    const PointId oldest = first_false(0, next, [&](PointId x) { return !holds_id_in(store_, 0, x + 1); });
+    if (next - oldest != store_.size()) {
+      throw UsageError("--resume " + options_.resume + ": the checkpoint's ids are not the window of a run (" +
+                       std::to_string(store_.size()) + " points with ids from " + std::to_string(oldest) + " to " +
+                       std::to_string(next - 1) + ")");
+    }
+    resumed_at_ = static_cast<std::size_t>(next);
+    erased_below_ = oldest;
+  }
+  if (!options_.checkpoint.empty()) store_.save(options_.checkpoint);  // refuses a bad path before the run
+}
+
+void Prequential::skip_resumed(Chunk& chunk) {
+  for (std::size_t skipped = 0; skipped < resumed_at_;) {
+    const std::size_t got = source_.read(std::min(options_.batch, resumed_at_ - skipped), chunk);
+    if (got == 0) {
+      throw UsageError("--resume " + options_.resume + ": the checkpoint holds the stream up to point " +
+                       std::to_string(resumed_at_) + " but " + source_.info().name + " ends after " +
+                       std::to_string(skipped) + " points");
+    }
+    skipped += got;
   }
 }
 
@@ -124,13 +190,15 @@ PrequentialResult Prequential::run(const Observer& observer) {
   std::vector<std::int32_t> predicted_labels;
   std::vector<float> predicted_values;
   std::vector<double> latencies;
-  PointId erased_below = 0;  // ids [0, erased_below) have been erased
+  PointId erased_below = erased_below_;  // ids [0, erased_below) have been erased
   const auto start = Clock::now();
+  skip_resumed(chunk);
+  result.resumed_at = resumed_at_;
   while (true) {
     std::size_t want = options_.batch;
     if (options_.limit) want = std::min(want, options_.limit - result.points);
     if (want == 0 || source_.read(want, chunk) == 0) break;
-    const std::size_t b0 = result.points;
+    const std::size_t b0 = resumed_at_ + result.points;  // the batch's first arrival number
     const std::size_t n = chunk.size;
     check_chunk(chunk, b0);
 
@@ -175,6 +243,9 @@ PrequentialResult Prequential::run(const Observer& observer) {
     }
     result.points += n;
     ++result.batches;
+    if (options_.checkpoint_every && (b0 + n) / options_.checkpoint_every > b0 / options_.checkpoint_every) {
+      store_.save(options_.checkpoint);
+    }
     if (observer) {
       BatchOutcome outcome;
       outcome.first = b0;
@@ -190,6 +261,7 @@ PrequentialResult Prequential::run(const Observer& observer) {
       observer(outcome);
     }
   }
+  if (!options_.checkpoint.empty()) store_.save(options_.checkpoint);
   result.seconds = seconds_since(start);
   if (!latencies.empty()) {
     result.latency.mean = std::accumulate(latencies.begin(), latencies.end(), 0.0) / double(latencies.size());

@@ -36,7 +36,14 @@ struct PrequentialOptions {
   std::size_t window = 1000;  ///< most recent points a prediction may use; 0 = all of them
   std::size_t batch = 64;     ///< points predicted together
   BackendKind backend = BackendKind::Auto;
-  std::size_t limit = 0;      ///< stop after this many points (0 = the whole stream)
+  std::size_t limit = 0;      ///< stop after this many points of this run (0 = the whole stream)
+  /// Save the store to this checkpoint (docs/durability.md) at the start, every
+  /// checkpoint_every points (0: never in between) and at the end; empty: never.
+  std::string checkpoint;
+  std::size_t checkpoint_every = 0;
+  /// Start from this checkpoint (one `checkpoint` wrote for the same stream, metric and task):
+  /// the stream's points up to the newest stored one are read and skipped, the rest evaluated.
+  std::string resume;
 };
 
 /// One batch's predictions, handed to the observer as soon as they are made.
@@ -53,7 +60,8 @@ struct LatencySummary {
 };
 
 struct PrequentialResult {
-  std::size_t points = 0;   ///< points that arrived
+  std::size_t resumed_at = 0;  ///< points skipped because the resumed checkpoint held them
+  std::size_t points = 0;   ///< points that arrived (in this run)
   std::size_t scored = 0;   ///< points that had a prediction and entered the scores
   std::size_t batches = 0;
   ClassificationMetrics classification;
@@ -82,9 +90,14 @@ class Prequential {
   void check_chunk(const Chunk& chunk, std::size_t first) const;
   void push(const Update& update);
 
+  /// Reads and drops the points a resumed checkpoint holds already.
+  void skip_resumed(Chunk& chunk);
+
   Source& source_;
   PrequentialOptions options_;
   ReferenceSet store_;
+  std::size_t resumed_at_ = 0;   ///< arrival number of the first point this run evaluates
+  PointId erased_below_ = 0;     ///< ids below it are erased (out of the window)
   std::optional<KnnClassifier> classifier_;
   std::optional<KnnRegressor> regressor_;
 };

@@ -85,6 +85,10 @@ std::string summary_table(const RunRecord& run) {
   rows.emplace_back("window", window_text(o.window));
   rows.emplace_back("batch", std::to_string(o.batch) + " points per predict call");
   rows.emplace_back("backend", run.device);
+  if (r.resumed_at) {
+    rows.emplace_back("resumed", "from " + o.resume + ": its " + grouped(double(r.resumed_at)) +
+                                     " points skipped, the scores cover the rest");
+  }
   rows.emplace_back("points", grouped(double(r.points)) + " (" + grouped(double(r.scored)) + " scored; " +
                                   grouped(double(r.points - r.scored)) + " without a visible neighbour)");
   if (info.task == Task::Classify) {
@@ -134,6 +138,7 @@ std::string json_report(const RunRecord& run) {
                       ", \"limit\": " + std::to_string(o.limit) + "}");
   field("backend", json_string(run.backend));
   field("device", json_string(run.device));
+  field("resumed_at", std::to_string(r.resumed_at));
   field("points", std::to_string(r.points));
   field("scored", std::to_string(r.scored));
   std::string metrics;

@@ -59,6 +59,18 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_option("--backend", o.backend, "auto (CUDA where a GPU is usable), cpu or cuda")
       ->group(model)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
+  const char* durable = "Checkpoints";
+  auto* checkpoint = run.add_option("--checkpoint", o.checkpoint,
+                                    "save the reference set to this file at the start, every --checkpoint-every "
+                                    "points and at the end (atomically; docs/durability.md)")
+                         ->group(durable);
+  run.add_option("--checkpoint-every", o.checkpoint_every, "points between two checkpoints")
+      ->group(durable)->needs(checkpoint)->check(CLI::PositiveNumber);
+  run.add_option("--resume", o.resume,
+                 "start from this checkpoint: skip the stream's points it holds, evaluate the rest (same stream, "
+                 "metric and task)")
+      ->group(durable)->check(CLI::ExistingFile);
+
   const char* output = "Output";
   run.add_option("--predictions", o.predictions, "write index,prediction,truth per point to this CSV")->group(output);
   run.add_option("--report", o.report, "write the final metrics, throughput, latency and device as JSON")->group(output);
@@ -138,6 +150,9 @@ PrequentialOptions prequential_options(const RunOptions& o, const SourceInfo& in
   p.batch = o.batch;
   p.backend = o.backend == "cpu" ? BackendKind::Cpu : o.backend == "cuda" ? BackendKind::Cuda : BackendKind::Auto;
   p.limit = o.limit;
+  p.checkpoint = o.checkpoint;
+  p.checkpoint_every = o.checkpoint_every;
+  p.resume = o.resume;
   return p;
 }
 

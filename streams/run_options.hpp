@@ -36,6 +36,9 @@ struct RunOptions {
   std::size_t window = 1000;
   std::size_t batch = 64;
   std::string backend = "auto";
+  // Checkpoints (docs/durability.md).
+  std::string checkpoint, resume;
+  std::size_t checkpoint_every = 0;
   // Output.
   std::string predictions, report, plot;
   bool no_progress = false;

@@ -123,3 +123,45 @@ def test_stream_and_knnq_pickles_carry_the_store():
     np.testing.assert_array_equal(q.table, q2.table)
     np.testing.assert_array_equal(q.q_values(X[:20], 3), q2.q_values(X[:20], 3))
     assert q2.store.epoch == q.store.epoch
+
+
+RUNNER = os.environ.get("STREAMKNN_RUNNER")
+
+
+@pytest.mark.skipif(not RUNNER, reason="STREAMKNN_RUNNER is not set (ctest sets it)")
+def test_runner_checkpoint_and_resume():
+    import csv
+    import subprocess
+
+    def run(*args):
+        return subprocess.run([RUNNER, "run", "--stream", "rbf", "--points", "6000", "--backend", BACKEND,
+                               "--no-progress", *args], capture_output=True, text=True)
+
+    def predictions(path):
+        with open(path) as f:
+            return {row["index"]: row["prediction"] for row in csv.DictReader(f)}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = os.path.join(tmp, "run.skc")
+        full = run("--predictions", os.path.join(tmp, "full.csv"))
+        assert full.returncode == 0, full.stderr
+        first = run("--limit", "2500", "--batch", "40", "--checkpoint", ckpt, "--checkpoint-every", "1000")
+        assert first.returncode == 0, first.stderr
+        rest = run("--resume", ckpt, "--predictions", os.path.join(tmp, "rest.csv"))
+        assert rest.returncode == 0, rest.stderr
+        assert "resumed" in rest.stdout
+        whole, resumed = predictions(os.path.join(tmp, "full.csv")), predictions(os.path.join(tmp, "rest.csv"))
+        assert min(map(int, resumed)) == 2500 and len(resumed) == 3500
+        assert all(whole[i] == p for i, p in resumed.items())
+
+        bad = run("--checkpoint-every", "100")
+        assert bad.returncode == 2 and "--checkpoint" in bad.stderr
+        other = run("--resume", ckpt, "--metric", "cosine")
+        assert other.returncode == 2 and "checkpoint holds" in other.stderr
+        with open(ckpt, "r+b") as f:
+            f.seek(300)
+            b = f.read(1)
+            f.seek(300)
+            f.write(bytes([b[0] ^ 1]))
+        broken = run("--resume", ckpt)
+        assert broken.returncode == 1 and ckpt in broken.stderr and "checksum" in broken.stderr
