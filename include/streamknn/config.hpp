@@ -32,23 +32,19 @@ struct TargetSpec {
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 
-/// Whether the CUDA backend searches stores of one or two dimensions (L2, cosine), haversine
-/// stores and cosine stores of three dimensions (k <= 128, no visibility ranges) through a
-/// spatial index: a tree of boxes over the points in Hilbert-curve order, kept on the device, that
-/// lets a query skip every box farther than its k-th neighbour. After a publish it is refit (the
-/// points gathered again, boxes grown, points that moved far or were inserted ranked apart: about
-/// 40 us per million points) or, where that would make it slow, sorted again (about 0.1 ms per
-/// million points); a refit that left many moved points ranked apart is not searched. The
-/// answers are the same either way; only the time differs. Auto: stores of
-/// 16,384 points or more (at k > 32 batches of 1,024 queries or more), refit once 128 queries
-/// have come since the last publish (more on stores of millions), built once 1,024 have; Always:
-/// before every search that can use it; Off: never.
+/// Whether the CUDA backend searches low-dimensional stores (L2 and cosine of one or two
+/// dimensions, cosine of three, haversine; k <= 128, no visibility ranges) through a spatial index
+/// kept on the device, a tree of boxes that lets a query skip every box farther than its k-th
+/// neighbour. The index is brought up to date after publishes as searches need it. The answers
+/// are the same with or without it; only the time differs (docs/cuda.md).
+///   Auto:   where it pays: stores of about 16,000 points or more, once enough queries have come
+///           since the last publish to repay updating the index;
+///   Always: before every search that can use it;
+///   Off:    never.
 enum class SpatialIndex : unsigned char { Auto, Always, Off };
 
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
 inline constexpr std::size_t kMaxCpuThreads = 1024;
-/// Updates a publish must drain before it resolves them on several threads.
-inline constexpr std::size_t kParallelPublishMin = 8192;
 
 struct StoreConfig {
   std::size_t dim = 0;                        ///< vector dimension (2 for Haversine: lat, lon)
@@ -58,14 +54,14 @@ struct StoreConfig {
   std::size_t queue_capacity = 1 << 16;       ///< operations that may wait for publish()
   BackendKind backend = BackendKind::Auto;
   int cuda_device = 0;                        ///< device ordinal for the CUDA backend
-  /// Threads a CPU-backend search may use, the calling thread included (at most
-  /// kMaxCpuThreads); 0 = one per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers, so a
-  /// process holding many stores caps them here. The answers do not depend on it.
+  /// Threads a CPU-backend search may use, the calling thread included (at most kMaxCpuThreads);
+  /// 0 = one per hardware thread. Each CPU store starts its own pool of cpu_threads - 1 workers,
+  /// so a process holding many stores caps them here. The answers do not depend on it.
   std::size_t cpu_threads = 0;
-  /// Threads publish() may use, the calling thread included (at most kMaxCpuThreads), to
-  /// resolve a large batch (kParallelPublishMin updates or more) of moves and target changes
-  /// only; 0 = one per hardware thread, up to 8. The pool starts at the first such batch. The
-  /// published state does not depend on it.
+  /// Threads publish() may use, the calling thread included (at most kMaxCpuThreads), to resolve
+  /// a large batch (thousands of updates) of moves and target changes only; 0 = one per hardware
+  /// thread, up to 8. The pool starts at the first such batch. The published state does not
+  /// depend on it.
   std::size_t publish_threads = 0;
   /// CUDA backend, stores of one or two dimensions, haversine, cosine at three: see SpatialIndex.
   /// The CPU backend ignores it.

@@ -32,6 +32,7 @@ namespace streamknn {
 
 namespace detail {
 class Engine;
+struct EngineAccess;  // the library's own access to the engine (lib/core/engine_access.hpp)
 }
 
 class ReferenceSet {
@@ -130,10 +131,8 @@ class ReferenceSet {
   std::string backend_name() const;           ///< e.g. "cpu (2 threads, x86-64-v3)" ("1 thread"),
                                               ///< "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
 
-  /// Internal engine, used by KnnClassifier / KnnRegressor.
-  const detail::Engine& engine() const noexcept { return *engine_; }
-
  private:
+  friend struct detail::EngineAccess;
   explicit ReferenceSet(std::unique_ptr<detail::Engine> engine);
   std::unique_ptr<detail::Engine> engine_;
 };

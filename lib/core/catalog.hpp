@@ -20,6 +20,10 @@
 
 namespace streamknn::detail {
 
+/// Updates a publish must drain before it resolves them on the publish pool (and moves and target
+/// changes only): below that, starting the pool's threads costs more than they save.
+inline constexpr std::size_t kParallelPublishMin = 8192;
+
 class Catalog {
  public:
   explicit Catalog(const StoreConfig& config);

@@ -1,5 +1,6 @@
 // The entry points of streamknn/device.hpp, and ReferenceSet::lookup_and_update.
 #include "core/engine.hpp"
+#include "core/engine_access.hpp"
 #include "streamknn/device.hpp"
 #include "streamknn/reference_set.hpp"
 
@@ -26,7 +27,7 @@ Ticket<std::uint64_t> search_device(const ReferenceSet& set, const DeviceQueries
   detail::DeviceQueryRequest request = request_for(set, queries, k, cuda_stream);
   request.distances = out.distances;
   request.ids = out.ids;
-  return set.engine().query_device(request, queries.device, "search_device");
+  return detail::EngineAccess::of(set).query_device(request, queries.device, "search_device");
 }
 
 Ticket<std::uint64_t> predict_device(const KnnClassifier& model, const DeviceQueries& queries,
@@ -37,7 +38,8 @@ Ticket<std::uint64_t> predict_device(const KnnClassifier& model, const DeviceQue
   request.aggregate.weights = model.weights();
   request.labels = out.labels;
   request.probabilities = out.probabilities;
-  return model.store().engine().query_device(request, queries.device, "predict_device(KnnClassifier)");
+  const detail::Engine& engine = detail::EngineAccess::of(model.store());
+  return engine.query_device(request, queries.device, "predict_device(KnnClassifier)");
 }
 
 Ticket<std::uint64_t> predict_device(const KnnRegressor& model, const DeviceQueries& queries, float* values,
@@ -48,7 +50,8 @@ Ticket<std::uint64_t> predict_device(const KnnRegressor& model, const DeviceQuer
   request.aggregate.weights =
       model.aggregate() == RegressionAggregate::WeightedMean ? Weights::Distance : Weights::Uniform;
   request.values = values;
-  return model.store().engine().query_device(request, queries.device, "predict_device(KnnRegressor)");
+  const detail::Engine& engine = detail::EngineAccess::of(model.store());
+  return engine.query_device(request, queries.device, "predict_device(KnnRegressor)");
 }
 
 QUpdate ReferenceSet::lookup_and_update(std::span<const float> states, std::size_t k,

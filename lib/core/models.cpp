@@ -2,6 +2,7 @@
 // runs where the search ran.
 #include "core/check.hpp"
 #include "core/engine.hpp"
+#include "core/engine_access.hpp"
 #include "core/ticket_map.hpp"
 #include "streamknn/classifier.hpp"
 #include "streamknn/regressor.hpp"
@@ -33,8 +34,9 @@ Ticket<ClassPredictions> KnnClassifier::submit(std::span<const float> queries, b
   detail::AggregateSpec spec;
   spec.output = with_probabilities ? detail::AggregateSpec::Output::Probabilities : detail::AggregateSpec::Output::Labels;
   spec.weights = weights_;
-  return detail::map_ticket(store_->engine().query(queries, k_, visible, spec, "KnnClassifier::predict"),
-                    &detail::QueryResult::classes);
+  const detail::Engine& engine = detail::EngineAccess::of(*store_);
+  return detail::map_ticket(engine.query(queries, k_, visible, spec, "KnnClassifier::predict"),
+                            &detail::QueryResult::classes);
 }
 
 KnnRegressor::KnnRegressor(const ReferenceSet& store, std::size_t k, RegressionAggregate aggregate)
@@ -59,8 +61,9 @@ Ticket<RegressionPredictions> KnnRegressor::submit(std::span<const float> querie
   spec.output = detail::AggregateSpec::Output::Values;
   spec.regression = aggregate_;
   spec.weights = aggregate_ == RegressionAggregate::WeightedMean ? Weights::Distance : Weights::Uniform;
-  return detail::map_ticket(store_->engine().query(queries, k_, visible, spec, "KnnRegressor::predict"),
-                    &detail::QueryResult::regression);
+  const detail::Engine& engine = detail::EngineAccess::of(*store_);
+  return detail::map_ticket(engine.query(queries, k_, visible, spec, "KnnRegressor::predict"),
+                            &detail::QueryResult::regression);
 }
 
 }  // namespace streamknn

@@ -3,6 +3,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/catalog.hpp"  // kParallelPublishMin, the batch size that takes the publish pool
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -215,6 +216,7 @@ TEST_CASE("set_target changes what the classifier and regressor see") {
 TEST_CASE("a large batch of moves and target changes, resolved on several threads, lands as in queue order") {
   // kParallelPublishMin updates or more, moves and set_targets only: publish() resolves them on
   // its pool. Ids repeat (the last write wins) and some are unknown (rejected in queue order).
+  using streamknn::detail::kParallelPublishMin;
   auto g = rng(811);
   StoreConfig c = config_for(3, Metric::L2, TargetSpec::classes(4));
   c.publish_threads = 4;
