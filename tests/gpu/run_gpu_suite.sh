@@ -39,7 +39,7 @@ LOGS=$(cd "$LOGS" && pwd)
 # A binary's path in BIN: side by side, or where a CUDA build tree puts it.
 bin() {
   local dir
-  for dir in "$BIN" "$BIN/tests" "$BIN/tests/reliability" "$BIN/streams" "$BIN/bench"; do
+  for dir in "$BIN" "$BIN/tests" "$BIN/tests/reliability" "$BIN/reliability" "$BIN/streams" "$BIN/bench"; do
     [[ -x $dir/$1 ]] && { echo "$dir/$1"; return; }
   done
   echo "$BIN/$1"  # absent: the step that runs it fails and says so
