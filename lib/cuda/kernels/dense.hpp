@@ -46,13 +46,13 @@ struct DenseResidency {
   std::uint32_t few_queries = 0, mid_queries = 0;
 };
 
-/// The dense screen (kernels/dense.cu), for batches over small stores of many dimensions, in
-/// place of the sample pass and the scan: a tiled matrix product gives every (query, slot) pair
-/// its screened value fl(|x|^2 - 2 x.q) less its margin, and every 32-slot group its smallest
-/// per query; then one block per query ranks exactly the pairs at or below the k-th group
-/// minimum, and every other pair whose screened value could hide a rank within the k-th
-/// (ScreenBounds). It hands the selection one sorted list of k per query (ScanParams' layout
-/// with one block). L2 ranks only (cosine included), no id ranges.
+/// The dense screen (kernels/dense_product.cu, dense_select.cu), for batches over small stores of
+/// many dimensions, in place of the sample pass and the scan: a tiled matrix product gives every
+/// (query, slot) pair its screened value fl(|x|^2 - 2 x.q) less its margin, and every 32-slot group
+/// its smallest per query; then one block per query ranks exactly the pairs at or below the k-th
+/// group minimum, and every other pair whose screened value could hide a rank within the k-th
+/// (ScreenBounds). It hands the selection one sorted list of k per query (ScanParams' layout with
+/// one block). L2 ranks only (cosine included), no id ranges.
 struct DenseParams {
   const StoreView* store = nullptr;
   const float* queries = nullptr;          // num_queries x chunks float4, as ScanParams

@@ -230,7 +230,7 @@ ScreenBounds screen_bounds(std::uint32_t padded_dim) {
   return screen_bounds_for(padded_dim, float_sum_error(padded_dim), std::ldexp(1.0, -100));
 }
 
-// The tensor product's h (dense.cu: mma.sync m16n8k8, 8 products per instruction, TF32
+// The tensor product's h (dense_product.cu: mma.sync m16n8k8, 8 products per instruction, TF32
 // operands). Each operand is rounded to TF32 (cvt.rna: 10 fraction bits, |x~ - x| <= 2^-11 |x|),
 // so |x~_i q~_i - x_i q_i| <= t |x_i q_i|, t = 2^-10 + 2^-22. A tensor core's sum is not IEEE's;
 // the published models of the V100 to the B200 (Fasi et al. 2021, Khattak and Mikaitis 2025)

@@ -13,14 +13,14 @@
 
 namespace streamknn::detail::gpu {
 
-/// The spatial index (kernels/spatial.cu) of a store of one float4 chunk under L2 ranks: width 2
-/// (at most two stored elements: L2, cosine; a grid over the points' bounding box) or width 4
-/// for points on the unit sphere (haversine, cosine at three elements; a grid on each face of
-/// the cube around it): built on the query stream from one buffer's valid slots (a radix sort by
-/// grid cell along a Hilbert curve, a 32-way tree of boxes over the sorted points), then
-/// searched a warp per query for up to kSpatialMaxK neighbours, pruning every box whose bound
-/// exceeds the query's k-th rank. The search writes the answers itself (as the selection); ranks
-/// are the scan's bits.
+/// The spatial index (kernels/spatial_build.cu, spatial_search.cu) of a store of one float4 chunk
+/// under L2 ranks: width 2 (at most two stored elements: L2, cosine; a grid over the points'
+/// bounding box) or width 4 for points on the unit sphere (haversine, cosine at three elements; a
+/// grid on each face of the cube around it): built on the query stream from one buffer's valid
+/// slots (a radix sort by grid cell along a Hilbert curve, a 32-way tree of boxes over the sorted
+/// points), then searched a warp per query for up to kSpatialMaxK neighbours, pruning every box
+/// whose bound exceeds the query's k-th rank. The search writes the answers itself (as the
+/// selection); ranks are the scan's bits.
 inline constexpr std::uint32_t kSpatialMaxK = 128;
 /// Boxes per level for a store of `slots` slots (leaves of 32 first, up to one root; empty for 0).
 std::vector<std::uint32_t> spatial_level_sizes(std::uint32_t slots);
