@@ -31,8 +31,8 @@ struct ClassPredictions {
 class KnnClassifier {
  public:
   /// Throws InvalidArgument if the store does not hold class labels, k is outside
-  /// [1, kMaxK], or Distance weights are asked of the inner-product metric (whose distances
-  /// can be negative).
+  /// [1, kMaxK], weights names no Weights value, or Distance weights are asked of the
+  /// inner-product metric (whose distances can be negative).
   KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights = Weights::Uniform);
 
   ClassPredictions predict(std::span<const float> queries, std::span<const IdRange> visible = {}) const;

@@ -3,7 +3,8 @@
 // A StoreConfig fixes the dimension, metric and target shape for the lifetime of the store;
 // capacity_hint and queue_capacity only size initial allocations and the update queue.
 // Validation happens in the ReferenceSet constructor, which throws InvalidArgument naming
-// the field and its value.
+// the field and its value; an enum field holding a value none of its enumerators has (a cast
+// from an integer) is refused too, with the valid choices listed.
 #pragma once
 
 #include <cstddef>

@@ -9,8 +9,9 @@
 // Results are those of ReferenceSet::search on the same snapshot (same order, same padding);
 // predict_device gives KnnClassifier / KnnRegressor's predictions likewise.
 //
-// The queries are validated on the device (NaN/Inf, cosine zero vectors, latitudes outside
-// [-90, 90], ranges with begin > end); get() throws InvalidArgument naming the first bad row,
+// The queries are validated on the device (NaN/Inf, coordinates beyond the bound of
+// streamknn/metric.hpp, cosine zero vectors, latitudes outside [-90, 90] or longitudes outside
+// [-180, 180], ranges with begin > end); get() throws InvalidArgument naming the first bad row,
 // with the message ReferenceSet::search would give. The query, range and result buffers must
 // stay valid until get() returns (or the ticket is dropped, which waits). get() returns the
 // snapshot's epoch. Only the CUDA backend implements it: elsewhere it throws BackendUnavailable.

@@ -27,7 +27,9 @@ struct Rejection {
 };
 
 struct PublishReport {
-  std::uint64_t epoch = 0;         ///< the epoch visible once publish() returned
+  /// The epoch visible once publish() returned: the previous one plus 1 when applied > 0, else
+  /// unchanged (an empty publish, or one whose every op was rejected, makes no new snapshot).
+  std::uint64_t epoch = 0;
   std::size_t drained = 0;         ///< operations taken from the queue
   std::size_t applied = 0;         ///< operations applied (drained - rejected)
   std::size_t inserted = 0, moved = 0, erased = 0, retargeted = 0;

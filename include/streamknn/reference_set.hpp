@@ -76,6 +76,9 @@ class ReferenceSet {
 
   // ---- publisher ---------------------------------------------------------------------------
   /// Applies every update pushed before this call began and makes them visible as a new epoch.
+  /// A publish that applies nothing (the queue was empty, or every drained op was rejected for
+  /// its id) keeps the epoch: the report's epoch is the current one and searches see the same
+  /// snapshot, so the epoch counts changes, not calls.
   /// On OutOfMemory nothing is applied, the published state is unchanged and the drained
   /// updates stay pending for the next publish().
   PublishReport publish();
@@ -96,7 +99,10 @@ class ReferenceSet {
   /// Q[j, actions[i]] += alpha * delta_i for every j in N_i (increments of a batch add up, in
   /// query order). The write-back is published as a new epoch, serialised with publish(); updates
   /// still queued stay queued. Returns that epoch, the estimates before the update and the ids.
-  /// Runs on the device for the CUDA backend. Throws InvalidArgument for bad input.
+  /// Runs on the device for the CUDA backend. Throws InvalidArgument for bad input: alpha not
+  /// finite or not positive, an action outside [0, n_actions), a target or state that push()
+  /// would refuse, or a write-back that would make a target non-finite (alpha x delta beyond
+  /// float32; checked before anything is written, so the store and its epoch stay as they were).
   QUpdate lookup_and_update(std::span<const float> states, std::size_t k, std::span<const std::int32_t> actions,
                             std::span<const float> targets, float alpha);
 

@@ -29,7 +29,8 @@ struct RegressionPredictions {
 class KnnRegressor {
  public:
   /// Throws InvalidArgument if the store does not hold float outputs, k is outside
-  /// [1, kMaxK], or WeightedMean is asked of the inner-product metric.
+  /// [1, kMaxK], aggregate names no RegressionAggregate value, or WeightedMean is asked of the
+  /// inner-product metric.
   KnnRegressor(const ReferenceSet& store, std::size_t k,
                RegressionAggregate aggregate = RegressionAggregate::Mean);
 

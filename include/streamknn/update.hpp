@@ -3,7 +3,7 @@
 // An Update is a non-owning view: push()/try_push() validate it and copy its payload into the
 // queue's preallocated pool before returning, so the caller may reuse its buffers at once.
 // Points are keyed by a caller-chosen 64-bit id; kInvalidId is reserved (it marks padding in
-// search results) and is refused.
+// search results) and is refused, as is a kind that is not an UpdateKind (a cast from an integer).
 #pragma once
 
 #include <cstdint>

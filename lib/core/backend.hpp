@@ -95,6 +95,17 @@ struct QUpdateRequest {
   float alpha = 0;
 };
 
+/// A KNN-Q write-back that would store a non-finite target (alpha times the targets'
+/// differences past float32's range): the backend then writes nothing and reports the first
+/// such target, in the order the neighbour lists name the slots (query by query, nearest
+/// first), then by action. Both backends compute the same floats, so they report the same one.
+struct NonFiniteWrite {
+  bool found = false;
+  PointId id = kInvalidId;
+  std::uint32_t action = 0;
+  float value = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -121,7 +132,9 @@ class Backend {
   virtual void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const = 0;
   /// Lookup on the current snapshot, then the write-back published as `epoch` (after reserve()
   /// for the current slot count and num_queries x k target writes). Fills out.q_before and out.ids.
-  virtual void lookup_and_update(const QUpdateRequest& request, std::uint64_t epoch, QUpdate& out) = 0;
+  /// Where a new target would not be finite, publishes nothing (the snapshot and its epoch stay)
+  /// and returns that target (NonFiniteWrite).
+  virtual NonFiniteWrite lookup_and_update(const QUpdateRequest& request, std::uint64_t epoch, QUpdate& out) = 0;
 
  private:
   static std::string concat_backend_name(const std::string& name, const char* rest) { return "ReferenceSet: " + name + rest; }

@@ -22,11 +22,34 @@ std::unique_ptr<Backend> make_backend(const StoreConfig& config) {
     case BackendKind::Auto:
       return cuda_device_usable(config.cuda_device) ? make_cuda_backend(config) : make_cpu_backend(config);
   }
-  fail_argument("StoreConfig.backend has an unknown value");
+  fail_enum("ReferenceSet(StoreConfig)", "StoreConfig::backend", config.backend, "BackendKind", "Auto, Cpu, Cuda");
+}
+
+/// The enum fields of a StoreConfig: a value that names no enumerator (a cast, a stale binary
+/// layout) would otherwise be read as one of them, or as none (a metric of 7 ranked every
+/// point at 0), so each is refused by name, value and the valid choices.
+void check_enums(const StoreConfig& config, const char* where) {
+  switch (config.metric) {
+    case Metric::L2: case Metric::InnerProduct: case Metric::Cosine: case Metric::Haversine: break;
+    default: fail_enum(where, "StoreConfig::metric", config.metric, "Metric", "L2, InnerProduct, Cosine, Haversine");
+  }
+  switch (config.target.kind) {
+    case TargetSpec::Kind::None: case TargetSpec::Kind::Classes: case TargetSpec::Kind::Outputs: break;
+    default: fail_enum(where, "StoreConfig::target.kind", config.target.kind, "TargetSpec::Kind", "None, Classes, Outputs");
+  }
+  switch (config.backend) {
+    case BackendKind::Auto: case BackendKind::Cpu: case BackendKind::Cuda: break;
+    default: fail_enum(where, "StoreConfig::backend", config.backend, "BackendKind", "Auto, Cpu, Cuda");
+  }
+  switch (config.spatial_index) {
+    case SpatialIndex::Auto: case SpatialIndex::Always: case SpatialIndex::Off: break;
+    default: fail_enum(where, "StoreConfig::spatial_index", config.spatial_index, "SpatialIndex", "Auto, Always, Off");
+  }
 }
 
 const StoreConfig& validated(const StoreConfig& config) {
   const char* where = "ReferenceSet(StoreConfig)";
+  check_enums(config, where);
   if (config.dim == 0) fail_argument(where, ": dim must be at least 1");
   if (config.dim > (1u << 20)) fail_argument(where, ": dim=", config.dim, " exceeds the limit of 1048576");
   if (config.metric == Metric::Haversine && config.dim != 2) {
@@ -47,7 +70,6 @@ const StoreConfig& validated(const StoreConfig& config) {
         fail_argument(where, ": target outputs(", config.target.count, ") exceeds the limit of 4096 outputs");
       }
       break;
-    default: fail_argument(where, ": target kind has an unknown value");
   }
   if (config.capacity_hint > std::numeric_limits<std::uint32_t>::max()) {
     fail_argument(where, ": capacity_hint=", config.capacity_hint, " exceeds the limit of ",
@@ -58,12 +80,6 @@ const StoreConfig& validated(const StoreConfig& config) {
   }
   if (config.publish_threads > kMaxCpuThreads) {
     fail_argument(where, ": publish_threads=", config.publish_threads, " exceeds the limit of ", kMaxCpuThreads);
-  }
-  switch (config.spatial_index) {
-    case SpatialIndex::Auto:
-    case SpatialIndex::Always:
-    case SpatialIndex::Off: break;
-    default: fail_argument(where, ": spatial_index has an unknown value");
   }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {
@@ -81,6 +97,7 @@ std::size_t value_floats(const StoreConfig& config) {
 Engine::Engine(const StoreConfig& config)
     : config_(validated(config)),
       stored_dim_(stored_dim(config.metric, config.dim)),
+      coordinate_bound_(coordinate_bound(config.metric, config.dim)),
       backend_(make_backend(config_)),
       queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric),
       catalog_(config_) {
@@ -129,6 +146,12 @@ void Engine::validate_point(const StoreConfig& config_, std::span<const float> v
   if (const std::size_t bad = first_non_finite(vector); bad != vector.size()) {
     fail_argument(caller, ": ", what, "[", bad, "] is ", describe_non_finite(vector[bad]));
   }
+  const float bound = coordinate_bound(config_.metric, config_.dim);
+  if (const std::size_t bad = first_beyond(vector, bound); bad != vector.size()) {
+    fail_argument(caller, ": ", what, "[", bad, "] = ", vector[bad], " exceeds the bound ", bound,
+                  " = sqrt(FLT_MAX / (8 x dim)) on coordinate magnitudes for the ", to_string(config_.metric),
+                  " metric at dim=", config_.dim, " (larger ones could overflow its float32 distances)");
+  }
   if (config_.metric == Metric::Cosine) {
     bool all_zero = true;
     for (float v : vector) all_zero &= v == 0.0f;
@@ -137,14 +160,17 @@ void Engine::validate_point(const StoreConfig& config_, std::span<const float> v
   if (config_.metric == Metric::Haversine && std::fabs(vector[0]) > 90.0f) {
     fail_argument(caller, ": ", what, " latitude ", vector[0], " is outside [-90, 90] degrees");
   }
+  if (config_.metric == Metric::Haversine && std::fabs(vector[1]) > 180.0f) {
+    fail_argument(caller, ": ", what, " longitude ", vector[1], " is outside [-180, 180] degrees");
+  }
 }
 
 bool Engine::point_is_valid(std::span<const float> vector) const noexcept {
-  if (vector.size() != config_.dim || first_non_finite(vector) != vector.size()) return false;
+  if (vector.size() != config_.dim || first_beyond(vector, coordinate_bound_) != vector.size()) return false;
   if (config_.metric == Metric::Cosine && std::all_of(vector.begin(), vector.end(), [](float v) { return v == 0.0f; })) {
     return false;
   }
-  return !(config_.metric == Metric::Haversine && std::fabs(vector[0]) > 90.0f);
+  return !(config_.metric == Metric::Haversine && (std::fabs(vector[0]) > 90.0f || std::fabs(vector[1]) > 180.0f));
 }
 
 void Engine::stored_row(std::span<const float> rows, std::size_t q, const char* label, const char* caller,
@@ -155,10 +181,10 @@ void Engine::stored_row(std::span<const float> rows, std::size_t q, const char* 
 }
 
 std::vector<float> Engine::stored_rows(std::span<const float> rows, const char* label, const char* caller) const {
-  // L2 and inner product store a row as given, and a finite row is valid: the whole batch is
+  // L2 and inner product store a row as given, and a row within the bound is valid: the whole batch is
   // then one check and one copy. Row by row into a zero-filled buffer it took 49 us for 64
   // queries of 784 dims on the GPU host, before the search could start (8% of the search).
-  if (stored_as_given(config_.metric) && first_non_finite(rows) == rows.size()) {
+  if (stored_as_given(config_.metric) && first_beyond(rows, coordinate_bound_) == rows.size()) {
     return std::vector<float>(rows.begin(), rows.end());
   }
   const std::size_t n = rows.size() / config_.dim;
@@ -171,7 +197,7 @@ std::vector<float> Engine::stored_rows(std::span<const float> rows, const char* 
 // formatting the context (caller, kind, id) cost more than the rest of a push. At least as
 // strict as validate(): when it says no, validate() runs and throws the named error.
 bool Engine::update_is_valid(const Update& u) const noexcept {
-  if (u.id == kInvalidId) return false;
+  if (u.id == kInvalidId || static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetTarget)) return false;
   const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
   if (needs_vector ? !point_is_valid(u.vector) : !u.vector.empty()) return false;
   const bool needs_target = u.kind == UpdateKind::SetTarget ||
@@ -189,6 +215,10 @@ bool Engine::update_is_valid(const Update& u) const noexcept {
 
 void Engine::validate(const Update& u, const char* caller) const {
   if (update_is_valid(u)) return;
+  if (static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetTarget)) {
+    // Refused here: the publish would otherwise drain it and apply nothing, silently.
+    fail_enum(concat(caller, "(id=", u.id, ")"), "Update::kind", u.kind, "UpdateKind", "Insert, Move, Erase, SetTarget");
+  }
   const char* kind = to_string(u.kind);
   if (u.id == kInvalidId) {
     fail_argument(caller, "(", kind, "): id ", u.id, " is reserved (kInvalidId marks padding)");
@@ -327,7 +357,7 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
     // The rows as given where they are the stored form: the backend reads them before submit()
     // returns, so they need no copy (50 KB for 16 MNIST-like queries, on the caller's thread
     // before the device starts).
-    if (stored_as_given(config_.metric) && first_non_finite(queries) == queries.size()) {
+    if (stored_as_given(config_.metric) && first_beyond(queries, coordinate_bound_) == queries.size()) {
       request.queries = queries;
     } else {
       request.converted = stored_rows(queries, "query", caller);
@@ -428,6 +458,7 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   if (actions.size() != n) fail_argument(caller, ": ", actions.size(), " actions for ", n, " states (give one per state)");
   if (targets.size() != n) fail_argument(caller, ": ", targets.size(), " targets for ", n, " states (give one per state)");
   if (!std::isfinite(alpha)) fail_argument(caller, ": alpha is ", describe_non_finite(alpha));
+  if (!(alpha > 0.0f)) fail_argument(caller, ": alpha = ", alpha, " must be positive (a step size)");
   refuse_oversized_results(n, k, {}, caller);
   QUpdateRequest request;
   request.num_queries = n;
@@ -465,7 +496,15 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   // OutOfMemory here changes nothing.
   backend_->reserve(catalog_.slot_count(), n * k);
   const std::uint64_t next = epoch() + 1;
-  backend_->lookup_and_update(request, next, out);
+  // The backends compute the new targets, check them and only then publish them (on CUDA the
+  // device flags a non-finite row before the write-back is scattered): a bound on
+  // alpha x targets taken on the host before the search would have to assume the worst
+  // neighbours and refuse batches whose results are finite.
+  if (const NonFiniteWrite bad = backend_->lookup_and_update(request, next, out); bad.found) {
+    fail_argument(caller, ": the write-back would set action ", bad.action, " of id ", bad.id, " to ",
+                  describe_non_finite(bad.value), " (alpha x (target - estimate) beyond float32); nothing was written, ",
+                  "the epoch stays ", epoch());
+  }
   out.epoch = next;
   epoch_.store(next, std::memory_order_release);
   if (journal_) {  // the rows the write-back changed, as they now stand

@@ -95,6 +95,7 @@ class Engine {
 
   StoreConfig config_;
   std::size_t stored_dim_;
+  float coordinate_bound_;          // largest |coordinate| a vector or query may have (metric_space.hpp)
   std::unique_ptr<Backend> backend_;
   UpdateQueue queue_;
 

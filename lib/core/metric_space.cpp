@@ -2,6 +2,12 @@
 
 #include <numbers>
 
+namespace streamknn {
+
+float max_coordinate(Metric metric, std::size_t dim) noexcept { return detail::coordinate_bound(metric, dim); }
+
+}  // namespace streamknn
+
 namespace streamknn::detail {
 
 void to_stored_form(Metric metric, std::span<const float> in, float* out) noexcept {

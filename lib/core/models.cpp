@@ -12,6 +12,10 @@ namespace streamknn {
 KnnClassifier::KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights)
     : store_(&store), k_(k), weights_(weights) {
   const char* where = "KnnClassifier";
+  switch (weights) {
+    case Weights::Uniform: case Weights::Distance: break;
+    default: detail::fail_enum(where, "weights", weights, "Weights", "Uniform, Distance");
+  }
   detail::Engine::check_k(k, where);
   if (store.config().target.kind != TargetSpec::Kind::Classes) {
     detail::fail_argument(where, ": the store's points carry no class labels (StoreConfig.target must be classes(n))");
@@ -42,6 +46,10 @@ Ticket<ClassPredictions> KnnClassifier::submit(std::span<const float> queries, b
 KnnRegressor::KnnRegressor(const ReferenceSet& store, std::size_t k, RegressionAggregate aggregate)
     : store_(&store), k_(k), aggregate_(aggregate) {
   const char* where = "KnnRegressor";
+  switch (aggregate) {
+    case RegressionAggregate::Mean: case RegressionAggregate::WeightedMean: case RegressionAggregate::Median: break;
+    default: detail::fail_enum(where, "aggregate", aggregate, "RegressionAggregate", "Mean, WeightedMean, Median");
+  }
   detail::Engine::check_k(k, where);
   if (store.config().target.kind != TargetSpec::Kind::Outputs) {
     detail::fail_argument(where, ": the store's points carry no float outputs (StoreConfig.target must be outputs(n))");

@@ -83,9 +83,10 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
+  NonFiniteWrite lookup_and_update(const QUpdateRequest& r, std::uint64_t epoch, QUpdate& out) override {
     const std::size_t nq = r.num_queries, k = r.k, outputs = config_.target.count;
     ResolvedBatch batch;  // the write-back: absolute target rows of the touched slots
+    std::vector<PointId> row_ids;  // the id of each row of batch.values
     {
       const Pinned pinned(*this);
       const HostStore& store = pinned.buffer.store;
@@ -120,6 +121,7 @@ class CpuBackend final : public Backend {
           auto [it, fresh] = position.try_emplace(row[j].slot, batch.target_slots.size());
           if (fresh) {
             batch.target_slots.push_back(row[j].slot);
+            row_ids.push_back(row[j].id);
             const float* old = store.values(row[j].slot);
             batch.values.insert(batch.values.end(), old, old + outputs);
           }
@@ -129,7 +131,14 @@ class CpuBackend final : public Backend {
       }
       batch.slot_count = static_cast<std::uint32_t>(store.slot_count());
     }
+    // Checked before anything is applied, so a refused batch leaves the snapshot as it was.
+    // The rows are in first-appearance order: the first non-finite value is the one the CUDA
+    // backend reports too.
+    if (const std::size_t bad = first_non_finite(batch.values); bad != batch.values.size()) {
+      return {true, row_ids[bad / outputs], static_cast<std::uint32_t>(bad % outputs), batch.values[bad]};
+    }
     apply(batch, epoch);
+    return {};
   }
 
   void read_snapshot(StoreImage& image) const override {

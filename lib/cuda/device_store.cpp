@@ -246,17 +246,17 @@ int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {
 }
 
 int DeviceStore::write_back_targets(std::uint32_t count, std::uint64_t epoch,
-                                    const std::function<void(std::uint32_t*, float*)>& fill) {
+                                    const std::function<void(std::uint32_t*, float*)>& fill,
+                                    const std::function<bool()>& accept) {
   if (count > batch_capacity_) {
     throw Error(concat("DeviceStore::write_back_targets: ", count, " writes exceed the reserved ", batch_capacity_));
   }
   const int back_index = 1 - front_;
   DeviceBuffer& back = buffers_[back_index];
   const std::uint32_t slot_count = buffers_[front_].slot_count;  // no slot changes
-  check_cuda(cudaStreamWaitEvent(update_, back.last_read.get()), "cudaStreamWaitEvent(back buffer readers)");
-  scatter(batches_[previous_], back);  // what the front buffer got last time
   // The other batch slot held the batch before that, already scattered into both buffers
-  // earlier on this stream: the kernels below overwrite it in stream order.
+  // earlier on this stream: the kernels below overwrite it in stream order. Neither buffer
+  // changes until `accept` has taken the rows (a refused batch leaves this slot unreferenced).
   DeviceBatch& next = batches_[1 - previous_];
   BatchLayout& t = next.layout;
   t = BatchLayout{};
@@ -272,6 +272,9 @@ int DeviceStore::write_back_targets(std::uint32_t count, std::uint64_t epoch,
                        next.data.bytes(), " bytes"));
   }
   fill(reinterpret_cast<std::uint32_t*>(next.data.get() + t.target_slots), reinterpret_cast<float*>(next.data.get() + t.values));
+  if (!accept()) return -1;
+  check_cuda(cudaStreamWaitEvent(update_, back.last_read.get()), "cudaStreamWaitEvent(back buffer readers)");
+  scatter(batches_[previous_], back);  // what the front buffer got last time
   scatter(next, back);
   previous_ = 1 - previous_;
   previous_slots_ = slot_count;

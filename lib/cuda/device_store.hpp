@@ -73,8 +73,11 @@ class DeviceStore {
   /// `fill` enqueues on the update stream into the batch's device memory (slots: count
   /// uint32, values: count x outputs floats; after reserve() for `count` operations). Slots may
   /// repeat when every write of a slot carries the same row. Kept for the replay like any batch.
+  /// `accept`, called once `fill` has enqueued its work, may wait for it and refuse the rows:
+  /// then nothing is written to either buffer and -1 is returned.
   int write_back_targets(std::uint32_t count, std::uint64_t epoch,
-                         const std::function<void(std::uint32_t* slots, float* values)>& fill);
+                         const std::function<void(std::uint32_t* slots, float* values)>& fill,
+                         const std::function<bool()>& accept);
   void set_front(int index) noexcept { front_ = index; }
   int front() const noexcept { return front_; }
   DeviceBuffer& buffer(int index) noexcept { return buffers_[index]; }

@@ -139,11 +139,17 @@ void check_batch(const Batch& b, const StoreConfig& config, const char* call) {
   }
   if (b.vectors) {
     const std::size_t d = b.vectors->cols;
+    const float bound = max_coordinate(config.metric, config.dim);
     for (std::size_t i = 0; i < n; ++i) {
       const float* row = b.vectors->data + i * d;
       bool all_zero = true;
       for (std::size_t j = 0; j < d; ++j) {
         if (!std::isfinite(row[j])) fail_argument(call, ": vectors[", i, ", ", j, "] is ", non_finite(row[j]));
+        if (std::fabs(row[j]) > bound) {
+          fail_argument(call, ": vectors[", i, ", ", j, "] = ", row[j], " exceeds the bound ", bound,
+                        " = sqrt(FLT_MAX / (8 x dim)) on coordinate magnitudes for the ", to_string(config.metric),
+                        " metric at dim=", config.dim, " (larger ones could overflow its float32 distances)");
+        }
         all_zero &= row[j] == 0.0f;
       }
       if (config.metric == Metric::Cosine && all_zero) {
@@ -151,6 +157,9 @@ void check_batch(const Batch& b, const StoreConfig& config, const char* call) {
       }
       if (config.metric == Metric::Haversine && std::fabs(row[0]) > 90.0f) {
         fail_argument(call, ": vectors[", i, "] latitude ", row[0], " is outside [-90, 90] degrees");
+      }
+      if (config.metric == Metric::Haversine && std::fabs(row[1]) > 180.0f) {
+        fail_argument(call, ": vectors[", i, "] longitude ", row[1], " is outside [-180, 180] degrees");
       }
     }
   }

@@ -34,7 +34,7 @@ TEST_CASE("configuration errors name the field and value") {
   CHECK(contains(message_of<InvalidArgument>([&] { ReferenceSet s(c); }), "publish_threads=1025 exceeds the limit of 1024"));
   c = config_for(2);
   c.spatial_index = static_cast<SpatialIndex>(7);
-  CHECK(contains(message_of<InvalidArgument>([&] { ReferenceSet s(c); }), "spatial_index has an unknown value"));
+  CHECK(contains(message_of<InvalidArgument>([&] { ReferenceSet s(c); }), "StoreConfig::spatial_index = 7 is not a SpatialIndex (Auto, Always, Off)"));
   CHECK_THROWS_AS(parse_metric("euclid"), InvalidArgument);
   CHECK(contains(message_of<InvalidArgument>([] { parse_metric("euclid"); }), "l2, ip, cosine or haversine"));
   CHECK(contains(message_of<InvalidArgument>([] { parse_weights("inverse"); }), "uniform or distance"));
@@ -90,10 +90,11 @@ TEST_CASE("bad queries name the query and the problem") {
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(three, 1); }), "3 floats, not a multiple of dim=2"));
   CHECK(contains(message_of<InvalidArgument>([&] { store.search(q, 1); }), "query 1[1] is NaN"));
   // A large batch is checked in one pass, then row by row to name the first bad value; the
-  // largest finite and the smallest subnormal values are accepted.
+  // largest accepted magnitude (max_coordinate, streamknn/metric.hpp) and the smallest subnormal
+  // values are accepted.
   ReferenceSet wide(config_for(784));
   std::vector<float> batch(64 * 784, 0.5f);
-  batch[5] = std::numeric_limits<float>::max();
+  batch[5] = max_coordinate(Metric::L2, 784);
   batch[6] = -std::numeric_limits<float>::denorm_min();
   CHECK(wide.search(batch, 1).num_queries == 64);
   batch[37 * 784 + 500] = std::numeric_limits<float>::infinity();

@@ -163,6 +163,8 @@ TEST_CASE("search_device validates on the device, with the host path's messages"
     bad_rows.push_back({INFINITY});
     if (metric == Metric::Cosine) bad_rows.push_back(std::vector<float>(dim, 0.0f));
     if (metric == Metric::Haversine) bad_rows.push_back({95.0f, 10.0f});
+    if (metric == Metric::Haversine) bad_rows.push_back({10.0f, 181.0f});  // longitude
+    if (metric == Metric::L2) bad_rows.push_back({1.0f, 3e38f});            // beyond max_coordinate
     for (const auto& bad : bad_rows) {
       auto q = queries;
       std::copy(bad.begin(), bad.end(), q.begin() + 37 * dim);

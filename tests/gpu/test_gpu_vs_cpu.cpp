@@ -760,13 +760,14 @@ TEST_CASE("the query-resident scan: lists that fill and replace, and norms that 
     run(t, queries, 128);
   }
   SUBCASE("norms of 10^37 and more: those tiles and queries rank every pair exactly") {
-    // Half the points (and 8 of the 64 queries) lie about 5e18 from the origin, where |x|^2
-    // reaches screen_bounds' `huge` and a float dot product could overflow: the screen is
-    // skipped there, and the answers still equal the CPU's (k = 64: 64 x 64 takes the resident
-    // scan on this small store).
+    // Half the points (and 8 of the 64 queries) lie about 4e18 from the origin (within the
+    // coordinate bound of streamknn/metric.hpp, 4.6e18 at dim 2), where |x|^2 reaches
+    // screen_bounds' `huge` and a float dot product could overflow: the screen is skipped there,
+    // and the answers still equal the CPU's (k = 64: 64 x 64 takes the resident scan on this
+    // small store).
     Twin t(2, Metric::L2, TargetSpec::none());
     auto point = [&](bool far) {
-      return far ? std::vector<float>{5e18f + 1e14f * unit(g), 5e18f + 1e14f * unit(g)} : std::vector<float>{unit(g), unit(g)};
+      return far ? std::vector<float>{4e18f + 1e14f * unit(g), 4e18f + 1e14f * unit(g)} : std::vector<float>{unit(g), unit(g)};
     };
     for (std::size_t i = 0; i < 100'000; ++i) {
       const auto v = point(i % 2 == 1);

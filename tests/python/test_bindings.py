@@ -1,5 +1,6 @@
 """The bindings: round trips through ReferenceSet / KnnClassifier / KnnRegressor, array
 conversions, publish reports, error mapping, queue-full handling and GIL release."""
+import re
 import sys
 import threading
 import time
@@ -196,6 +197,28 @@ def test_haversine_and_cosine(backend):
         cos.insert([2], [[0, 0]])
     with pytest.raises(ValueError, match="latitude"):
         drivers.insert([2], [[91, 0]])
+
+
+def test_longitudes_and_overflowing_coordinates_are_refused(backend):
+    drivers = streamknn.ReferenceSet(2, "haversine", backend=backend)
+    for lon in (181, -540, 1e30):
+        with pytest.raises(ValueError, match=rf"vectors\[0\] longitude {re.escape(f'{lon:g}')} is outside \[-180, 180\]"):
+            drivers.insert([1], [[0, lon]])
+    drivers.insert([1, 2], [[0, 180], [0, -180]])
+    drivers.publish()
+    with pytest.raises(ValueError, match=r"query 0 longitude 181 is outside \[-180, 180\]"):
+        drivers.search([[0, 181]], 1)
+    flat = streamknn.ReferenceSet(2, backend=backend)
+    bound = np.sqrt(np.float64(np.finfo(np.float32).max) / 16)  # sqrt(FLT_MAX / (8 x dim))
+    with pytest.raises(ValueError, match=r"vectors\[0, 1\] = 3e\+38 exceeds the bound .* sqrt\(FLT_MAX / \(8 x dim\)\)"):
+        flat.insert([1], [[0, 3e38]])
+    flat.insert([1, 2], [[bound * 0.999, 0], [-bound * 0.999, 0]])
+    flat.publish()
+    with pytest.raises(ValueError, match=r"query 0\[0\] = .* exceeds the bound"):
+        flat.search([[3e38, 0]], 1)
+    dist, ids, _ = flat.search([[-bound * 0.999, 0]], 2)
+    assert np.isfinite(dist).all() and sorted(ids[0].tolist()) == [1, 2]
+    assert drivers.pending == 0 and flat.pending == 0
 
 
 def test_properties_and_repr(backend):

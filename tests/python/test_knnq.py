@@ -67,6 +67,20 @@ def test_bad_arguments(backend):
     assert q.table.tolist() == [[1, 2], [3, 4], [5, 6], [7, 8]]
 
 
+def test_non_positive_alpha_and_a_non_finite_write_back_change_nothing(backend):
+    q = make(backend)
+    for alpha in (0.0, -0.5):
+        with pytest.raises(ValueError, match=f"alpha = {alpha:g} must be positive"):
+            q.lookup_and_update([[0.0]], 1, 0, 1.0, alpha)
+    epoch = q.store.epoch
+    # Two increments of 3e38 onto state 0's first action: each finite, their sum not.
+    with pytest.raises(ValueError, match=r"would set action 0 of id 0 to \+Inf.*nothing was written"):
+        q.lookup_and_update([[0.0], [0.0]], 1, 0, 3e38, 1.0)
+    assert q.store.epoch == epoch
+    assert q.table.tolist() == [[1, 2], [3, 4], [5, 6], [7, 8]]
+    np.testing.assert_array_equal(stored_values(q), q.table)
+
+
 def test_the_example_learns(backend):
     spec = importlib.util.spec_from_file_location("knn_q_mountain_car", EXAMPLE)
     example = importlib.util.module_from_spec(spec)

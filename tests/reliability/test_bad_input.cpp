@@ -437,3 +437,155 @@ TEST_CASE("bad input: allocations a configuration asks for that cannot be had ar
     FAIL_CHECK("threw something other than OutOfMemory: ", std::string(e.what()));
   }
 }
+
+TEST_CASE("bad input: an Update whose kind is not an UpdateKind is refused at push, by value, and queues nothing") {
+  ReferenceSet store(config_for(2, Metric::L2));
+  const float v[2] = {1, 2};
+  Update bare = Update::erase(2);       // without a vector it used to be drained and dropped
+  bare.kind = static_cast<UpdateKind>(7);
+  Update with_vector = Update::insert(2, v);
+  with_vector.kind = static_cast<UpdateKind>(200);
+  const char* kinds = "is not an UpdateKind (Insert, Move, Erase, SetTarget)";
+  CHECK_MESSAGE_HAS(store.push(bare), InvalidArgument, "ReferenceSet::push(id=2)", "Update::kind = 7", kinds);
+  CHECK_MESSAGE_HAS(store.try_push(bare), InvalidArgument, "ReferenceSet::try_push(id=2)", "Update::kind = 7", kinds);
+  CHECK_MESSAGE_HAS(store.push(with_vector), InvalidArgument, "Update::kind = 200", kinds);
+  const Update batch[2] = {Update::insert(1, v), bare};
+  CHECK_MESSAGE_HAS(store.push(std::span<const Update>(batch)), InvalidArgument, "updates[1]", "Update::kind = 7");
+  CHECK_MESSAGE_HAS(store.try_push(std::span<const Update>(batch)), InvalidArgument, "updates[1]", "Update::kind = 7");
+  CHECK(store.pending() == 0);
+  const PublishReport r = store.publish();
+  CHECK(r.drained == 0);
+  CHECK(r.epoch == 0);
+}
+
+TEST_CASE("bad input: enum fields outside their enumerators are refused, naming the field, the value and the choices") {
+  const auto refused = [](StoreConfig c) { return message_of<InvalidArgument>([&] { ReferenceSet s(c); }); };
+  StoreConfig c = config_for(2);
+  c.metric = static_cast<Metric>(7);
+  CHECK(contains(refused(c), "StoreConfig::metric = 7 is not a Metric (L2, InnerProduct, Cosine, Haversine)"));
+  c = config_for(2);
+  c.target.kind = static_cast<TargetSpec::Kind>(5);
+  c.target.count = 2;
+  CHECK(contains(refused(c), "StoreConfig::target.kind = 5 is not a TargetSpec::Kind (None, Classes, Outputs)"));
+  c = config_for(2);
+  c.backend = static_cast<BackendKind>(9);
+  CHECK(contains(refused(c), "StoreConfig::backend = 9 is not a BackendKind (Auto, Cpu, Cuda)"));
+  c = config_for(2);
+  c.spatial_index = static_cast<SpatialIndex>(4);
+  CHECK(contains(refused(c), "StoreConfig::spatial_index = 4 is not a SpatialIndex (Auto, Always, Off)"));
+  ReferenceSet cls(config_for(2, Metric::L2, TargetSpec::classes(2)));
+  ReferenceSet reg(config_for(2, Metric::L2, TargetSpec::outputs(1)));
+  CHECK_MESSAGE_HAS(KnnClassifier(cls, 1, static_cast<Weights>(7)), InvalidArgument,
+                    "KnnClassifier: weights = 7 is not a Weights (Uniform, Distance)");
+  CHECK_MESSAGE_HAS(KnnRegressor(reg, 1, static_cast<RegressionAggregate>(9)), InvalidArgument,
+                    "KnnRegressor: aggregate = 9 is not a RegressionAggregate (Mean, WeightedMean, Median)");
+}
+
+TEST_CASE("bad input: lookup_and_update refuses a non-positive alpha and a write-back that would not be finite") {
+  ReferenceSet store(config_for(1, Metric::L2, TargetSpec::outputs(2)));
+  const float p1[1] = {0}, p2[1] = {10}, y1[2] = {-3e38f, 1}, y2[2] = {5, 6};
+  store.insert(1, p1, y1);
+  store.insert(2, p2, y2);
+  store.publish();
+  const float states[2] = {0, 0}, big[2] = {2e38f, 2e38f}, one[1] = {0};
+  const std::int32_t act0[2] = {0, 0}, act1[2] = {1, 1};
+  const auto call = [&](std::span<const float> s, std::span<const std::int32_t> a, std::span<const float> t, float alpha) {
+    return store.lookup_and_update(s, 1, a, t, alpha);
+  };
+  const float up[1] = {3e38f};
+  const std::int32_t a0[1] = {0};
+  for (const float alpha : {0.0f, -0.0f, -0.5f}) {
+    CHECK_MESSAGE_HAS(call(one, a0, up, alpha), InvalidArgument, "ReferenceSet::lookup_and_update", "must be positive");
+  }
+  CHECK_MESSAGE_HAS(call(one, a0, up, -kInf), InvalidArgument, "alpha is -Inf");
+  CHECK_MESSAGE_HAS(call(one, a0, up, kNaN), InvalidArgument, "alpha is NaN");
+  // -3e38 + 1 x (3e38 - -3e38): the increment itself is +Inf in float32.
+  CHECK_MESSAGE_HAS(call(one, a0, up, 1.0f), InvalidArgument, "the write-back would set action 0 of id 1 to +Inf",
+                    "nothing was written", "the epoch stays 1");
+  // Two finite increments of 2e38 onto the same target: their sum overflows.
+  CHECK_MESSAGE_HAS(call(states, act1, big, 1.0f), InvalidArgument, "would set action 1 of id 1 to +Inf");
+  CHECK(store.epoch() == 1);
+  const RegressionPredictions kept = KnnRegressor(store, 1).predict(one);
+  CHECK(kept.values[0] == -3e38f);
+  CHECK(kept.values[1] == 1.0f);
+  // A finite write-back still goes through, as one new epoch: -3e38 + 1.5e38 + 1.5e38 = 0.
+  const float zeros[2] = {0, 0};
+  const QUpdate ok = call(states, act0, zeros, 0.5f);
+  CHECK(ok.epoch == 2);
+  CHECK(store.epoch() == 2);
+  CHECK(KnnRegressor(store, 1).predict(one).values[0] == 0.0f);
+}
+
+TEST_CASE("bad input: a haversine longitude outside [-180, 180] is refused at push and in queries") {
+  ReferenceSet geo(config_for(2, Metric::Haversine, TargetSpec::classes(2)));
+  const float edge_east[2] = {10, 180}, edge_west[2] = {-10, -180};
+  geo.insert(1, edge_east, 0);
+  geo.insert(2, edge_west, 1);
+  CHECK(geo.publish().inserted == 2);
+  for (const float lon : {180.01f, 181.0f, -540.0f, 1e30f}) {
+    CAPTURE(lon);
+    const float v[2] = {0, lon};
+    const std::string what = concat_message("longitude ", lon, " is outside [-180, 180] degrees");
+    CHECK_MESSAGE_HAS(geo.insert(3, v, 0), InvalidArgument, "insert id=3", what.c_str());
+    CHECK_MESSAGE_HAS(geo.move(1, v), InvalidArgument, "move id=1", what.c_str());
+    CHECK_MESSAGE_HAS(geo.search(v, 1), InvalidArgument, "ReferenceSet::search", "query 0 longitude", what.c_str());
+    CHECK_MESSAGE_HAS(KnnClassifier(geo, 1).predict(v), InvalidArgument, "KnnClassifier::predict", what.c_str());
+  }
+  CHECK(geo.pending() == 0);
+  const float q[2] = {0, 179.9f};
+  CHECK(geo.search(q, 1).ids[0] == 1);
+}
+
+TEST_CASE("bad input: coordinates that could overflow float32 distances are refused; the bound itself is safe") {
+  CHECK(max_coordinate(Metric::L2, 1) == doctest::Approx(6.5219e18).epsilon(1e-4));
+  CHECK(max_coordinate(Metric::InnerProduct, 128) == doctest::Approx(5.7646e17).epsilon(1e-4));
+  CHECK(max_coordinate(Metric::Cosine, 5) == std::numeric_limits<float>::max());
+  CHECK(max_coordinate(Metric::Haversine, 2) == std::numeric_limits<float>::max());
+  for (const Metric metric : {Metric::L2, Metric::InnerProduct}) {
+    for (const std::size_t dim : {std::size_t(1), std::size_t(4096)}) {
+      CAPTURE(to_string(metric));
+      CAPTURE(dim);
+      const float b = max_coordinate(metric, dim);
+      ReferenceSet store(config_for(dim, metric));
+      std::vector<float> plus(dim, b), minus(dim, -b), over(dim, 0.0f);
+      over[dim - 1] = std::nextafter(b, kInf);
+      store.insert(1, plus);
+      store.insert(2, minus);
+      const std::string bound = concat_message("exceeds the bound ", b, " = sqrt(FLT_MAX / (8 x dim))");
+      const std::string index = concat_message("[", dim - 1, "] = ");
+      CHECK_MESSAGE_HAS(store.insert(3, over), InvalidArgument, "insert id=3", index.c_str(), bound.c_str());
+      over[dim - 1] = -3.4e38f;
+      CHECK_MESSAGE_HAS(store.insert(3, over), InvalidArgument, bound.c_str());
+      CHECK_MESSAGE_HAS(store.search(over, 1), InvalidArgument, "ReferenceSet::search", "query 0", bound.c_str());
+      store.publish();
+      // At the bound every distance is finite, so no real neighbour reads as padding.
+      const Neighbors n = store.search(minus, 2);
+      CHECK(n.ids[0] != kInvalidId);
+      CHECK(n.ids[1] != kInvalidId);
+      CHECK(std::isfinite(n.distances[0]));
+      CHECK(std::isfinite(n.distances[1]));
+    }
+  }
+  ReferenceSet cosine(config_for(3, Metric::Cosine));
+  const float huge[3] = {3.4e38f, -3.4e38f, 1};  // normalised in double: any finite value is safe
+  cosine.insert(1, huge);
+  CHECK(cosine.publish().inserted == 1);
+  CHECK(std::isfinite(cosine.search(huge, 1).distances[0]));
+}
+
+TEST_CASE("bad input: a publish that applies nothing keeps the epoch") {
+  ReferenceSet store(config_for(1));
+  const float v[1] = {1};
+  store.insert(1, v);
+  CHECK(store.publish().epoch == 1);
+  store.erase(99);   // unknown
+  store.insert(1, v);  // duplicate
+  const PublishReport all_rejected = store.publish();
+  CHECK(all_rejected.drained == 2);
+  CHECK(all_rejected.applied == 0);
+  CHECK(all_rejected.rejected.size() == 2);
+  CHECK(all_rejected.epoch == 1);
+  CHECK(store.publish().epoch == 1);  // empty
+  CHECK(store.epoch() == 1);
+  CHECK(store.search(v, 1).epoch == 1);
+}

@@ -28,13 +28,13 @@ __device__ void prepare_query(const DeviceQueryParams& p, std::uint32_t i, std::
   const float* row = p.in + std::size_t(q) * p.row_stride;
   float* out = p.queries_out + std::size_t(i) * p.chunks * 4;
   const bool copy = p.metric != kCosine && p.metric != kHaversine;
-  bool finite = true;
+  bool in_range = true;
   for (std::uint32_t d = lane; d < p.dim; d += 32) {
     const float v = row[d];
-    finite &= isfinite(v);
+    in_range &= fabsf(v) <= p.bound;  // false for NaN and +-Inf too
     if (copy) out[d] = v;  // overwritten with zeros below if the row is bad
   }
-  bool bad = !__all_sync(kFullMask, finite);
+  bool bad = !__all_sync(kFullMask, in_range);
   double inv = 0;
   if (!bad && p.metric == kCosine) {
     if (lane == 0) {
@@ -45,7 +45,7 @@ __device__ void prepare_query(const DeviceQueryParams& p, std::uint32_t i, std::
     inv = __shfl_sync(kFullMask, inv, 0);
     bad = inv == 0.0;  // a zero vector has no direction
   }
-  if (!bad && p.metric == kHaversine) bad = fabsf(row[0]) > 90.0f;
+  if (!bad && p.metric == kHaversine) bad = fabsf(row[0]) > 90.0f || fabsf(row[1]) > 180.0f;
   std::uint32_t written = 0;
   if (bad) {
     if (lane == 0) atomicMin(&p.status[0], static_cast<unsigned long long>(q));

@@ -8,6 +8,8 @@
 // at most once per query). The result is deterministic and equal to the CPU backend's: the same
 // float additions in the same order. Cost: O((num_queries x k)^2) comparisons, fine for the
 // batches KNN-Q uses (a sort by slot would make it O(n k log(n k)) for very large ones).
+// A new value that is not finite is flagged (the smallest entry x outputs + action): the host
+// reads the flag before the rows are scattered and then publishes nothing.
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 
@@ -54,6 +56,12 @@ __global__ void knnq_rows_kernel(KnnqParams p) {
     v = __fadd_rn(v, p.increment[q]);
   }
   p.out_slots[e] = slot;
+  for (std::uint32_t a = 0; a < p.outputs; ++a) {
+    if (!isfinite(row[a])) {
+      atomicMin(p.non_finite, static_cast<unsigned long long>(e) * p.outputs + a);
+      break;
+    }
+  }
 }
 
 }  // namespace
