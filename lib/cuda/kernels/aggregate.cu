@@ -4,8 +4,8 @@
 // to the last bit when their distances do.
 #include <math_constants.h>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/aggregate.hpp"
 
 namespace streamknn::detail::gpu {
 

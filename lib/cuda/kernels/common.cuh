@@ -7,7 +7,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_types.hpp"
-#include "cuda/kernels.hpp"
+#include "cuda/kernels/screen.hpp"
 
 namespace streamknn::detail::gpu {
 

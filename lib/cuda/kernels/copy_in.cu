@@ -5,8 +5,8 @@
 // cuda_backend.cpp).
 #include <string>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/copy_in.hpp"
 
 namespace streamknn::detail::gpu {
 

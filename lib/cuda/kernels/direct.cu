@@ -20,8 +20,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/direct.hpp"
 #include "cuda/kernels/select.cuh"
 
 namespace streamknn::detail::gpu {

@@ -30,8 +30,9 @@
 #include <limits>
 #include <string>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/resident.hpp"
+#include "cuda/kernels/sample.hpp"
 
 namespace streamknn::detail::gpu {
 

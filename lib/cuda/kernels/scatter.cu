@@ -4,8 +4,8 @@
 // most one write per slot and channel, so the writes need no ordering.
 #include <algorithm>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/scatter.hpp"
 
 namespace streamknn::detail::gpu {
 

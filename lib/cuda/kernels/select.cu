@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/select.hpp"
 #include "cuda/kernels/select.cuh"
 
 namespace streamknn::detail::gpu {
