@@ -34,8 +34,8 @@
 
 #include <algorithm>
 
-#include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/resident.hpp"
 
 namespace streamknn::detail::gpu {
 
@@ -200,9 +200,272 @@ __device__ __noinline__ void merge_lists(const Layout layout, unsigned char* sha
   }
 }
 
+/// One warp's view of its block of the resident scan, for the phases: it refers to the kernel's
+/// variables, as a lambda's captures do (see ScanBlock in scan_phases.cuh for why not copies).
+template <int kWidth>
+struct ResidentBlock {
+  const ScanParams& p;
+  const std::uint32_t &lane, &warp, &warps, &k;
+  float4* const& coord;                  // this warp's staged tiles: [buffer][e][g]
+  float4* const& norm;                   // [buffer][g]
+  std::uint32_t* const& valid_flags;     // [buffer][g]
+  QueryState* const& states;             // this warp's, [slot]
+  float4* const& query_vectors;
+  std::uint32_t* const& block_bound;
+  const std::uint32_t& slots;
+  const void* const& vectors;
+  const std::uint8_t* const& valid;
+  const std::uint64_t* const& ids;
+  const ScreenBounds& bounds;
+  const std::uint32_t &first_query, &tile_begin, &tile_end;
+  float4 (&ahead)[kWidth];               // this lane's 4 points of the next tile
+  std::uint32_t& ahead_valid;
+  float (&a)[kQueries][kWidth];          // this lane's screen coefficients, -2 q
+};
+
+template <int kWidth>
+__device__ QueryState& query_state(const ResidentBlock<kWidth>& r, std::uint32_t j) {
+  return r.states[j * 32 + r.lane];
+}
+template <int kWidth>
+__device__ Entry* warp_list(const ResidentBlock<kWidth>& r, std::uint32_t query, std::uint32_t w) {
+  return reinterpret_cast<Entry*>(r.p.warp_lists) + ((std::size_t(query) * gridDim.x + blockIdx.x) * r.warps + w) * r.k;
+}
+/// (rank, id) order with the ids read only where the ranks tie.
+template <int kWidth>
+__device__ bool entry_closer(const ResidentBlock<kWidth>& r, const Entry& x, const Entry& y) {
+  return x.rank < y.rank || (x.rank == y.rank && __ldg(r.ids + x.slot) < __ldg(r.ids + y.slot));
+}
+template <int kWidth>
+__device__ float limit_for(const ResidentBlock<kWidth>& r, float threshold, float qn) {
+  return screen_limit(r.bounds, threshold, qn);
+}
+
+/// This lane's 4 points of a tile, loaded a tile ahead (slots past the store read as NaN: they pass
+/// no test). The buffer's capacity is a multiple of 32 slots, so a group of 4 that starts below the
+/// slot count ends inside it; a group past it loads nothing (the last tile may reach past the
+/// buffer).
+template <int kWidth>
+__device__ void load_points(const ResidentBlock<kWidth>& r, std::uint32_t tile) {
+  const std::uint32_t first = tile * kTilePoints + 4 * r.lane;
+  const std::uint32_t& slots = r.slots;
+  float element[4][kWidth];  // [point][element]
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) element[i][e] = CUDART_NAN_F;
+  }
+  r.ahead_valid = 0;
+  if (first < slots) {
+    if constexpr (kWidth == 2) {
+      const float4* from = static_cast<const float4*>(r.vectors) + first / 2;
+      const float4 lo = __ldg(from), hi = __ldg(from + 1);
+      const float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        element[i][0] = raw[2 * i];
+        element[i][1] = raw[2 * i + 1];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 v = __ldg(static_cast<const float4*>(r.vectors) + first + i);
+        element[i][0] = v.x;
+        element[i][1] = v.y;
+        element[i][2] = v.z;
+        element[i][3] = v.w;
+      }
+    }
+    r.ahead_valid = __ldg(reinterpret_cast<const std::uint32_t*>(r.valid + first));
+  }
+#pragma unroll
+  for (int e = 0; e < kWidth; ++e) {
+    const bool in[4] = {first < slots, first + 1 < slots, first + 2 < slots, first + 3 < slots};
+    r.ahead[e] = make_float4(in[0] ? element[0][e] : CUDART_NAN_F, in[1] ? element[1][e] : CUDART_NAN_F,
+                             in[2] ? element[2][e] : CUDART_NAN_F, in[3] ? element[3][e] : CUDART_NAN_F);
+  }
+}
+
+/// Setup: the block's queries in shared memory (every warp ranks exactly from there) and this
+/// lane's screen coefficients a[j][e] = -2 q_e in registers. Rows past the batch screen nothing (NaN
+/// limit). A query whose norm may overflow passes every pair (zero coefficients, limit +inf).
+template <int kWidth>
+__device__ __forceinline__ void set_up_queries(const ResidentBlock<kWidth>& r) {
+  const ScanParams& p = r.p;
+  const std::uint32_t& lane = r.lane;
+  for (std::uint32_t i = threadIdx.x; i < kSlots; i += blockDim.x) {
+    const std::uint32_t query = r.first_query + i;
+    r.query_vectors[i] = query < p.num_queries ? reinterpret_cast<const float4*>(p.queries)[query]
+                                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    r.block_bound[i] = query < p.num_queries ? __ldcg(p.threshold + query) : 0u;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kQueries; ++j) {
+    QueryState s{CUDART_NAN_F, CUDART_NAN_F, 0.0f, 0, Entry{0.0f, 0}, 0, 0};
+    const float4 v = r.query_vectors[j * 32 + lane];
+    const float element[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) {
+      r.a[j][e] = __fmul_rn(-2.0f, element[e]);
+      s.norm = __fmaf_rn(element[e], element[e], s.norm);
+    }
+    if (r.first_query + j * 32 + lane < p.num_queries) {
+      s.bound = from_ordered_bits(r.block_bound[j * 32 + lane]);
+      s.limit = limit_for(r, s.bound, s.norm);
+      if (s.norm >= r.bounds.huge) {
+        s.limit = CUDART_INF_F;
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) r.a[j][e] = 0.0f;
+      }
+    }
+    query_state(r, j) = s;
+  }
+}
+
+/// Stages this lane's points (loaded a tile ahead), their norms and valid flags; returns the tile's
+/// largest norm (over the warp), which bounds C N.
+template <int kWidth>
+__device__ __forceinline__ float stage_tile(const ResidentBlock<kWidth>& r, float4* xs, float4* ns,
+                                            std::uint32_t* flags) {
+  const std::uint32_t& lane = r.lane;
+  float largest_norm = 0.0f;
+  float n[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float s = __fmul_rn((&r.ahead[kWidth - 1].x)[i], (&r.ahead[kWidth - 1].x)[i]);
+#pragma unroll
+    for (int e = kWidth - 2; e >= 0; --e) s = __fmaf_rn((&r.ahead[e].x)[i], (&r.ahead[e].x)[i], s);
+    n[i] = s;
+    largest_norm = fmaxf(largest_norm, s);  // NaN (past the store) is ignored
+  }
+#pragma unroll
+  for (int e = 0; e < kWidth; ++e) xs[e * kGroups + lane] = r.ahead[e];
+  ns[lane] = make_float4(n[0], n[1], n[2], n[3]);
+  flags[lane] = r.ahead_valid;
+  // Norms are >= 0, so their bits order as unsigned integers.
+  return __uint_as_float(__reduce_max_sync(kFullMask, __float_as_uint(largest_norm)));
+}
+
+/// Each query's limit for this tile, after the bounds other warps' full lists found for it.
+template <int kWidth>
+__device__ __forceinline__ void tile_limits(const ResidentBlock<kWidth>& r, float norm_max,
+                                            float (&tile_limit)[kQueries]) {
+#pragma unroll
+  for (int j = 0; j < kQueries; ++j) {
+    QueryState& s = query_state(r, j);
+    const float shared_bound = from_ordered_bits(r.block_bound[j * 32 + r.lane]);
+    if (shared_bound < s.bound) {
+      s.bound = shared_bound;
+      if (s.norm < r.bounds.huge) s.limit = limit_for(r, shared_bound, s.norm);
+    }
+    tile_limit[j] = __fmaf_ru(r.bounds.norm_scale, norm_max, s.limit);
+  }
+}
+
+/// The screen over the tile's groups: bit g of the result where some pair of group g passes (four
+/// independent predicate chains).
+template <int kWidth>
+__device__ __forceinline__ unsigned screen_groups(const ResidentBlock<kWidth>& r, const float4* xs, const float4* ns,
+                                                  const float (&tile_limit)[kQueries]) {
+  unsigned hits = 0u;
+#pragma unroll 4
+  for (std::uint32_t g = 0; g < kGroups; ++g) {
+    float4 x[kWidth];
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
+    const float4 n = ns[g];
+    bool any[4] = {false, false, false, false};
+#pragma unroll
+    for (int j = 0; j < kQueries; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) any[j & 3] = any[j & 3] | (screened(r.a[j], x, n, i) <= tile_limit[j]);
+    }
+    if ((any[0] | any[1]) | (any[2] | any[3])) hits |= 1u << g;
+  }
+  return hits;
+}
+
+/// A pair that passed the screen: its exact rank, and the query's list if within its bound; a full
+/// list's largest entry then bounds the query (k distinct points), in the warp, the block and the
+/// grid.
+template <int kWidth>
+__device__ void rank_exactly(const ResidentBlock<kWidth>& r, std::uint32_t tile, const float4* xs,
+                             const std::uint32_t* flags, std::uint32_t j, std::uint32_t g, std::uint32_t i) {
+  const std::uint32_t& lane = r.lane;
+  const std::uint32_t& k = r.k;
+  const std::uint32_t slot = tile * kTilePoints + 4 * g + i;
+  if (slot >= r.slots || ((flags[g] >> (8 * i)) & 0xffu) == 0) return;
+  float element[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int e = 0; e < kWidth; ++e) element[e] = (&xs[e * kGroups + g].x)[i];
+  const float4 point = make_float4(element[0], element[1], element[2], element[3]);
+  const float4 query_vector = r.query_vectors[j * 32 + lane];
+  float acc[1] = {0.0f};
+  accumulate<1, false, kWidth>(acc, point, [&](int) { return query_vector; });
+  const Entry entry{acc[0], slot};
+  QueryState& s = query_state(r, j);
+  if (!(entry.rank <= s.bound)) return;  // a NaN rank is never admitted
+  Entry* const list = warp_list(r, r.first_query + j * 32 + lane, r.warp);
+  if (s.count < k) {
+    list[s.count++] = entry;
+    if (s.count < k) return;
+  } else {
+    if (!entry_closer(r, entry, s.largest)) return;
+    list[s.largest_at] = entry;
+  }
+  // The list is full: its largest entry, whose rank now bounds the query (k distinct points).
+  Entry top = list[0];
+  std::uint32_t top_at = 0;
+  for (std::uint32_t e = 1; e < k; ++e) {
+    const Entry c = list[e];
+    if (entry_closer(r, top, c)) {
+      top = c;
+      top_at = e;
+    }
+  }
+  s.largest = top;
+  s.largest_at = top_at;
+  if (top.rank < s.bound) {
+    s.bound = top.rank;
+    if (s.norm < r.bounds.huge) s.limit = limit_for(r, top.rank, s.norm);
+    atomicMin(&r.block_bound[j * 32 + lane], ordered_bits(top.rank));
+    atomicMin(r.p.threshold + r.first_query + j * 32 + lane, ordered_bits(top.rank));
+  }
+}
+
+/// Every lane works through its groups with hits at once: the pairs that pass the screen get their
+/// exact rank (rank_exactly). everything: a norm that may have overflowed sends every pair of the
+/// tile to its exact rank.
+template <int kWidth>
+__device__ __forceinline__ void rank_hits(const ResidentBlock<kWidth>& r, std::uint32_t tile, const float4* xs,
+                                          const float4* ns, const std::uint32_t* flags,
+                                          const float (&tile_limit)[kQueries], bool everything, unsigned hits) {
+  while (__any_sync(kFullMask, hits != 0)) {
+    if (hits == 0) continue;
+    const std::uint32_t g = __ffs(hits) - 1;
+    hits &= hits - 1;
+    float4 x[kWidth];
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
+    const float4 n = ns[g];
+    unsigned passed = everything ? kAllPairs : 0u;  // bit 4 j + i: pair (j, point 4 g + i)
+#pragma unroll
+    for (int j = 0; j < kQueries; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) passed |= unsigned(screened(r.a[j], x, n, i) <= tile_limit[j]) << (4 * j + i);
+    }
+    for (; passed != 0; passed &= passed - 1) {
+      const std::uint32_t bit = __ffs(passed) - 1;
+      rank_exactly(r, tile, xs, flags, bit / 4, g, bit % 4);
+    }
+  }
+}
+
 // Left to itself (a bound of kMaxWarps * 32 threads alone) ptxas held the two-element kernel at 64
 // registers and spilled 48 bytes; asking for one block per SM lets it take 80 (128 at four
-// elements), no spills.
+// elements), no spills. The kernel is its phases: setup (set_up_queries), then per tile
+// stage_tile, tile_limits, screen_groups and rank_hits, then the block's merge (merge_lists).
 template <int kWidth>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams p) {
   start_chained_kernel();
@@ -219,7 +482,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
   QueryState* const states = all_states + warp * kSlots;
   float4* const query_vectors = reinterpret_cast<float4*>(shared + layout.queries);
   std::uint32_t* const block_bound = reinterpret_cast<std::uint32_t*>(shared + layout.bounds);
-  auto state = [&](std::uint32_t j) -> QueryState& { return states[j * 32 + lane]; };
 
   const std::uint32_t slots = p.store->slot_count;
   const void* const vectors = p.store->vectors;
@@ -227,222 +489,36 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
   const std::uint64_t* const ids = p.store->ids;
   const ScreenBounds bounds = p.screen;
   const std::uint32_t first_query = blockIdx.y * kSlots;
-  auto warp_list = [&](std::uint32_t query, std::uint32_t w) {
-    return reinterpret_cast<Entry*>(p.warp_lists) + ((std::size_t(query) * gridDim.x + blockIdx.x) * warps + w) * k;
-  };
-  // (rank, id) order with the ids read only where the ranks tie.
-  auto entry_closer = [&](const Entry& x, const Entry& y) {
-    return x.rank < y.rank || (x.rank == y.rank && __ldg(ids + x.slot) < __ldg(ids + y.slot));
-  };
-  auto limit_for = [&](float threshold, float qn) { return screen_limit(bounds, threshold, qn); };
 
   // The block's share of the store in tiles of kTilePoints, every warps-th one to this warp.
   const std::uint32_t tiles = (slots + kTilePoints - 1) / kTilePoints;
   const std::uint32_t per_block = (tiles + gridDim.x - 1) / gridDim.x;
   const std::uint32_t tile_begin = min(tiles, blockIdx.x * per_block);
   const std::uint32_t tile_end = min(tiles, tile_begin + per_block);
-
-  // This lane's 4 points of a tile, loaded a tile ahead (slots past the store read as NaN: they
-  // pass no test). The buffer's capacity is a multiple of 32 slots, so a group of 4 that starts
-  // below the slot count ends inside it; a group past it loads nothing (the last tile may reach
-  // past the buffer).
   float4 ahead[kWidth];
   std::uint32_t ahead_valid = 0;
-  auto load = [&](std::uint32_t tile) {
-    const std::uint32_t first = tile * kTilePoints + 4 * lane;
-    float element[4][kWidth];  // [point][element]
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) element[i][e] = CUDART_NAN_F;
-    }
-    ahead_valid = 0;
-    if (first < slots) {
-      if constexpr (kWidth == 2) {
-        const float4* from = static_cast<const float4*>(vectors) + first / 2;
-        const float4 lo = __ldg(from), hi = __ldg(from + 1);
-        const float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          element[i][0] = raw[2 * i];
-          element[i][1] = raw[2 * i + 1];
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float4 v = __ldg(static_cast<const float4*>(vectors) + first + i);
-          element[i][0] = v.x;
-          element[i][1] = v.y;
-          element[i][2] = v.z;
-          element[i][3] = v.w;
-        }
-      }
-      ahead_valid = __ldg(reinterpret_cast<const std::uint32_t*>(valid + first));
-    }
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      const bool in[4] = {first < slots, first + 1 < slots, first + 2 < slots, first + 3 < slots};
-      ahead[e] = make_float4(in[0] ? element[0][e] : CUDART_NAN_F, in[1] ? element[1][e] : CUDART_NAN_F,
-                             in[2] ? element[2][e] : CUDART_NAN_F, in[3] ? element[3][e] : CUDART_NAN_F);
-    }
-  };
-  if (tile_begin + warp < tile_end) load(tile_begin + warp);  // in flight while the queries are set up
-
-  // The block's queries in shared memory (every warp ranks exactly from there) and this lane's
-  // screen coefficients a[j][e] = -2 q_e in registers. Rows past the batch screen nothing (NaN
-  // limit). A query whose norm may overflow passes every pair (zero coefficients, limit +inf).
-  for (std::uint32_t i = threadIdx.x; i < kSlots; i += blockDim.x) {
-    const std::uint32_t query = first_query + i;
-    query_vectors[i] = query < p.num_queries ? reinterpret_cast<const float4*>(p.queries)[query]
-                                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    block_bound[i] = query < p.num_queries ? __ldcg(p.threshold + query) : 0u;
-  }
-  __syncthreads();
   float a[kQueries][kWidth];
-#pragma unroll
-  for (int j = 0; j < kQueries; ++j) {
-    QueryState s{CUDART_NAN_F, CUDART_NAN_F, 0.0f, 0, Entry{0.0f, 0}, 0, 0};
-    const float4 v = query_vectors[j * 32 + lane];
-    const float element[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      a[j][e] = __fmul_rn(-2.0f, element[e]);
-      s.norm = __fmaf_rn(element[e], element[e], s.norm);
-    }
-    if (first_query + j * 32 + lane < p.num_queries) {
-      s.bound = from_ordered_bits(block_bound[j * 32 + lane]);
-      s.limit = limit_for(s.bound, s.norm);
-      if (s.norm >= bounds.huge) {
-        s.limit = CUDART_INF_F;
-#pragma unroll
-        for (int e = 0; e < kWidth; ++e) a[j][e] = 0.0f;
-      }
-    }
-    state(j) = s;
-  }
+  const ResidentBlock<kWidth> r{p,      lane,        warp,    warps,      k,           coord,     norm,
+                                valid_flags, states, query_vectors, block_bound, slots, vectors, valid,
+                                ids,    bounds,      first_query, tile_begin, tile_end, ahead,     ahead_valid,
+                                a};
+  if (tile_begin + warp < tile_end) load_points(r, tile_begin + warp);  // in flight while the queries are set up
+  set_up_queries(r);
 
   for (std::uint32_t tile = tile_begin + warp, step = 0; tile < tile_end; tile += warps, ++step) {
     const std::uint32_t buffer = step & 1;
     float4* const xs = coord + buffer * kWidth * kGroups;  // element e of group g at xs[e * kGroups + g]
     float4* const ns = norm + buffer * kGroups;
     std::uint32_t* const flags = valid_flags + buffer * kGroups;
-    float largest_norm = 0.0f;
-    {
-      // Stage this lane's points, their norms and valid flags; the tile's largest norm bounds C N.
-      float n[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float s = __fmul_rn((&ahead[kWidth - 1].x)[i], (&ahead[kWidth - 1].x)[i]);
-#pragma unroll
-        for (int e = kWidth - 2; e >= 0; --e) s = __fmaf_rn((&ahead[e].x)[i], (&ahead[e].x)[i], s);
-        n[i] = s;
-        largest_norm = fmaxf(largest_norm, s);  // NaN (past the store) is ignored
-      }
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) xs[e * kGroups + lane] = ahead[e];
-      ns[lane] = make_float4(n[0], n[1], n[2], n[3]);
-      flags[lane] = ahead_valid;
-    }
-    // Norms are >= 0, so their bits order as unsigned integers.
-    const float norm_max = __uint_as_float(__reduce_max_sync(kFullMask, __float_as_uint(largest_norm)));
-    if (tile + warps < tile_end) load(tile + warps);
-    // The bounds other warps' full lists found for these queries.
+    const float norm_max = stage_tile(r, xs, ns, flags);
+    if (tile + warps < tile_end) load_points(r, tile + warps);
     float tile_limit[kQueries];
-#pragma unroll
-    for (int j = 0; j < kQueries; ++j) {
-      QueryState& s = state(j);
-      const float shared_bound = from_ordered_bits(block_bound[j * 32 + lane]);
-      if (shared_bound < s.bound) {
-        s.bound = shared_bound;
-        if (s.norm < bounds.huge) s.limit = limit_for(shared_bound, s.norm);
-      }
-      tile_limit[j] = __fmaf_ru(bounds.norm_scale, norm_max, s.limit);
-    }
+    tile_limits(r, norm_max, tile_limit);
     __syncwarp();
-
-    // The screen over the tile's groups: bit g of `hits` where some pair of group g passes (four
-    // independent predicate chains). A norm that may have overflowed sends every
-    // pair of the tile to its exact rank.
     const bool everything = norm_max >= bounds.huge;
     unsigned hits = everything ? ~0u : 0u;
-    if (!everything) {
-#pragma unroll 4
-      for (std::uint32_t g = 0; g < kGroups; ++g) {
-        float4 x[kWidth];
-#pragma unroll
-        for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
-        const float4 n = ns[g];
-        bool any[4] = {false, false, false, false};
-#pragma unroll
-        for (int j = 0; j < kQueries; ++j) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) any[j & 3] = any[j & 3] | (screened(a[j], x, n, i) <= tile_limit[j]);
-        }
-        if ((any[0] | any[1]) | (any[2] | any[3])) hits |= 1u << g;
-      }
-    }
-
-    // Every lane works through its groups with hits at once: the pairs that pass the screen get
-    // their exact rank, and the list if within the bound.
-    auto rank_exactly = [&](std::uint32_t j, std::uint32_t g, std::uint32_t i) {
-      const std::uint32_t slot = tile * kTilePoints + 4 * g + i;
-      if (slot >= slots || ((flags[g] >> (8 * i)) & 0xffu) == 0) return;
-      float element[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) element[e] = (&xs[e * kGroups + g].x)[i];
-      const float4 point = make_float4(element[0], element[1], element[2], element[3]);
-      const float4 query_vector = query_vectors[j * 32 + lane];
-      float acc[1] = {0.0f};
-      accumulate<1, false, kWidth>(acc, point, [&](int) { return query_vector; });
-      const Entry entry{acc[0], slot};
-      QueryState& s = state(j);
-      if (!(entry.rank <= s.bound)) return;  // a NaN rank is never admitted
-      Entry* const list = warp_list(first_query + j * 32 + lane, warp);
-      if (s.count < k) {
-        list[s.count++] = entry;
-        if (s.count < k) return;
-      } else {
-        if (!entry_closer(entry, s.largest)) return;
-        list[s.largest_at] = entry;
-      }
-      // The list is full: its largest entry, whose rank now bounds the query (k distinct points).
-      Entry top = list[0];
-      std::uint32_t top_at = 0;
-      for (std::uint32_t e = 1; e < k; ++e) {
-        const Entry c = list[e];
-        if (entry_closer(top, c)) {
-          top = c;
-          top_at = e;
-        }
-      }
-      s.largest = top;
-      s.largest_at = top_at;
-      if (top.rank < s.bound) {
-        s.bound = top.rank;
-        if (s.norm < bounds.huge) s.limit = limit_for(top.rank, s.norm);
-        atomicMin(&block_bound[j * 32 + lane], ordered_bits(top.rank));
-        atomicMin(p.threshold + first_query + j * 32 + lane, ordered_bits(top.rank));
-      }
-    };
-    while (__any_sync(kFullMask, hits != 0)) {
-      if (hits == 0) continue;
-      const std::uint32_t g = __ffs(hits) - 1;
-      hits &= hits - 1;
-      float4 x[kWidth];
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) x[e] = xs[e * kGroups + g];
-      const float4 n = ns[g];
-      unsigned passed = everything ? kAllPairs : 0u;  // bit 4 j + i: pair (j, point 4 g + i)
-#pragma unroll
-      for (int j = 0; j < kQueries; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) passed |= unsigned(screened(a[j], x, n, i) <= tile_limit[j]) << (4 * j + i);
-      }
-      for (; passed != 0; passed &= passed - 1) {
-        const std::uint32_t bit = __ffs(passed) - 1;
-        rank_exactly(bit / 4, g, bit % 4);
-      }
-    }
+    if (!everything) hits = screen_groups(r, xs, ns, tile_limit);
+    rank_hits(r, tile, xs, ns, flags, tile_limit, everything, hits);
     __syncwarp();  // every lane has read this buffer before the tile after next overwrites it
   }
 
