@@ -124,6 +124,12 @@ class Backend {
     throw BackendUnavailable(concat_backend_name(name(), ": search_device needs the CUDA backend (queries and results "
                                                          "in device memory); use search() on host arrays"));
   }
+  /// Writes a checkpoint's whole store (every slot of batch, into a backend that holds nothing
+  /// yet) and publishes it as `epoch`; may throw OutOfMemory. By default reserve() and apply().
+  virtual void restore(const ResolvedBatch& batch, std::uint64_t epoch) {
+    reserve(batch.slot_count, batch.id_slots.size());
+    apply(batch, epoch);
+  }
   /// Copies the current snapshot, slot by slot, into image (its epoch, slot count, ids, vectors
   /// in stored form and targets; free slots' rows zero). The caller serialises it with apply().
   virtual void read_snapshot(StoreImage& image) const = 0;

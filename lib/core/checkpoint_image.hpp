@@ -65,10 +65,23 @@ struct StoreImage {
     return true;
   }
 
-  /// The batch that writes every point of the image into an empty store.
-  ResolvedBatch as_batch(std::size_t stored_dim, bool classes, std::size_t outputs) const {
+  /// The batch that writes every point of the image into an empty store; takes the image's
+  /// arrays where every slot holds a point (no copy of a store of millions), else copies.
+  ResolvedBatch take_batch(std::size_t stored_dim, bool classes, std::size_t outputs) {
     ResolvedBatch b;
     b.slot_count = slot_count;
+    if (std::find(ids.begin(), ids.end(), kInvalidId) == ids.end()) {
+      b.vector_slots.resize(slot_count);
+      for (std::uint32_t s = 0; s < slot_count; ++s) b.vector_slots[s] = s;
+      if (classes || outputs) b.target_slots = b.vector_slots;
+      b.id_slots = b.vector_slots;
+      b.vectors = std::move(vectors);
+      b.labels = std::move(labels);
+      b.values = std::move(values);
+      b.ids = std::move(ids);
+      *this = StoreImage{};
+      return b;
+    }
     const std::size_t live = static_cast<std::size_t>(std::count_if(ids.begin(), ids.end(), [](PointId id) { return id != kInvalidId; }));
     b.reserve(live, stored_dim, outputs);
     for (std::uint32_t s = 0; s < slot_count; ++s) {

@@ -102,7 +102,7 @@ std::unique_ptr<detail::Engine> load_engine(const detail::ByteSource& in, const 
     throw OutOfMemory(detail::concat(caller, ": ", in.name(), ": host memory exhausted reading it"));
   }
   r.epoch = image.epoch;
-  auto engine = std::make_unique<detail::Engine>(with_options(config, options), image, std::move(index));
+  auto engine = std::make_unique<detail::Engine>(with_options(config, options), std::move(image), std::move(index));
   if (report) *report = r;
   return engine;
 }

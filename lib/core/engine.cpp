@@ -104,15 +104,15 @@ Engine::Engine(const StoreConfig& config)
   backend_->reserve(config_.capacity_hint, 0);
 }
 
-Engine::Engine(const StoreConfig& config, const StoreImage& image, IdIndex&& index) : Engine(config) {
+Engine::Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index) : Engine(config) {
   catalog_.restore(image.ids, std::move(index));
   if (image.epoch == 0 && image.slot_count == 0) return;
   const std::size_t live = catalog_.size();
-  const ResolvedBatch everything = image.as_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
-                                                  value_floats(config_));
-  backend_->reserve(image.slot_count, live);
-  backend_->apply(everything, image.epoch);
-  epoch_.store(image.epoch, std::memory_order_release);
+  const std::uint64_t epoch = image.epoch;
+  const ResolvedBatch everything = image.take_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
+                                                    value_floats(config_));
+  backend_->restore(everything, epoch);
+  epoch_.store(epoch, std::memory_order_release);
   size_.store(live, std::memory_order_release);
 }
 

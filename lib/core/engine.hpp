@@ -30,7 +30,7 @@ class Engine {
   explicit Engine(const StoreConfig& config);
   /// The store of a checkpoint (lib/core/checkpoint_store.cpp): the image's points in their
   /// slots, its free slots free, its epoch; index maps the image's ids to their slots.
-  Engine(const StoreConfig& config, const StoreImage& image, IdIndex&& index);
+  Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index);
   ~Engine();
 
   bool try_push(const Update& update);

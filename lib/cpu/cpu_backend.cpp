@@ -141,6 +141,23 @@ class CpuBackend final : public Backend {
     return {};
   }
 
+  void restore(const ResolvedBatch& batch, std::uint64_t epoch) override {
+    // Both buffers at once: nothing reads them yet, and no copy of the batch is kept for a replay.
+    try {
+      refuse_beyond_memory(2.0 * double(batch.slot_count) * double(row_stride(stored_dim_)) * sizeof(float),
+                           "ReferenceSet::load: ", batch.slot_count, " points of dim ", config_.dim,
+                           " on the CPU backend");
+      for (Buffer& b : buffers_) b.store.reserve(batch.slot_count);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(concat("ReferenceSet::load: host memory exhausted for ", batch.slot_count, " points of dim ",
+                               config_.dim));
+    }
+    for (Buffer& b : buffers_) {
+      b.store.apply(batch);
+      b.epoch = epoch;
+    }
+  }
+
   void read_snapshot(StoreImage& image) const override {
     const Pinned pinned(*this);
     const HostStore& store = pinned.buffer.store;
