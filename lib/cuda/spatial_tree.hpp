@@ -69,11 +69,6 @@ class SpatialTree {
   /// The device copy of the index's view (a fixed address: graphs may hold it).
   const SpatialView* view() const noexcept { return view_.get(); }
 
-  /// The backend's Auto rule: queries searched without the index since it was last built or
-  /// refit, and searched over the buffer in its current epoch and in the one before.
-  std::uint64_t queries_waiting = 0, queries_this_epoch = 0, queries_last_epoch = 0;
-  std::uint64_t counted_epoch = ~std::uint64_t(0);
-
  private:
   void launch(const DeviceBuffer& buffer, int width, bool refit, cudaStream_t stream, int sms);
   void read_stats();

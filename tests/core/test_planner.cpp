@@ -5,9 +5,9 @@
 //
 // The sm_90 goldens are the choices of the planner as it was inside the backend (make_plan and
 // its helpers, before it moved to planner.cpp) for the same limits: the move was checked against
-// that code over 500,000+ shapes on the five cards below, every field of every plan equal. The
-// stores are what the benchmarks build (bench/search.cpp: capacity_hint = N, so N slots rounded
-// up to whole tiles).
+// that code over 1,077,600 shapes on the five cards of planner_devices.hpp, every field of every
+// plan equal. The stores are what the benchmarks build (bench/search.cpp: capacity_hint = N, so N
+// slots rounded up to whole tiles).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -20,11 +20,6 @@
 #include "cuda/tuning.hpp"
 #include "streamknn/error.hpp"
 #include "support/test_support.hpp"
-
-#if __has_include("cuda/kernels/dense_share.hpp")
-#include "cuda/kernels/dense_share.hpp"
-#define STREAMKNN_TEST_DENSE_SHARE 1
-#endif
 
 namespace {
 
@@ -153,24 +148,18 @@ TEST_CASE("planner: a shape no scan block fits is refused with InvalidArgument")
   CHECK_THROWS_AS(plan_search(shape, limits_for(kRtx3090, shape.stored_dim, shape.metric)), streamknn::InvalidArgument);
 }
 
-#ifdef STREAMKNN_TEST_DENSE_SHARE
-TEST_CASE("planner: the dense product's shares cover the benchmark shapes' groups") {
-  // The product's shares (dense_share.hpp) for the stores and SM counts the dense screen runs on.
-  using streamknn::detail::gpu::shares_cover;
-  CHECK(shares_cover(70'000, 3, 132));
-  CHECK(shares_cover(70'000, 4, 132));
-  CHECK(shares_cover(70'000, 4, 114));
-  CHECK(shares_cover(20'000, 3, 132));
-  CHECK(shares_cover(19'200, 4, 132));
-  CHECK(shares_cover(3'000, 4, 132));
-  CHECK(shares_cover(1, 4, 132));
-  CHECK(shares_cover(32, 3, 1));
-  CHECK(shares_cover(1'000'000, 4, 132));
-  for (const Card* card : {&kA100, &kRtx3090, &kL40S}) {
+// The dense product's shares (kernels/dense.hpp) for the stores and SM counts the dense screen
+// runs on, at compile time as well.
+static_assert(shares_cover(70'000, 3, 132) && shares_cover(70'000, 4, 132) && shares_cover(70'000, 4, 114));
+static_assert(shares_cover(20'000, 3, 132) && shares_cover(19'200, 4, 132) && shares_cover(3'000, 4, 132));
+static_assert(shares_cover(1, 4, 132) && shares_cover(32, 3, 1) && shares_cover(1'000'000, 4, 132));
+
+TEST_CASE("planner: the dense product's shares cover the stores' groups on every device described") {
+  for (const Card* card : {&kH100, &kA100, &kRtx3090, &kL40S}) {
     INFO(card->name);
-    CHECK(shares_cover(70'000, 3, card->sms));
-    CHECK(shares_cover(70'000, 4, card->sms));
-    CHECK(shares_cover(100'000, 4, card->sms));
+    for (const std::uint32_t slots : {1u, 32u, 3'000u, 19'200u, 20'000u, 70'000u, 100'000u, 1'000'000u}) {
+      CHECK(shares_cover(slots, 3, card->sms));
+      CHECK(shares_cover(slots, 4, card->sms));
+    }
   }
 }
-#endif
