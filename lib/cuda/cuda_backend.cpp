@@ -48,7 +48,8 @@ struct BatchCall {
   const char* items = "queries";
   std::uint32_t queries = 0, k = 0;
   bool filtered = false, neighbors = true;
-  cudaStream_t caller = nullptr;  // search_device: the caller's stream, ordered before and after
+  bool on_caller = false;         // search_device: ordered after and before work on the caller's stream
+  cudaStream_t caller = nullptr;  // that stream (0: the legacy default stream)
 };
 
 /// What the shared sequence hands back: the front buffer's epoch and values, the plan's chunk.
@@ -142,8 +143,9 @@ class CudaBackend final : public Backend {
           PinnedArray<unsigned long long>(2, "device search status (host)", props_.canMapHostMemory != 0);
       ctx->status_arrivals = DeviceArray<std::uint32_t>(1, "device search status arrivals");
     }
-    const BatchCall call{"search_device", "queries", nq, k, r.visible != nullptr,
-                         r.aggregate.output == AggregateSpec::Output::Neighbors, reinterpret_cast<cudaStream_t>(r.stream)};
+    const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
+    const BatchCall call{"search_device", "queries", nq, k, r.visible != nullptr, neighbors, true,
+                         reinterpret_cast<cudaStream_t>(r.stream)};
     const RunInfo ran = run(
         *ctx, call, [&](const Plan& plan) { pipeline_.size(*ctx, plan, nq); },
         [&](const Plan& plan, const BufferViews& views) { pipeline_.launch_device(*ctx, plan, r, views); });
@@ -291,7 +293,7 @@ class CudaBackend final : public Backend {
       throw OutOfMemory(concat(call.where, ": ", call.queries, " ", call.items, ", k=", call.k,
                                ": not enough memory for their workspace (", e.what(), ")"));
     }
-    if (call.caller) {
+    if (call.on_caller) {
       // The queries are ready once the work queued on the caller's stream so far has run.
       c.caller_ready.record(call.caller);
       check_cuda(cudaStreamWaitEvent(qs, c.caller_ready.get()), "cudaStreamWaitEvent(caller's stream)");
@@ -301,7 +303,7 @@ class CudaBackend final : public Backend {
     launch(plan, BufferViews{b, buffer.view.get(), spatial_[b].view()});
     c.done.record(qs);
     buffer.last_read.record(qs);
-    if (call.caller) {
+    if (call.on_caller) {
       // Work queued on the caller's stream from now on sees the results.
       check_cuda(cudaStreamWaitEvent(call.caller, c.done.get()), "cudaStreamWaitEvent(results on the caller's stream)");
     }
