@@ -13,7 +13,7 @@ namespace streamknn {
 
 namespace detail {
 
-StoreImage Engine::snapshot(std::uint64_t* journal_mark) {
+StoreImage Engine::snapshot(std::uint64_t* journal_mark, std::uint64_t* journal_opened) {
   std::lock_guard lock(publish_mutex_);
   StoreImage image;
   try {
@@ -24,26 +24,22 @@ StoreImage Engine::snapshot(std::uint64_t* journal_mark) {
   }
   image.epoch = epoch();
   if (journal_mark) *journal_mark = journal_ ? journal_->end() : 0;
+  if (journal_opened) *journal_opened = journal_opened_;
   return image;
 }
 
 void Engine::save(const std::string& path) {
   // The copy is taken under the publish lock (one epoch, and publishes wait only for the copy),
   // the file written without it.
-  std::uint64_t mark = 0;
-  const StoreImage image = snapshot(&mark);
-  const Journal* journal = nullptr;
-  {
-    std::lock_guard lock(publish_mutex_);
-    journal = journal_.get();
-  }
+  std::uint64_t mark = 0, opened = 0;
+  const StoreImage image = snapshot(&mark, &opened);
   write_file_atomically(path, "ReferenceSet::save", [&](ByteSink& out) { encode_checkpoint(config_, image, out); });
   std::lock_guard lock(publish_mutex_);
-  if (journal_ && journal_.get() == journal) journal_->restart(image.epoch, mark);
+  if (journal_ && journal_opened_ == opened) journal_->restart(image.epoch, mark);
 }
 
 std::vector<std::byte> Engine::save_bytes() {
-  const StoreImage image = snapshot(nullptr);
+  const StoreImage image = snapshot(nullptr, nullptr);
   MemorySink sink;
   encode_checkpoint(config_, image, sink);
   return std::move(sink.bytes);
@@ -53,6 +49,7 @@ void Engine::open_journal(const std::string& path, const JournalOptions& options
   std::lock_guard lock(publish_mutex_);
   journal_.reset();
   journal_ = std::make_unique<Journal>(path, config_, epoch(), options);
+  ++journal_opened_;
 }
 
 void Engine::close_journal() noexcept {

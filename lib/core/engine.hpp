@@ -87,8 +87,9 @@ class Engine {
   /// input and every value is finite, else row by row, which names the first bad row).
   std::vector<float> stored_rows(std::span<const float> rows, const char* label, const char* caller) const;
 
-  /// The published snapshot, serialised with publish(); journal_mark gets the journal's end.
-  StoreImage snapshot(std::uint64_t* journal_mark);
+  /// The published snapshot, serialised with publish(); journal_mark gets the open journal's
+  /// end, journal_opened which journal that is (journal_opened_).
+  StoreImage snapshot(std::uint64_t* journal_mark, std::uint64_t* journal_opened);
   /// Appends a published batch to the open journal (publish lock held); a failure closes the
   /// journal and throws CheckpointError (the publish itself stands).
   void journal_batch(std::uint64_t epoch, const ResolvedBatch& batch);
@@ -104,6 +105,7 @@ class Engine {
   std::vector<QueuedOp> drained_;   // drained and not yet applied (kept across an OutOfMemory)
   ResolvedBatch batch_;
   std::unique_ptr<Journal> journal_;  // null unless open_journal(); guarded by publish_mutex_
+  std::uint64_t journal_opened_ = 0;  // open_journal() calls so far (save() restarts the one it copied for)
 
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};
