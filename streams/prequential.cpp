@@ -147,6 +147,7 @@ void Prequential::skip_resumed(Chunk& chunk) {
 void Prequential::check_chunk(const Chunk& chunk, std::size_t first) const {
   // The store would refuse these too, but only the source knows where in the file they are.
   const std::size_t dim = source_.info().dim;
+  const float bound = max_coordinate(options_.metric, dim);
   for (std::size_t i = 0; i < chunk.size; ++i) {
     const float* row = chunk.features.data() + i * dim;
     bool all_zero = true;
@@ -154,11 +155,21 @@ void Prequential::check_chunk(const Chunk& chunk, std::size_t first) const {
       if (!std::isfinite(row[c])) {
         throw DataError(source_.where(first + i, c) + ": " + shown(row[c]) + " is not a finite number");
       }
+      if (std::fabs(row[c]) > bound) {
+        throw DataError(source_.where(first + i, c) + ": " + shown(row[c]) + " exceeds " + shown(bound) +
+                        " in magnitude, the bound sqrt(FLT_MAX / (8 x dim)) of the " +
+                        std::string(to_string(options_.metric)) + " metric at " + std::to_string(dim) +
+                        " features (larger values could overflow its float32 distances)");
+      }
       all_zero &= row[c] == 0.0f;
     }
     if (options_.metric == Metric::Haversine && std::fabs(row[0]) > 90.0f) {
       throw DataError(source_.where(first + i, 0) + ": latitude " + shown(row[0]) +
                       " is outside [-90, 90] degrees (haversine takes latitude, longitude)");
+    }
+    if (options_.metric == Metric::Haversine && std::fabs(row[1]) > 180.0f) {
+      throw DataError(source_.where(first + i, 1) + ": longitude " + shown(row[1]) +
+                      " is outside [-180, 180] degrees (haversine takes latitude, longitude)");
     }
     if (options_.metric == Metric::Cosine && all_zero) {
       throw DataError(source_.where(first + i) + ": the zero vector has no direction for the cosine metric");

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "streams/errors.hpp"
+#include "streams/output_paths.hpp"
 #include "streams/plot.hpp"
 #include "streams/progress.hpp"
 #include "streams/report.hpp"
@@ -58,6 +59,9 @@ class RunningScore {
 };
 
 int run(const RunOptions& options, const std::string& command_line) {
+  // Every output first, so a run never fails at its end for a path it could have refused now.
+  check_outputs(options);
+  check_inputs(options);
   const std::unique_ptr<Source> source = open_source(options);
   const SourceInfo& info = source->info();
   Prequential evaluator(*source, prequential_options(options, info));
@@ -66,7 +70,7 @@ int run(const RunOptions& options, const std::string& command_line) {
   std::string predictions_path = options.predictions;
   std::optional<ScratchFile> scratch;
   if (predictions_path.empty() && !options.plot.empty()) {
-    predictions_path = options.plot + ".predictions.csv";
+    predictions_path = plot_scratch_path(options.plot);
     scratch.emplace(predictions_path);
   }
   std::optional<PredictionsWriter> writer;

@@ -1,5 +1,12 @@
 #include "streams/run_options.hpp"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
 #include "streams/csv_source.hpp"
 #include "streams/drift_generators.hpp"
 #include "streams/errors.hpp"
@@ -19,6 +26,45 @@ Task task_of(const RunOptions& o, Task natural) {
   return o.task == "regress" ? Task::Regress : Task::Classify;
 }
 
+/// A whole number in [lo, hi] in decimal digits, checked on the text before CLI11 converts it:
+/// its conversion to an unsigned option reads "-1" as 2^64 - 1 and wraps numbers past 2^64,
+/// and its Range check calls "5.5" out of range. CLI11 prefixes the option's name.
+CLI::Validator whole_number(std::uint64_t lo, std::uint64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        const std::size_t start = !text.empty() && text[0] == '+' ? 1 : 0;
+        const bool digits = text.size() > start && text.find_first_not_of("0123456789", start) == std::string::npos;
+        if (!digits) {
+          char* end = nullptr;
+          const double value = std::strtod(text.c_str(), &end);
+          const bool number = !text.empty() && end == text.c_str() + text.size();
+          if (number && value < 0) return text + " is negative; give a whole number in " + range;
+          return text + " is not a whole number; give one in " + range;
+        }
+        errno = 0;
+        const unsigned long long value = std::strtoull(text.c_str() + start, nullptr, 10);
+        if (errno == ERANGE || value < lo || value > hi) return text + " is outside " + range;
+        return {};
+      },
+      "UINT in " + range);
+}
+
+/// A finite number >= 0 (--drift): the message repeats the value as it was given.
+CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) return text + " is not a number";
+        if (!std::isfinite(value) || errno == ERANGE) return text + " is not a finite number";
+        if (value < 0) return text + " is negative; give a number >= 0";
+        return {};
+      },
+      "NUMBER >= 0");
+}
+
 }  // namespace
 
 void add_run_options(CLI::App& run, RunOptions& o) {
@@ -34,28 +80,35 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                  "speed, haversine)")
       ->group(input)->check(CLI::IsMember({"hyperplane", "rbf", "drivers"}))->excludes(in);
   auto generator = [&](CLI::Option* option) { option->group(input)->excludes(in); };
-  generator(run.add_option("--points", o.points, "built-in stream: number of points")->check(CLI::Range(1ul, 1ul << 31)));
-  generator(run.add_option("--seed", o.seed, "built-in stream: seed (the same seed gives the same stream)"));
-  generator(run.add_option("--dim", o.dim, "hyperplane/rbf: number of features")->check(CLI::Range(1ul, 4096ul)));
-  generator(run.add_option("--classes", o.classes, "rbf: number of classes")->check(CLI::Range(2ul, 65536ul)));
-  generator(run.add_option("--drivers", o.drivers, "drivers: number of drivers")->check(CLI::Range(1ul, 10000000ul)));
+  // Every numeric option is checked on its text (whole_number, non_negative_number): a bad
+  // value is a usage error (exit 2) naming the option and the value as given.
+  constexpr std::uint64_t kAny = std::numeric_limits<std::uint64_t>::max();
+  generator(run.add_option("--points", o.points, "built-in stream: number of points")->check(whole_number(1, 1ul << 31)));
+  generator(run.add_option("--seed", o.seed, "built-in stream: seed (the same seed gives the same stream)")
+                ->check(whole_number(0, kAny)));
+  generator(run.add_option("--dim", o.dim, "hyperplane/rbf: number of features")->check(whole_number(1, 4096)));
+  generator(run.add_option("--classes", o.classes, "rbf: number of classes")->check(whole_number(2, 65536)));
+  generator(run.add_option("--drivers", o.drivers, "drivers: number of drivers")->check(whole_number(1, 10000000)));
   generator(run.add_option("--drift", o.drift, "hyperplane: weight change per point (default 0.01); rbf: centroid "
                                                "speed per point (default 0.001)")
-                ->check(CLI::NonNegativeNumber)
+                ->check(non_negative_number())
                 ->default_str(""));
-  run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")->group(input);
+  run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")
+      ->group(input)->check(whole_number(0, kAny));
 
   const char* model = "Model and evaluation";
   run.add_option("--task", o.task, "classify or regress (default: the stream's; classify for files)")
       ->group(model)->check(CLI::IsMember({"classify", "regress"}));
-  run.add_option("--k", o.k, "neighbours per prediction")->group(model)->check(CLI::Range(1ul, kMaxK));
+  run.add_option("--k", o.k, "neighbours per prediction")->group(model)->check(whole_number(1, kMaxK));
   run.add_option("--weights", o.weights, "uniform, or distance (1/distance, scikit-learn's rule)")
       ->group(model)->check(CLI::IsMember({"uniform", "distance"}));
   run.add_option("--metric", o.metric, "l2, ip, cosine or haversine (default: the stream's; l2 for files)")
       ->group(model)->check(CLI::IsMember({"l2", "ip", "cosine", "haversine"}));
-  run.add_option("--window", o.window, "predict from the last N points only (0 = every point so far)")->group(model);
+  // A window is held in one store, whose capacity stays below 2^32 points with a batch on top.
+  run.add_option("--window", o.window, "predict from the last N points only (0 = every point so far)")
+      ->group(model)->check(whole_number(0, 1ul << 31));
   run.add_option("--batch", o.batch, "points predicted together, causally (same predictions as 1, faster)")
-      ->group(model)->check(CLI::Range(1ul, 1ul << 20));
+      ->group(model)->check(whole_number(1, 1ul << 20));
   run.add_option("--backend", o.backend, "auto (CUDA where a GPU is usable), cpu or cuda")
       ->group(model)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
@@ -65,7 +118,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                                     "points and at the end (atomically; docs/durability.md)")
                          ->group(durable);
   run.add_option("--checkpoint-every", o.checkpoint_every, "points between two checkpoints")
-      ->group(durable)->needs(checkpoint)->check(CLI::PositiveNumber);
+      ->group(durable)->needs(checkpoint)->check(whole_number(1, kAny));
   run.add_option("--resume", o.resume,
                  "start from this checkpoint: skip the stream's points it holds, evaluate the rest (same stream, "
                  "metric and task)")
@@ -74,7 +127,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   const char* output = "Output";
   run.add_option("--predictions", o.predictions, "write index,prediction,truth per point to this CSV")->group(output);
   run.add_option("--report", o.report, "write the final metrics, throughput, latency and device as JSON")->group(output);
-  run.add_option("--plot", o.plot, "draw the score over the stream to this PNG (needs python3-matplotlib)")->group(output);
+  run.add_option("--plot", o.plot, "draw the score over the stream to this .png, .pdf or .svg file (needs python3-matplotlib)")->group(output);
   run.add_flag("--no-progress", o.no_progress, "never draw the progress bar (it is drawn only on a terminal anyway)")
       ->group(output);
   run.callback([&run, &o] {

@@ -8,6 +8,7 @@ where matplotlib is missing)
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -74,9 +75,34 @@ def main():
             ("haversine on 10 features", ["run", "--metric", "haversine", "--points", "10"], "has 10 features"),
             ("distance weights with ip", ["run", "--metric", "ip", "--weights", "distance", "--points", "10"],
              "inner"),
+            # numbers: checked on their text, never wrapped to 2^64 - 1 nor printed as 300 digits
+            ("negative --window", ["run", "--window", "-1"], "--window: -1 is negative"),
+            ("--window past 2^64", ["run", "--window", "99999999999999999999999"],
+             "--window: 99999999999999999999999 is outside [0, 2147483648]"),
+            ("--window past the store", ["run", "--window", "4294967296"], "--window: 4294967296 is outside"),
+            ("negative --seed", ["run", "--seed", "-1"], "--seed: -1 is negative"),
+            ("--seed past 2^64", ["run", "--seed", "18446744073709551616"], "--seed: 18446744073709551616 is outside"),
+            ("negative --limit", ["run", "--limit", "-1"], "--limit: -1 is negative"),
+            ("fractional --k", ["run", "--k", "5.5"], "--k: 5.5 is not a whole number"),
+            ("--k beyond the maximum", ["run", "--k", "4097"], "--k: 4097 is outside [1, 4096]"),
+            ("--points 0", ["run", "--points", "0"], "--points: 0 is outside [1, 2147483648]"),
+            ("--batch text", ["run", "--batch", "many"], "--batch: many is not a whole number"),
+            ("--batch 1e3", ["run", "--batch", "1e3"], "--batch: 1e3 is not a whole number"),
+            ("--dim 0", ["run", "--dim", "0"], "--dim: 0 is outside [1, 4096]"),
+            ("--classes 1", ["run", "--stream", "rbf", "--classes", "1"], "--classes: 1 is outside [2, 65536]"),
+            ("negative --drivers", ["run", "--stream", "drivers", "--drivers", "-5"], "--drivers: -5 is negative"),
+            ("negative --drift", ["run", "--drift", "-1"], "--drift: -1 is negative"),
+            ("--drift text", ["run", "--drift", "fast"], "--drift: fast is not a number"),
+            ("infinite --drift", ["run", "--drift", "1e999"], "--drift: 1e999 is not a finite number"),
+            ("--plot in a format matplotlib is not asked for", ["run", "--plot", "x.txt"],
+             "--plot x.txt: the format is chosen by the extension; give a file ending in .png, .pdf, .svg"),
+            ("two outputs on one file", ["run", "--report", "same.out", "--predictions", "same.out"],
+             "--report and --predictions both name same.out"),
         ]
         for name, args, fragment in usage:
             expect("usage error: " + name, args, 2, fragment)
+        rc, out, err = run("run", "--drift", "-1")
+        check("--drift -1: the value as given, no long number", re.search(r"\d{20}", out + err) is None, err)
 
         # ---- data errors: exit 1, with file, line and column ------------------------------------
         bad = [  # (name, CSV text, extra options, the place and problem the message must give)
@@ -131,6 +157,34 @@ def main():
         expect("data error: unwritable predictions file",
                ["run", "--points", "100", "--predictions", os.path.join(tmp, "no", "such", "dir.csv")], 1,
                "cannot open for writing")
+
+        # ---- outputs are checked before the input is read, by the user's path ------------------
+        nowhere = os.path.join(tmp, "no", "such")
+        slow = ["run", "--points", "2000000000"]  # would run for minutes if the check came last
+        for option, name in (("--report", "r.json"), ("--predictions", "p.csv"), ("--plot", "p.png")):
+            path = os.path.join(nowhere, name)
+            expect(f"{option} in a missing folder is refused before the run", [*slow, option, path], 1,
+                   f"{option} {path}: cannot open for writing (the folder {nowhere} does not exist)")
+        rc, out, err = run(*slow, "--plot", os.path.join(nowhere, "p.png"))
+        check("an unwritable --plot names the plot, not a scratch file", ".predictions.csv" not in err, err)
+        expect("an output that is a directory", [*slow, "--report", tmp], 1, f"--report {tmp}: cannot open for writing",
+               "it is a directory")
+        kept = write(tmp, "kept.json", "keep me")
+        expect("outputs first, then the input", ["run", "--input", write(tmp, "late.csv", "a,y\n1,x\n2,\n"),
+                                                 "--report", kept, "--plot", os.path.join(tmp, "x.svg2")], 2,
+               "--plot")
+        expect("an existing output is not truncated by the check",
+               ["run", "--input", write(tmp, "late.csv", "a,y\n1,x\n2,\n"), "--report", kept], 1, "missing class")
+        check("the existing report file keeps its contents", read(kept) == "keep me", read(kept))
+        expect("data error: a directory as --input", ["run", "--input", tmp], 1, f"--input {tmp}: is a directory")
+        expect("data error: a directory as --labels", ["run", "--input", write(tmp, "d.fvecs", two), "--labels", tmp],
+               1, f"--labels {tmp}: is a directory")
+        geo_lon = write(tmp, "geo_lon.csv", "lat,lon,city\n48.85,2.35,Paris\n10,181,Nowhere\n")
+        expect("data error: longitude out of range", ["run", "--input", geo_lon, "--metric", "haversine"], 1,
+               geo_lon + ", line 3, column 2 (\"lon\"): longitude 181 is outside [-180, 180]")
+        huge = write(tmp, "huge.csv", "a,b,y\n1,2,x\n1e30,1,y\n")
+        expect("data error: a coordinate that could overflow the distances", ["run", "--input", huge], 1,
+               huge + ", line 3, column 1 (\"a\"): 1e+30 exceeds", "sqrt(FLT_MAX / (8 x dim))")
 
         rc, out, err = run("run", "--backend", "cuda", "--points", "200")
         check("--backend cuda: runs on a GPU, or exit 1 saying why not",
