@@ -4,8 +4,9 @@ that changes while it is queried (CUDA where a GPU is usable, CPU otherwise, sam
 Three levels, one library underneath:
 
 * ``ReferenceSet`` (with ``KnnClassifier`` / ``KnnRegressor``): the library's own API, batched.
-* ``KNeighborsClassifier`` / ``KNeighborsRegressor``: scikit-learn estimators (need scikit-learn;
-  imported on first use, so ``import streamknn`` works without it).
+* ``KNeighborsClassifier`` / ``KNeighborsRegressor`` / ``NearestNeighbors`` /
+  ``KNeighborsTransformer`` / ``kneighbors_graph``: a drop-in for scikit-learn's (need
+  scikit-learn; imported on first use, so ``import streamknn`` works without it).
 * ``SlidingWindowKNNClassifier`` / ``SlidingWindowKNNRegressor``: River-style streaming models
   (``learn_one`` / ``predict_one`` on dicts, causal batches), and ``KnnQ`` for KNN-Q learning.
 
@@ -39,7 +40,8 @@ from . import _device
 _device.install()  # ReferenceSet._search_dlpack: zero-copy searches of CuPy / PyTorch CUDA arrays
 from ._stream import SlidingWindowKNNClassifier, SlidingWindowKNNRegressor  # noqa: F401
 
-_SKLEARN_NAMES = ("KNeighborsClassifier", "KNeighborsRegressor")
+_SKLEARN_NAMES = ("KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer", "NearestNeighbors",
+                  "kneighbors_graph")
 
 __all__ = [
     "BackendUnavailable", "CudaError", "Error", "InvalidArgument", "KnnClassifier", "KnnQ",

@@ -1,277 +1,96 @@
-"""scikit-learn estimators over streamknn: KNeighborsClassifier and KNeighborsRegressor.
+"""scikit-learn estimators over streamknn: KNeighborsClassifier, KNeighborsRegressor,
+NearestNeighbors, KNeighborsTransformer and kneighbors_graph.
 
-Drop-in for scikit-learn's estimators of the same names where the parameters apply
-(n_neighbors, weights, metric, p, n_jobs), plus ``backend`` ('auto' | 'cpu' | 'cuda') and
-``partial_fit`` (adds samples to the fitted reference set without refitting).
+Drop-in for scikit-learn's classes of the same names: the same constructor (n_neighbors,
+weights, algorithm, leaf_size, metric, p, metric_params, n_jobs), plus ``backend`` ('auto' |
+'cpu' | 'cuda') and ``partial_fit`` (adds samples to the fitted reference set without refitting).
+``algorithm`` and ``leaf_size`` only change speed in scikit-learn: any valid value is accepted
+and the exact search serves it. Options outside the library raise ValueError naming what is
+supported (see _sklearn_base for the metrics).
 
 Differences from scikit-learn, all documented in docs/python.md:
 
-* Computation is float32 (inputs are converted once); distances come back as float32.
+* The search runs in float32 (inputs are converted once); distances come back as float64.
 * Neighbours at equal distance are ordered by training row (the id), so ties go to the earlier
   row; scikit-learn leaves the order of equal distances unspecified.
-* metric: 'minkowski' (p=2 only), 'euclidean'/'l2', 'cosine' (zero vectors refused), 'haversine'
-  ((latitude, longitude) in radians and distances in radians, as scikit-learn).
-* weights: 'uniform' or 'distance' (no callables).
+* Sparse input is densified (refused where it would not fit in memory).
 * n_jobs: the CPU backend's search threads, read at fit (None, like -1: every hardware thread,
   as scikit-learn's brute-force search, whose distance kernels use every core whatever n_jobs).
 """
 
-import numbers
-import os
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin, TransformerMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted
 
-try:  # scikit-learn >= 1.6: a function (BaseEstimator._validate_data was removed in 1.6)
-    from sklearn.utils.validation import validate_data as _sklearn_validate_data
-except ImportError:  # scikit-learn < 1.6: the estimator's method
-    _sklearn_validate_data = None
+try:  # get_feature_names_out as scikit-learn's transformer ('kneighborstransformer0', ...)
+    from sklearn.base import ClassNamePrefixFeaturesOutMixin as _FeaturesOut
+except ImportError:  # pragma: no cover - scikit-learn < 1.1
+    _FeaturesOut = object
 
-from . import _streamknn
-from ._arrays import queue_capacity_for
+from ._sklearn_base import _densify, _fitted_rows, _StreamNeighborsBase, _validate_data
 
-# scikit-learn metric name -> (library metric, scale applied to inputs, scale applied to distances)
-_HAVERSINE_IN = 180.0 / np.pi                       # radians -> degrees
-_HAVERSINE_OUT = 1.0 / _streamknn.earth_radius_metres  # metres -> radians of arc
-_METRICS = {
-    "euclidean": "l2",
-    "l2": "l2",
-    "minkowski": "l2",  # p must be 2
-    "cosine": "cosine",
-    "haversine": "haversine",
-}
+__all__ = ["KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer",
+           "kneighbors_graph"]
 
 
-def _validate_data(estimator, X, y="no_validation", **check_params):
-    """scikit-learn's input validation (check_array / check_X_y, n_features_in_ and
-    feature_names_in_ set at reset=True and checked otherwise), on every supported version."""
-    if _sklearn_validate_data is not None:
-        return _sklearn_validate_data(estimator, X, y, **check_params)
-    return estimator._validate_data(X, y, **check_params)
+class _Supervised(_StreamNeighborsBase):
+    """fit / partial_fit input handling of the classifier and the regressor."""
+
+    def _validate_Xy(self, X, y, *, reset):
+        """(X, y) validated as scikit-learn does (sparse X densified), X possibly a fitted
+        neighbours estimator or tree (reset only)."""
+        kind = self._check_params()
+        rows = _fitted_rows(X) if reset else None
+        if rows is not None:
+            X = self._validate_X(X, reset=True)
+            y = check_array(y, ensure_2d=False, dtype=np.float64 if isinstance(self, RegressorMixin) else None)
+            check_consistent_length(X, y)
+            return X, y
+        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=[np.float32, np.float64], order="C",
+                              multi_output=True, y_numeric=isinstance(self, RegressorMixin), reset=reset)
+        return _densify(X, kind, type(self).__name__), y
 
 
-class _StreamKNeighborsBase(BaseEstimator):
-    """Shared fit / partial_fit / kneighbors / pickling for the two estimators."""
-
-    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2, backend="auto",
-                 n_jobs=None):
-        self.n_neighbors = n_neighbors
-        self.weights = weights
-        self.metric = metric
-        self.p = p
-        self.backend = backend
-        self.n_jobs = n_jobs
-
-    # ---- parameters -------------------------------------------------------------------------------
-    def _library_metric(self):
-        if not isinstance(self.metric, str) or self.metric not in _METRICS:
-            raise ValueError(
-                f"metric={self.metric!r} is not supported (choose one of {sorted(_METRICS)})")
-        if self.metric == "minkowski" and self.p != 2:
-            raise ValueError(f"metric='minkowski' needs p=2 (Euclidean), got p={self.p!r}")
-        return _METRICS[self.metric]
-
-    def _check_params(self):
-        if self.weights not in ("uniform", "distance"):
-            raise ValueError(f"weights={self.weights!r} is not supported (choose 'uniform' or 'distance')")
-        if self.backend not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"backend={self.backend!r} is not supported (choose 'auto', 'cpu' or 'cuda')")
-        self._check_k(self.n_neighbors, "n_neighbors")
-        self._cpu_threads()
-        return self._library_metric()
-
-    def _cpu_threads(self):
-        """The reference set's cpu_threads for n_jobs, with joblib's meaning of negative values
-        (-1: every hardware thread, -2: all but one, ...); capped at the library's maximum."""
-        n_jobs = self.n_jobs
-        if n_jobs is None:
-            return 0
-        if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-            raise ValueError(f"n_jobs={n_jobs!r} is not supported (None, a positive count, or -1, -2, ... "
-                             f"for all hardware threads, all but one, ...)")
-        if n_jobs == -1:
-            return 0
-        if n_jobs < 0:
-            return max(1, (os.cpu_count() or 1) + 1 + int(n_jobs))
-        return min(int(n_jobs), _streamknn.max_cpu_threads)
-
-    @staticmethod
-    def _check_k(k, name):
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-            raise TypeError(f"{name} does not take {type(k).__name__} value, enter integer value")
-        if not 1 <= k <= _streamknn.max_k:
-            raise ValueError(f"Expected {name} in [1, {_streamknn.max_k}], got {k}")
-
-    # ---- data -------------------------------------------------------------------------------------
-    def _query_rows(self, X):
-        """X in the library's units (float32, C order; degrees for haversine)."""
-        if self._fit_metric == "haversine":
-            X = np.asarray(X, dtype=np.float64) * _HAVERSINE_IN
-        return np.ascontiguousarray(X, dtype=np.float32)
-
-    def _target_kwargs(self):
-        raise NotImplementedError
-
-    def _encode_targets(self, y):
-        raise NotImplementedError
-
-    def _build_store(self, X, targets):
-        """A fresh reference set holding rows X (ids 0..n-1) with their encoded targets."""
-        metric = self._check_params()
-        kwargs = self._target_kwargs()
-        width = X.shape[1] + kwargs.get("n_outputs", 0)
-        store = _streamknn.ReferenceSet(
-            X.shape[1], metric, backend=self.backend, capacity_hint=max(1, X.shape[0]),
-            queue_capacity=queue_capacity_for(X.shape[0], width), cpu_threads=self._cpu_threads(), **kwargs)
-        self._load(store, 0, X, targets)
-        return store
-
-    def _load(self, store, first_id, X, targets):
-        ids = np.arange(first_id, first_id + X.shape[0], dtype=np.uint64)
-        store.insert(ids, self._query_rows(X), targets)
-        report = store.publish()
-        if report.rejected:  # ids are fresh row numbers: a rejection is a bug, never user error
-            raise RuntimeError(f"streamknn: internal error, the reference set rejected {report.rejected[:3]}")
-
-    def _make_model(self, store):
-        raise NotImplementedError
-
-    def _current_model(self):
-        """The model for the current n_neighbors / weights (set_params after fit takes effect at
-        predict, as in scikit-learn) without changing the estimator's state."""
-        if self._model_params == (self.n_neighbors, self.weights):
-            return self._model
-        self._check_params()
-        return self._make_model(self._store)
-
-    def _fit(self, X, y, *, reset):
-        targets = self._encode_targets(y)
-        if reset:
-            self._fit_metric = self.metric  # the units of the stored rows, whatever set_params does later
-            self._fit_X = np.ascontiguousarray(X, dtype=np.float32)
-            self._y = targets
-            self._store = self._build_store(self._fit_X, self._y)
-        else:
-            rows = np.ascontiguousarray(X, dtype=np.float32)
-            self._load(self._store, self._fit_X.shape[0], rows, targets)
-            self._fit_X = np.concatenate([self._fit_X, rows])
-            self._y = np.concatenate([self._y, targets])
-        self._model = self._make_model(self._store)
-        self._model_params = (self.n_neighbors, self.weights)
-        self.n_samples_fit_ = self._fit_X.shape[0]
-        self.effective_metric_ = "euclidean" if _METRICS[self._fit_metric] == "l2" else self._fit_metric
-        return self
-
-    # ---- queries ----------------------------------------------------------------------------------
-    def _check_query(self, X, n_neighbors=None):
-        check_is_fitted(self)
-        X = _validate_data(self, X, reset=False, dtype=np.float32, order="C")
-        k = self.n_neighbors if n_neighbors is None else n_neighbors
-        self._check_k(k, "n_neighbors")
-        if k > self.n_samples_fit_:
-            raise ValueError(
-                f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {k}, "
-                f"n_samples_fit = {self.n_samples_fit_}, n_samples = {X.shape[0]}")
-        return self._query_rows(X), k
-
-    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
-        """Indices of (and distances to) the n_neighbors nearest training rows of each query.
-
-        As scikit-learn: X=None queries the training rows themselves, each excluding itself.
-        Distances are float32 (radians for haversine); indices are int64 training-row numbers.
-        """
-        check_is_fitted(self)
-        k = self.n_neighbors if n_neighbors is None else n_neighbors
-        self._check_k(k, "n_neighbors")
-        query_is_train = X is None
-        if query_is_train:
-            if k + 1 > self.n_samples_fit_:
-                raise ValueError(
-                    f"Expected n_neighbors < n_samples_fit when querying the training set, but "
-                    f"n_neighbors = {k}, n_samples_fit = {self.n_samples_fit_}")
-            rows, search_k = self._query_rows(self._fit_X), k + 1
-        else:
-            rows, search_k = self._check_query(X, k)
-        dist, ids, _ = self._store.search(rows, search_k)
-        ind = ids.astype(np.int64)
-        if query_is_train:
-            # Drop each row's own index, or (duplicates) its first neighbour, as scikit-learn does.
-            keep = ind != np.arange(ind.shape[0])[:, None]
-            no_self = keep.all(axis=1)
-            keep[no_self, 0] = False
-            ind = ind[keep].reshape(ind.shape[0], k)
-            dist = dist[keep].reshape(dist.shape[0], k)
-        if self._fit_metric == "haversine":
-            dist = (dist * _HAVERSINE_OUT).astype(np.float32)
-        return (dist, ind) if return_distance else ind
-
-    # ---- pickling: the reference set travels as a checkpoint (docs/durability.md) ----------------
-    def __getstate__(self):
-        state = super().__getstate__()
-        state = dict(state)
-        store = state.pop("_store", None)
-        state.pop("_model", None)
-        if store is not None:
-            state["_store_checkpoint"] = store.to_bytes()
-        return state
-
-    def __setstate__(self, state):
-        state = dict(state)
-        checkpoint = state.pop("_store_checkpoint", None)
-        super().__setstate__(state)
-        if checkpoint is not None:
-            # On the backend the estimator asks for here ('auto': a GPU where one is usable), with
-            # this machine's threads: the points, targets and epoch are the pickled store's.
-            self._store = _streamknn.ReferenceSet.from_bytes(
-                checkpoint, backend=self.backend, cpu_threads=self._cpu_threads())
-        elif "_fit_X" in state:  # a pickle of an older version: rebuilt from the training rows
-            self._store = self._build_store(self._fit_X, self._y)
-        if "_fit_X" in state:
-            self._model = self._make_model(self._store)
-            self._model_params = (self.n_neighbors, self.weights)
-
-
-class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
+class KNeighborsClassifier(ClassifierMixin, _Supervised):
     """k-nearest-neighbour classifier on streamknn (scikit-learn API).
 
     Parameters
     ----------
     n_neighbors : int, default=5
-    weights : {'uniform', 'distance'}, default='uniform'
-        'distance' weighs neighbours by 1/distance; neighbours at distance 0 take all the weight.
-    metric : {'minkowski', 'euclidean', 'l2', 'cosine', 'haversine'}, default='minkowski'
-    p : int, default=2
+    weights : {'uniform', 'distance'}, callable or None, default='uniform'
+        'distance' weighs neighbours by 1/distance (neighbours at distance 0 take all the weight);
+        a callable maps the (n_queries, n_neighbors) distances to weights of that shape.
+    algorithm : {'auto', 'ball_tree', 'kd_tree', 'brute'}, default='auto'
+        Accepted for scikit-learn compatibility; every value runs the exact search.
+    leaf_size : int, default=30
+        Accepted for scikit-learn compatibility; changes nothing.
+    metric : {'minkowski', 'euclidean', 'l2', 'cosine', 'haversine', 'ip'}, default='minkowski'
+    p : float, default=2
         Only p=2 (Euclidean) is supported with metric='minkowski'.
-    backend : {'auto', 'cpu', 'cuda'}, default='auto'
-        'auto' runs on a CUDA device where one is usable, else on the CPU (same answers).
+    metric_params : dict, default=None
+        Only {'p': 2}.
     n_jobs : int, default=None
         Threads a CPU-backend search uses, read at fit: None or -1 every hardware thread, -2 all
         but one (joblib's convention), n > 0 that many (at most 1024). The answers do not depend
         on it; the CUDA backend ignores it.
+    backend : {'auto', 'cpu', 'cuda'}, default='auto'
+        'auto' runs on a CUDA device where one is usable, else on the CPU (same answers).
 
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    n_features_in_ : int
-    feature_names_in_ : ndarray of str (when X had string column names)
-    n_samples_fit_ : int
-    effective_metric_ : str
+    Attributes: classes_ (a list of arrays for multi-output y), outputs_2d_, n_features_in_,
+    feature_names_in_, n_samples_fit_, effective_metric_, effective_metric_params_.
 
     ``fit`` stores the rows with ids 0..n-1; ``partial_fit`` appends rows (labels must be among
     ``classes_``, or among ``classes=`` given to the first ``partial_fit``). Equal-distance
     neighbours are ordered by training row. Class ties go to the class that sorts first.
     """
 
-    def _target_kwargs(self):
-        return {"n_classes": len(self.classes_)}
-
-    def _encode_targets(self, y):
-        encoded = np.searchsorted(self.classes_, y)
-        encoded = np.minimum(encoded, len(self.classes_) - 1)
+    def _encode(self, y):
+        """y (n,) against classes_ as int32 codes; unknown labels refused."""
+        encoded = np.minimum(np.searchsorted(self.classes_, y), len(self.classes_) - 1)
         unknown = self.classes_[encoded] != y
         if np.any(unknown):
             bad = np.unique(np.asarray(y)[unknown])
@@ -280,122 +99,239 @@ class KNeighborsClassifier(ClassifierMixin, _StreamKNeighborsBase):
                 "class with classes= to the first partial_fit call, or fit again")
         return encoded.astype(np.int32)
 
-    def _make_model(self, store):
-        return _streamknn.KnnClassifier(store, self.n_neighbors, self.weights)
-
-    def _validate_targets(self, y):
+    @staticmethod
+    def _as_outputs(y):
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             warnings.warn(
                 "A column-vector y was passed when a 1d array was expected. Please change the shape "
-                "of y to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=3)
+                "of y to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=4)
             y = y.ravel()
-        elif y.ndim != 1:
-            raise ValueError(f"y must be 1-D (multi-output classification is not supported), got shape {y.shape}")
         check_classification_targets(y)
         return y
 
     def fit(self, X, y):
-        """Fits the reference set on X (n_samples, n_features) and labels y (n_samples,)."""
-        self._check_params()
-        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True)
-        y = self._validate_targets(y)
-        self.classes_ = np.unique(y)
-        return self._fit(X, y, reset=True)
+        """Fits the reference set on X (n_samples, n_features) and labels y (n_samples[, n_outputs])."""
+        X, y = self._validate_Xy(X, y, reset=True)
+        y = self._as_outputs(y)
+        self.outputs_2d_ = y.ndim == 2
+        if self.outputs_2d_:  # scikit-learn's multi-output classification: the host votes per output
+            self.classes_, codes = [], np.empty(y.shape, dtype=np.int32)
+            for j in range(y.shape[1]):
+                classes, codes[:, j] = np.unique(y[:, j], return_inverse=True)
+                self.classes_.append(classes)
+            self._y = codes
+            return self._fit_rows(X)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        self._y = codes.astype(np.int32)
+        return self._fit_rows(X)
 
     def partial_fit(self, X, y, classes=None):
         """Adds rows to the reference set without refitting (the first call fits).
 
         classes: every label the calls will use (as scikit-learn's SGDClassifier); optional on
-        the first call (then the labels of that call), ignored afterwards.
+        the first call (then the labels of that call), ignored afterwards. One output only.
         """
         first = not hasattr(self, "classes_")
-        self._check_params()
-        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, reset=first)
-        y = self._validate_targets(y)
+        X, y = self._validate_Xy(X, y, reset=first)
+        y = self._as_outputs(y)
+        if y.ndim != 1:
+            raise ValueError(f"partial_fit takes one output (y of shape (n_samples,)), got shape {y.shape}")
         if first:
             self.classes_ = np.unique(y) if classes is None else np.unique(np.asarray(classes))
-        return self._fit(X, y, reset=first)
+            self.outputs_2d_ = False
+            self._y = self._encode(y)
+            return self._fit_rows(X)
+        if self.outputs_2d_:
+            raise ValueError("partial_fit cannot extend an estimator fitted on multi-output y")
+        codes = self._encode(y)
+        self._append_rows(X)
+        self._y = np.concatenate([self._y, codes])
+        return self
+
+    def _host_proba(self, X):
+        """scikit-learn's predict_proba, from the neighbours' labels and weights (one array per output)."""
+        ind, weights = self._neighbour_weights(X)
+        codes = self._y.reshape(self._y.shape[0], -1)
+        classes = self.classes_ if self.outputs_2d_ else [self.classes_]
+        if weights is None:
+            weights = np.ones_like(ind, dtype=np.float64)
+        rows, probas = np.arange(ind.shape[0]), []
+        for j, classes_j in enumerate(classes):
+            labels = codes[:, j][ind]
+            proba = np.zeros((ind.shape[0], classes_j.size))
+            for i, idx in enumerate(labels.T):
+                proba[rows, idx] += weights[:, i]
+            normalizer = proba.sum(axis=1)[:, np.newaxis]
+            normalizer[normalizer == 0.0] = 1.0
+            probas.append(proba / normalizer)
+        return probas
 
     def predict(self, X):
-        """Class labels (n_queries,) by (weighted) majority vote of the n_neighbors nearest rows."""
-        rows, _ = self._check_query(X)
-        labels, _ = self._current_model().predict(rows)
-        return self.classes_[labels]
+        """Class labels (n_queries[, n_outputs]) by (weighted) majority vote of the n_neighbors nearest rows."""
+        probas = self._host_proba(X)
+        if not self.outputs_2d_:
+            return self.classes_[np.argmax(probas[0], axis=1)]
+        out = np.empty((probas[0].shape[0], len(probas)), dtype=self.classes_[0].dtype)
+        for j, proba in enumerate(probas):
+            out[:, j] = self.classes_[j][np.argmax(proba, axis=1)]
+        return out
 
     def predict_proba(self, X):
-        """Class probabilities (n_queries, n_classes), columns in the order of classes_."""
-        rows, _ = self._check_query(X)
-        _, proba, _ = self._current_model().predict_proba(rows)
-        return proba.astype(np.float64)
+        """Class probabilities (n_queries, n_classes) in the order of classes_ (a list per output)."""
+        probas = self._host_proba(X)
+        return probas if self.outputs_2d_ else probas[0]
 
     # Tags. Both spellings in this class (scikit-learn's check_estimator_tags_renamed looks for
     # __sklearn_tags__ next to _more_tags): __sklearn_tags__ for scikit-learn >= 1.6, _more_tags
     # for older versions (1.6 ignores it when __sklearn_tags__ is defined).
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = False  # y is 1-D (a column vector is raveled with a warning)
-        return tags
-
-    def _more_tags(self):
-        return {"multioutput": False}
-
-
-class KNeighborsRegressor(RegressorMixin, _StreamKNeighborsBase):
-    """k-nearest-neighbour regressor on streamknn (scikit-learn API).
-
-    Parameters as KNeighborsClassifier. y may have several outputs (n_samples, n_outputs);
-    'uniform' predicts the mean of the neighbours' targets, 'distance' the 1/distance-weighted
-    mean (neighbours at distance 0 take all the weight).
-
-    Attributes: n_features_in_, feature_names_in_, n_samples_fit_, effective_metric_.
-    """
-
-    def _target_kwargs(self):
-        return {"n_outputs": self._n_outputs}
-
-    def _encode_targets(self, y):
-        y = np.asarray(y, dtype=np.float32)
-        return np.ascontiguousarray(y.reshape(y.shape[0], -1))
-
-    def _make_model(self, store):
-        aggregate = "mean" if self.weights == "uniform" else "weighted_mean"
-        return _streamknn.KnnRegressor(store, self.n_neighbors, aggregate)
-
-    def fit(self, X, y):
-        """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
-        self._check_params()
-        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True)
-        self._y_1d = np.ndim(y) == 1
-        self._n_outputs = 1 if self._y_1d else y.shape[1]
-        return self._fit(X, y, reset=True)
-
-    def partial_fit(self, X, y):
-        """Adds rows to the reference set without refitting (the first call fits)."""
-        first = not hasattr(self, "n_samples_fit_")
-        self._check_params()
-        X, y = _validate_data(self, X, y, dtype=np.float32, order="C", multi_output=True, y_numeric=True,
-                                   reset=first)
-        outputs = 1 if np.ndim(y) == 1 else y.shape[1]
-        if first:
-            self._y_1d = np.ndim(y) == 1
-            self._n_outputs = outputs
-        elif outputs != self._n_outputs:
-            raise ValueError(f"y has {outputs} outputs but the estimator was fitted with {self._n_outputs}")
-        return self._fit(X, y, reset=first)
-
-    def predict(self, X):
-        """Predicted targets (n_queries,) or (n_queries, n_outputs), as y was at fit."""
-        rows, _ = self._check_query(X)
-        values, _ = self._current_model().predict(rows)
-        values = values.astype(np.float64)
-        return values.ravel() if self._y_1d else values
-
-    # Tags: see KNeighborsClassifier.
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True  # y may be (n_samples, n_outputs)
+        tags.target_tags.multi_output = True
+        tags.input_tags.sparse = True
         return tags
 
     def _more_tags(self):
         return {"multioutput": True}
+
+
+class KNeighborsRegressor(RegressorMixin, _Supervised):
+    """k-nearest-neighbour regressor on streamknn (scikit-learn API).
+
+    Parameters as KNeighborsClassifier. y may have several outputs (n_samples, n_outputs);
+    'uniform' predicts the mean of the neighbours' targets, 'distance' the 1/distance-weighted
+    mean (neighbours at distance 0 take all the weight), a callable its weighted mean.
+
+    Attributes: n_features_in_, feature_names_in_, n_samples_fit_, effective_metric_.
+    """
+
+    def fit(self, X, y):
+        """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
+        X, y = self._validate_Xy(X, y, reset=True)
+        self._y = y
+        self._y_1d = np.ndim(y) == 1
+        self._n_outputs = 1 if self._y_1d else y.shape[1]
+        return self._fit_rows(X)
+
+    def partial_fit(self, X, y):
+        """Adds rows to the reference set without refitting (the first call fits)."""
+        if not hasattr(self, "n_samples_fit_"):
+            return self.fit(X, y)
+        X, y = self._validate_Xy(X, y, reset=False)
+        outputs = 1 if np.ndim(y) == 1 else y.shape[1]
+        if outputs != self._n_outputs:
+            raise ValueError(f"y has {outputs} outputs but the estimator was fitted with {self._n_outputs}")
+        self._append_rows(X)
+        y_all = np.concatenate([self._y.reshape(len(self._y), -1), y.reshape(len(y), -1)])
+        self._y = y_all.ravel() if self._y_1d else y_all
+        return self
+
+    def predict(self, X):
+        """Predicted targets (n_queries,) or (n_queries, n_outputs), as y was at fit."""
+        ind, weights = self._neighbour_weights(X)
+        y = np.asarray(self._y, dtype=np.float64).reshape(self._y.shape[0], -1)
+        if weights is None:
+            pred = np.mean(y[ind], axis=1)
+        else:
+            pred = np.empty((ind.shape[0], y.shape[1]))
+            denom = np.sum(weights, axis=1)
+            for j in range(y.shape[1]):
+                pred[:, j] = np.sum(y[ind, j] * weights, axis=1) / denom
+        return pred.ravel() if self._y_1d else pred
+
+    # Tags: see KNeighborsClassifier.
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def _more_tags(self):
+        return {"multioutput": True}
+
+
+class NearestNeighbors(_StreamNeighborsBase):
+    """Unsupervised k-nearest-neighbour search on streamknn (scikit-learn API): fit, kneighbors,
+    kneighbors_graph. ``radius`` is accepted for scikit-learn's signature; radius queries are
+    not offered yet. Other parameters as KNeighborsClassifier (no weights)."""
+
+    def __init__(self, *, n_neighbors=5, radius=1.0, algorithm="auto", leaf_size=30, metric="minkowski", p=2,
+                 metric_params=None, n_jobs=None, backend="auto"):
+        self.n_neighbors = n_neighbors
+        self.radius = radius
+        self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.metric = metric
+        self.p = p
+        self.metric_params = metric_params
+        self.n_jobs = n_jobs
+        self.backend = backend
+
+    def fit(self, X, y=None):
+        """Fits the reference set on X (n_samples, n_features); y is ignored."""
+        self._check_params()
+        return self._fit_rows(self._validate_X(X, reset=True))
+
+    def partial_fit(self, X, y=None):
+        """Adds rows to the reference set without refitting (the first call fits)."""
+        if not hasattr(self, "n_samples_fit_"):
+            return self.fit(X)
+        self._append_rows(self._validate_X(X, reset=False))
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class KNeighborsTransformer(_FeaturesOut, TransformerMixin, NearestNeighbors):
+    """X into a sparse graph of k nearest neighbours (scikit-learn API): transform(X) is
+    kneighbors_graph(X, n_neighbors + (mode == 'distance'), mode), as scikit-learn's."""
+
+    def __init__(self, *, mode="distance", n_neighbors=5, algorithm="auto", leaf_size=30, metric="minkowski", p=2,
+                 metric_params=None, n_jobs=None, backend="auto"):
+        self.mode = mode
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.leaf_size = leaf_size
+        self.metric = metric
+        self.p = p
+        self.metric_params = metric_params
+        self.n_jobs = n_jobs
+        self.backend = backend
+
+    def fit(self, X, y=None):
+        """Fits the reference set on X; y is ignored."""
+        if self.mode not in ("distance", "connectivity"):
+            raise ValueError(f"mode={self.mode!r} is not supported (choose 'distance' or 'connectivity')")
+        super().fit(X)
+        self._n_features_out = self.n_samples_fit_
+        return self
+
+    def transform(self, X):
+        """The (n_queries, n_samples_fit) CSR graph of each row's neighbours."""
+        check_is_fitted(self)
+        add_one = self.mode == "distance"
+        return self.kneighbors_graph(X, mode=self.mode, n_neighbors=self.n_neighbors + add_one)
+
+    def fit_transform(self, X, y=None):
+        return self.fit(X).transform(X)
+
+
+def kneighbors_graph(X, n_neighbors, *, mode="connectivity", metric="minkowski", p=2, metric_params=None,
+                     include_self=False, n_jobs=None, backend="auto"):
+    """scikit-learn's sklearn.neighbors.kneighbors_graph on streamknn: X is data (a
+    NearestNeighbors is fitted on it) or a fitted k-neighbours estimator whose parameters must
+    equal these."""
+    if not hasattr(X, "kneighbors_graph"):
+        X = NearestNeighbors(n_neighbors=n_neighbors, metric=metric, p=p, metric_params=metric_params,
+                             n_jobs=n_jobs, backend=backend).fit(X)
+    else:
+        for name, value in (("metric", metric), ("p", p), ("metric_params", metric_params)):
+            if getattr(X, name) != value:
+                raise ValueError(f"Got {value} for {name}, while the estimator has {getattr(X, name)} for the "
+                                 "same parameter.")
+    if include_self == "auto":
+        include_self = mode == "connectivity"
+    return X.kneighbors_graph(X=X._fit_X if include_self else None, n_neighbors=n_neighbors, mode=mode)

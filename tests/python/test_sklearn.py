@@ -179,8 +179,9 @@ def test_parameters_pickling_cloning_and_pipelines(backend, rng):
     X = rng.normal(size=(120, 5)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int)
     model = streamknn.KNeighborsClassifier(n_neighbors=3, backend=backend)
-    assert model.get_params() == dict(n_neighbors=3, weights="uniform", metric="minkowski", p=2, backend=backend,
-                                      n_jobs=None)
+    assert model.get_params() == dict(n_neighbors=3, weights="uniform", algorithm="auto", leaf_size=30,
+                                      metric="minkowski", p=2, metric_params=None, n_jobs=None, backend=backend)
+    assert set(model.get_params()) - {"backend"} == set(skn.KNeighborsClassifier().get_params())
     with pytest.raises(NotFittedError):
         model.predict(X)
     model.fit(X, y)
@@ -199,9 +200,16 @@ def test_parameters_pickling_cloning_and_pipelines(backend, rng):
 @pytest.mark.parametrize("params, message", [
     (dict(weights="gaussian"), "weights="),
     (dict(metric="manhattan"), "metric='manhattan' is not supported"),
+    (dict(metric="precomputed"), "metric='precomputed' is not supported"),
+    (dict(metric=lambda a, b: 0.0), "callables"),
     (dict(metric="minkowski", p=1), "needs p=2"),
+    (dict(metric_params={"p": 2, "w": [1, 1]}), "metric_params keys \\['w'\\]"),
+    (dict(algorithm="fast"), "algorithm='fast'"),
+    (dict(leaf_size=0), "leaf_size=0"),
+    (dict(metric="ip", weights="distance"), "non-negative distances"),
     (dict(backend="tpu"), "backend="),
-    (dict(n_neighbors=0), "n_neighbors in \\[1, 4096\\]"),
+    (dict(n_neighbors=0), "Expected n_neighbors > 0"),
+    (dict(n_neighbors=5000), "n_neighbors in \\[1, 4096\\]"),
     (dict(n_jobs=0), "n_jobs=0 is not supported"),
     (dict(n_jobs=1.5), "n_jobs=1.5 is not supported"),
     (dict(n_jobs=True), "n_jobs=True is not supported"),
@@ -236,7 +244,7 @@ def test_k_larger_than_the_training_set_is_refused_as_in_scikit_learn(backend):
         model.predict([[0.5]])
 
 
-@pytest.mark.parametrize("cls, multi_output", [(streamknn.KNeighborsClassifier, False),
+@pytest.mark.parametrize("cls, multi_output", [(streamknn.KNeighborsClassifier, True),
                                                (streamknn.KNeighborsRegressor, True)],
                          ids=["classifier", "regressor"])
 def test_tags_on_this_scikit_learn(cls, multi_output):
@@ -251,8 +259,8 @@ def test_tags_on_this_scikit_learn(cls, multi_output):
         return
     tags = get_tags(estimator)
     assert tags.target_tags.multi_output is multi_output and tags.target_tags.required is True
-    assert tags.estimator_type == ("regressor" if multi_output else "classifier")
-    assert not tags.input_tags.sparse and not tags.input_tags.allow_nan and tags.input_tags.two_d_array
+    assert tags.estimator_type == ("regressor" if cls is streamknn.KNeighborsRegressor else "classifier")
+    assert tags.input_tags.sparse and not tags.input_tags.allow_nan and tags.input_tags.two_d_array
 
 
 def test_input_validation_works_on_this_scikit_learn():
@@ -261,7 +269,7 @@ def test_input_validation_works_on_this_scikit_learn():
     width and sparse input are refused with scikit-learn's messages."""
     from scipy import sparse
 
-    from streamknn import _sklearn
+    from streamknn import _sklearn_base as _sklearn
 
     import sklearn.utils.validation as validation
 
@@ -271,7 +279,9 @@ def test_input_validation_works_on_this_scikit_learn():
     assert model.n_features_in_ == 3
     with pytest.raises(ValueError, match="X has 2 features, but KNeighborsRegressor is expecting 3 features"):
         model.predict(X[:, :2])
-    with pytest.raises(TypeError, match="[Ss]parse"):
-        streamknn.KNeighborsRegressor(n_neighbors=2).fit(sparse.csr_matrix(X), np.arange(8.0))
+    dense = streamknn.KNeighborsRegressor(n_neighbors=2).fit(X, np.arange(8.0))
+    np.testing.assert_array_equal(  # sparse input is densified
+        streamknn.KNeighborsRegressor(n_neighbors=2).fit(sparse.csr_matrix(X), np.arange(8.0)).predict(X),
+        dense.predict(sparse.csr_matrix(X)))
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         streamknn.KNeighborsClassifier(n_neighbors=2).fit(X, np.arange(7))
