@@ -60,6 +60,7 @@ void check_outputs(const RunOptions& o) {
   if (!o.report.empty()) outputs.emplace_back("--report", o.report);
   if (!o.predictions.empty()) outputs.emplace_back("--predictions", o.predictions);
   if (!o.plot.empty()) outputs.emplace_back("--plot", o.plot);
+  if (!o.checkpoint.empty()) outputs.emplace_back("--checkpoint", o.checkpoint);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       std::error_code ec;

@@ -2,7 +2,7 @@
 //
 // A run that reads a large stream must not fail at its end because an output cannot be
 // written, so every path it names (--report, --predictions, --plot and the predictions file
-// --plot draws from) is checked first, and errors name the path as the user gave it.
+// --plot draws from, --checkpoint) is checked first, and errors name the path as the user gave it.
 #pragma once
 
 #include "streams/run_options.hpp"

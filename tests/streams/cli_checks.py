@@ -161,7 +161,8 @@ def main():
         # ---- outputs are checked before the input is read, by the user's path ------------------
         nowhere = os.path.join(tmp, "no", "such")
         slow = ["run", "--points", "2000000000"]  # would run for minutes if the check came last
-        for option, name in (("--report", "r.json"), ("--predictions", "p.csv"), ("--plot", "p.png")):
+        for option, name in (("--report", "r.json"), ("--predictions", "p.csv"), ("--plot", "p.png"),
+                             ("--checkpoint", "c.skc")):
             path = os.path.join(nowhere, name)
             expect(f"{option} in a missing folder is refused before the run", [*slow, option, path], 1,
                    f"{option} {path}: cannot open for writing (the folder {nowhere} does not exist)")
@@ -177,6 +178,7 @@ def main():
                ["run", "--input", write(tmp, "late.csv", "a,y\n1,x\n2,\n"), "--report", kept], 1, "missing class")
         check("the existing report file keeps its contents", read(kept) == "keep me", read(kept))
         expect("data error: a directory as --input", ["run", "--input", tmp], 1, f"--input {tmp}: is a directory")
+        expect("usage error: a directory as --resume", ["run", "--resume", tmp], 2, "--resume", "is actually a directory")
         expect("data error: a directory as --labels", ["run", "--input", write(tmp, "d.fvecs", two), "--labels", tmp],
                1, f"--labels {tmp}: is a directory")
         geo_lon = write(tmp, "geo_lon.csv", "lat,lon,city\n48.85,2.35,Paris\n10,181,Nowhere\n")
