@@ -12,6 +12,7 @@ packages=(
   python3 python3-numpy python3-sklearn python3-matplotlib python3-pytest  # parity tests, plots
   pybind11-dev python3-dev         # the Python package
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtimes
+  libopenmpi-dev openmpi-bin python3-mpi4py  # the sharded store (lib/mpi) and its Python side
 )
 
 missing=()

@@ -29,6 +29,11 @@ struct AggregateSpec {
   Output output = Output::Neighbors;
   Weights weights = Weights::Uniform;
   RegressionAggregate regression = RegressionAggregate::Mean;
+  /// Output::Neighbors only: distances hold the ranking values the results are ordered by (see
+  /// metric_space.hpp), not the reported distances, so that the sharded store (lib/mpi) merges
+  /// per-shard lists in the single store's exact order. The CPU backend honours it; the caller
+  /// asks for it only there.
+  bool ranks = false;
 };
 
 struct QueryRequest {

@@ -338,6 +338,44 @@ PublishReport Engine::publish() {
   return report;
 }
 
+void Engine::reserve(std::size_t inserts, std::size_t ops) {
+  std::lock_guard lock(publish_mutex_);
+  const Catalog::BatchShape shape{ops, std::size_t(catalog_.slot_count()) + inserts, false};
+  try {
+    catalog_.reserve_for(shape);
+    batch_.reserve(ops, stored_dim_, value_floats(config_));
+    backend_->reserve(shape.slots, ops);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(concat("ReferenceSet::reserve: host memory exhausted while growing to ", shape.slots, " slots"));
+  }
+}
+
+void Engine::targets_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values) {
+  const std::size_t outputs = value_floats(config_);
+  const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
+  labels.assign(classes ? ids.size() : 0, kNoLabel);
+  values.assign(ids.size() * outputs, std::numeric_limits<float>::quiet_NaN());
+  if (!classes && outputs == 0) return;
+  std::vector<std::uint32_t> slots;
+  std::vector<std::size_t> found;
+  slots.reserve(ids.size());
+  found.reserve(ids.size());
+  std::lock_guard lock(publish_mutex_);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == kInvalidId) continue;  // padding (the id index's empty marker)
+    if (const auto slot = catalog_.slot_of(ids[i])) {
+      slots.push_back(*slot);
+      found.push_back(i);
+    }
+  }
+  ResolvedBatch read;
+  backend_->read_targets(slots, read);
+  for (std::size_t j = 0; j < found.size(); ++j) {
+    if (classes) labels[found[j]] = read.labels[j];
+    std::copy_n(read.values.data() + j * outputs, outputs, values.data() + found[j] * outputs);
+  }
+}
+
 Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                                   AggregateSpec aggregate, const char* caller) const {
   check_k(k, caller);

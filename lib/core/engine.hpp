@@ -39,6 +39,18 @@ class Engine {
   void push(std::span<const Update> updates);
   PublishReport publish();
 
+  /// Validates an update as push() does (InvalidArgument naming caller), queuing nothing: the
+  /// sharded store (lib/mpi) checks updates on the rank that pushes them, before routing them.
+  void check(const Update& update, const char* caller) const { validate(update, caller); }
+  /// Makes room, ahead of publish(), for `inserts` more points and a batch of `ops` updates in
+  /// the catalogue and the backend (the first phase of the sharded store's two-phase publish).
+  /// Throws OutOfMemory, in which case nothing visible changed.
+  void reserve(std::size_t inserts, std::size_t ops);
+  /// The targets of ids in the published snapshot, in order: labels (Classes) or rows of values
+  /// (Outputs); an id not in it gets kNoLabel / NaNs. Serialised with publish(). The sharded
+  /// store (lib/mpi) ships them with a shard's neighbours to the rank that aggregates them.
+  void targets_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values);
+
   /// Validates and runs a query batch. caller names the public entry point in error messages.
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;

@@ -9,6 +9,7 @@ namespace streamknn::detail {
 
 struct EngineAccess {
   static const Engine& of(const ReferenceSet& set) noexcept { return *set.engine_; }
+  static Engine& of(ReferenceSet& set) noexcept { return *set.engine_; }
 };
 
 }  // namespace streamknn::detail

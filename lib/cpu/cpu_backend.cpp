@@ -275,8 +275,9 @@ class CpuBackend final : public Backend {
       n.ids.resize(nq * k);
       for (std::size_t i = 0; i < nq * k; ++i) {
         n.ids[i] = found[i].id;
-        n.distances[i] = found[i].id == kInvalidId
-                             ? std::numeric_limits<float>::infinity()
+        n.distances[i] = found[i].id == kInvalidId ? std::numeric_limits<float>::infinity()
+                         : request.aggregate.ranks
+                             ? found[i].rank
                              : static_cast<float>(reported_distance(config_.metric, found[i].rank));
       }
       return result;

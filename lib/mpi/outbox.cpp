@@ -1,0 +1,106 @@
+#include "mpi/outbox.hpp"
+
+#include <cstring>
+
+#include "core/check.hpp"
+#include "streamknn/distributed_reference_set.hpp"
+#include "streamknn/error.hpp"
+
+namespace streamknn::detail::mpi {
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 16;
+
+bool carries_vector(UpdateKind kind) noexcept { return kind == UpdateKind::Insert || kind == UpdateKind::Move; }
+
+std::size_t value_floats(const Update& u, const StoreConfig& config) noexcept {
+  return u.has_target && config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+}
+
+}  // namespace
+
+std::size_t record_bytes(const Update& u, const StoreConfig& config) noexcept {
+  return kHeaderBytes + ((carries_vector(u.kind) ? config.dim : 0) + value_floats(u, config)) * sizeof(float);
+}
+
+void encode(const Update& u, const StoreConfig& config, std::vector<std::byte>& out) {
+  const std::size_t at = out.size();
+  out.resize(at + record_bytes(u, config));
+  std::byte* p = out.data() + at;
+  std::memcpy(p, &u.id, 8);
+  p[8] = static_cast<std::byte>(u.kind);
+  p[9] = static_cast<std::byte>(u.has_target ? 1 : 0);
+  p[10] = p[11] = std::byte{0};
+  std::memcpy(p + 12, &u.label, 4);
+  p += kHeaderBytes;
+  if (carries_vector(u.kind)) {
+    std::memcpy(p, u.vector.data(), config.dim * sizeof(float));
+    p += config.dim * sizeof(float);
+  }
+  if (const std::size_t n = value_floats(u, config)) std::memcpy(p, u.values.data(), n * sizeof(float));
+}
+
+std::vector<Update> decode(std::span<const std::byte> bytes, const StoreConfig& config) {
+  std::vector<Update> out;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < kHeaderBytes) throw Error("DistributedReferenceSet::publish: a truncated update record");
+    const std::byte* p = bytes.data() + at;
+    Update u;
+    std::memcpy(&u.id, p, 8);
+    u.kind = static_cast<UpdateKind>(p[8]);
+    u.has_target = p[9] != std::byte{0};
+    std::memcpy(&u.label, p + 12, 4);
+    const std::size_t size = record_bytes(u, config);
+    if (bytes.size() - at < size) throw Error("DistributedReferenceSet::publish: a truncated update record");
+    // Records are multiples of 4 bytes long and buffers start aligned, so the floats are aligned.
+    const float* floats = reinterpret_cast<const float*>(p + kHeaderBytes);
+    if (carries_vector(u.kind)) {
+      u.vector = {floats, config.dim};
+      floats += config.dim;
+    }
+    if (const std::size_t n = value_floats(u, config)) u.values = {floats, n};
+    if (!u.has_target) u.label = -1;
+    out.push_back(u);
+    at += size;
+  }
+  return out;
+}
+
+Outbox::Outbox(const StoreConfig& config, int ranks)
+    : config_(config), ranks_(ranks), per_rank_(static_cast<std::size_t>(ranks)) {}
+
+std::size_t Outbox::put(std::span<const Update> updates, bool wait) {
+  std::unique_lock lock(mutex_);
+  std::size_t queued = 0;
+  while (queued < updates.size()) {
+    if (count_ >= config_.queue_capacity) {
+      if (!wait) break;
+      space_.wait(lock, [&] { return count_ < config_.queue_capacity; });
+    }
+    const Update& u = updates[queued];
+    encode(u, config_, per_rank_[static_cast<std::size_t>(shard_of(u.id, ranks_))]);
+    ++count_;
+    ++queued;
+  }
+  return queued;
+}
+
+std::vector<std::vector<std::byte>> Outbox::take() {
+  std::vector<std::vector<std::byte>> taken(static_cast<std::size_t>(ranks_));
+  {
+    std::lock_guard lock(mutex_);
+    taken.swap(per_rank_);
+    count_ = 0;
+  }
+  space_.notify_all();
+  return taken;
+}
+
+std::size_t Outbox::queued() const noexcept {
+  std::lock_guard lock(mutex_);
+  return count_;
+}
+
+}  // namespace streamknn::detail::mpi

@@ -1,0 +1,254 @@
+// The sharded store against one ReferenceSet fed the same updates: every rank keeps a whole
+// single store as the reference and pushes its share of one random sequence (the same on every
+// rank: one seed); answers must be identical (ids, distances bit for bit, labels, values), over
+// random insert / move / erase / set-target sequences with id errors, every metric and target,
+// per-rank k, visibility ranges, empty and refused batches, and a save / load round trip.
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include <unistd.h>
+
+#include "mpi/mpi_support.hpp"
+
+using namespace test;
+using namespace mpitest;
+
+namespace {
+
+struct Setup {
+  Metric metric;
+  std::size_t dim;
+  TargetSpec target;
+};
+
+/// Updates of one round, the same on every rank. An id is always pushed by the rank id % size,
+/// so each id's updates keep their order, as on the single store.
+std::vector<Update> round_updates(std::mt19937_64& g, const Setup& s, std::vector<std::vector<float>>& pool,
+                                  std::size_t ids) {
+  std::vector<Update> out;
+  std::uniform_int_distribution<std::size_t> pick(0, ids - 1);
+  std::uniform_int_distribution<int> kind(0, 9), label(0, int(s.target.count) - 1);
+  const std::size_t n = 24 + pick(g) % 24;
+  for (std::size_t i = 0; i < n; ++i) {
+    const PointId id = 1000 + pick(g) * 7919;  // spread ids
+    pool.push_back(points_for(s.metric, g, 1, s.dim));
+    const std::span<const float> v = pool.back();
+    pool.push_back(uniform(g, s.target.count == 0 ? 1 : s.target.count));
+    const std::span<const float> values = pool.back();
+    const int k = kind(g);
+    const bool classes = s.target.kind == TargetSpec::Kind::Classes, outputs = s.target.kind == TargetSpec::Kind::Outputs;
+    if (k < 4) {
+      out.push_back(classes ? Update::insert(id, v, label(g)) : outputs ? Update::insert(id, v, values) : Update::insert(id, v));
+    } else if (k < 7) {
+      out.push_back(Update::move(id, v));
+    } else if (k < 9 || s.target.kind == TargetSpec::Kind::None) {
+      out.push_back(Update::erase(id));
+    } else {
+      out.push_back(classes ? Update::set_target(id, label(g)) : Update::set_target(id, values));
+    }
+  }
+  return out;
+}
+
+StoreConfig config_of(const Setup& s) {
+  StoreConfig c = config_for(s.dim, s.metric, s.target);
+  c.cpu_threads = 1;
+  c.publish_threads = 1;
+  return c;
+}
+
+/// This rank's queries of one round: random rows, a rank-dependent k, ranges on some rounds.
+struct Queries {
+  std::vector<float> rows;
+  std::size_t k = 1;
+  std::vector<IdRange> visible;
+};
+
+Queries rank_queries(std::mt19937_64& g, const Setup& s, int round) {
+  Queries q;
+  const std::size_t n = std::size_t(g() % 5);  // 0..4: some ranks ask nothing
+  q.rows = points_for(s.metric, g, n, s.dim);
+  q.k = 1 + std::size_t(g() % 12);
+  if (round % 3 == 2) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const PointId a = 1000 + (g() % 200) * 7919, b = a + (g() % 400) * 7919;
+      q.visible.push_back({a, b});
+    }
+  }
+  return q;
+}
+
+void run_equivalence(const Setup& s, std::uint64_t salt) {
+  const int rank = world_rank(), size = world_size();
+  auto g = rng(salt);                                   // the same on every rank
+  auto mine = rng(salt * 31 + std::uint64_t(rank) + 1);  // this rank's queries
+  const StoreConfig config = config_of(s);
+  DistributedReferenceSet sharded(MPI_COMM_WORLD, config);
+  ReferenceSet single(config);
+  std::vector<std::vector<float>> pool;
+  for (int round = 0; round < 10; ++round) {
+    pool.clear();
+    const std::vector<Update> updates = round_updates(g, s, pool, 60);
+    for (const Update& u : updates) {
+      single.push(u);
+      if (int(u.id % PointId(size)) == rank) sharded.push(u);
+    }
+    const PublishReport want = single.publish();
+    const PublishReport got = sharded.publish();
+    check_same(got, want);
+    CHECK(sharded.epoch() == single.epoch());
+    CHECK(sharded.size() == single.size());
+
+    const Queries q = rank_queries(mine, s, round);
+    check_same(sharded.search(q.rows, q.k, q.visible), single.search(q.rows, q.k, q.visible));
+    if (s.target.kind == TargetSpec::Kind::Classes) {
+      const Weights w = round % 2 ? Weights::Distance : Weights::Uniform;
+      const KnnClassifier model(single, q.k, w);
+      check_same(sharded.classify(q.rows, q.k, w, true, q.visible), model.predict_proba(q.rows, q.visible));
+      check_same(sharded.classify(q.rows, q.k, w, false, q.visible), model.predict(q.rows, q.visible));
+    } else if (s.target.kind == TargetSpec::Kind::Outputs) {
+      const auto a = RegressionAggregate(round % 3);
+      const KnnRegressor model(single, q.k, a);
+      check_same(sharded.regress(q.rows, q.k, a, q.visible), model.predict(q.rows, q.visible));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sharded answers equal one store's: L2, class labels") {
+  run_equivalence({Metric::L2, 3, TargetSpec::classes(3)}, 1);
+}
+TEST_CASE("sharded answers equal one store's: L2 in 20 dimensions, outputs") {
+  run_equivalence({Metric::L2, 20, TargetSpec::outputs(2)}, 2);
+}
+TEST_CASE("sharded answers equal one store's: inner product, no target") {
+  run_equivalence({Metric::InnerProduct, 5, TargetSpec::none()}, 3);
+}
+TEST_CASE("sharded answers equal one store's: cosine, class labels") {
+  run_equivalence({Metric::Cosine, 4, TargetSpec::classes(4)}, 4);
+}
+TEST_CASE("sharded answers equal one store's: haversine, outputs") {
+  run_equivalence({Metric::Haversine, 2, TargetSpec::outputs(1)}, 5);
+}
+
+TEST_CASE("asynchronous tickets, a query from one rank while the others pass nothing") {
+  const int rank = world_rank();
+  StoreConfig config = config_of({Metric::L2, 2, TargetSpec::none()});
+  DistributedReferenceSet sharded(MPI_COMM_WORLD, config);
+  ReferenceSet single(config);
+  for (PointId id = 1; id <= 50; ++id) {
+    const float v[2] = {float(id % 7), float(id / 7)};
+    single.insert(id, v);
+    if (rank == 0) sharded.insert(id, v);  // one rank pushes everything
+  }
+  single.publish();
+  CHECK(sharded.publish().size == 50);
+  const std::vector<float> q = {3.f, 3.f, 0.5f, 6.f};
+  std::vector<float> none;
+  auto first = sharded.submit(rank == 0 ? std::span<const float>(q) : std::span<const float>(none), 5);
+  auto second = sharded.submit(q, 3);
+  check_same(second.get(), single.search(q, 3));  // answered in any order of get()
+  const Neighbors a = first.get();
+  if (rank == 0) {
+    check_same(a, single.search(q, 5));
+  } else {
+    CHECK(a.num_queries == 0);
+  }
+  CHECK(a.epoch == 1);
+}
+
+TEST_CASE("bad input: refused on the rank that passed it, the others answered") {
+  const int rank = world_rank(), size = world_size();
+  StoreConfig config = config_of({Metric::L2, 2, TargetSpec::classes(2)});
+  DistributedReferenceSet sharded(MPI_COMM_WORLD, config);
+  ReferenceSet single(config);
+  const float v[2] = {1, 2};
+  CHECK_THROWS_AS(sharded.insert(7, std::span<const float>(v, 1), 0), InvalidArgument);  // wrong dim: at the call
+  CHECK_THROWS_AS(sharded.insert(7, v, 5), InvalidArgument);                             // label out of range
+  if (rank == 0) {
+    sharded.insert(7, v, 1);
+  }
+  single.insert(7, v, 1);
+  single.publish();
+  sharded.publish();
+  const std::vector<float> q = {0, 0};
+  const int bad = size - 1;
+  if (rank == bad) {
+    CHECK_THROWS_AS(sharded.search(q, 0), InvalidArgument);  // k = 0, refused at the call
+  } else {
+    check_same(sharded.search(q, 1), single.search(q, 1));
+  }
+  const std::vector<float> nan_row = {0, std::numeric_limits<float>::quiet_NaN()};
+  if (rank == bad) {
+    const std::string got = message_of<InvalidArgument>([&] { sharded.search(nan_row, 1); });
+    const std::string want = message_of<InvalidArgument>([&] { single.search(nan_row, 1); });
+    CHECK(got.find("query 0[1] is NaN") != std::string::npos);
+    CHECK(got.find("NaN") != std::string::npos);
+    CHECK(!want.empty());
+  } else {
+    check_same(sharded.search(q, 1), single.search(q, 1));
+  }
+  CHECK_THROWS_AS(sharded.regress(q, 1), InvalidArgument);  // the store holds class labels
+  check_same(sharded.classify(q, 1), KnnClassifier(single, 1).predict(q));
+}
+
+TEST_CASE("a configuration that differs between ranks is refused on every rank") {
+  const int rank = world_rank(), size = world_size();
+  if (size < 2) return;
+  StoreConfig config = config_of({Metric::L2, 2, TargetSpec::none()});
+  if (rank == size - 1) config.dim = 3;
+  const std::string message = message_of<InvalidArgument>([&] { DistributedReferenceSet s(MPI_COMM_WORLD, config); });
+  CHECK(message.find("StoreConfig::dim differs across ranks") != std::string::npos);
+  CHECK(message.find(concat_str("3 on rank ", size - 1)) != std::string::npos);
+  // An invalid configuration everywhere: every rank throws the shard's own message, once.
+  StoreConfig bad = config_of({Metric::L2, 2, TargetSpec::none()});
+  bad.dim = 0;
+  const std::string invalid = message_of<InvalidArgument>([&] { DistributedReferenceSet s(MPI_COMM_WORLD, bad); });
+  CHECK(invalid.find("dim must be at least 1") != std::string::npos);
+}
+
+TEST_CASE("save and load: the same answers at the same global epoch; another number of ranks refused") {
+  const int rank = world_rank(), size = world_size();
+  const Setup s{Metric::L2, 3, TargetSpec::classes(3)};
+  auto g = rng(77);
+  const StoreConfig config = config_of(s);
+  std::string dir = concat_str("/tmp/streamknn-sharded-", getppid());
+  if (rank == 0) std::filesystem::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string path = dir + "/store.skm";
+  std::vector<std::vector<float>> pool;
+  std::optional<DistributedReferenceSet> sharded;
+  sharded.emplace(MPI_COMM_WORLD, config);
+  for (int round = 0; round < 3; ++round) {
+    pool.clear();
+    for (const Update& u : round_updates(g, s, pool, 40)) {
+      if (int(u.id % PointId(size)) == rank) sharded->push(u);
+    }
+    sharded->publish();
+    sharded->save(path);  // each save replaces the previous one
+  }
+  const std::vector<float> q = points_for(s.metric, g, 4, s.dim);
+  const Neighbors before = sharded->search(q, 6);
+  const std::uint64_t epoch = sharded->epoch();
+  sharded.reset();
+  DistributedReferenceSet again = DistributedReferenceSet::load(MPI_COMM_WORLD, path, {.backend = config.backend});
+  CHECK(again.epoch() == epoch);
+  check_same(again.search(q, 6), before);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) files += entry.path().string().find(".rank-") != std::string::npos;
+  CHECK(files == std::size_t(size));  // the earlier saves' shard files are gone
+  if (size >= 2) {
+    MPI_Comm fewer;
+    MPI_Comm_split(MPI_COMM_WORLD, rank == size - 1 ? MPI_UNDEFINED : 0, rank, &fewer);
+    if (fewer != MPI_COMM_NULL) {
+      const std::string m = message_of<CheckpointError>([&] { DistributedReferenceSet::load(fewer, path); });
+      CHECK(m.find(concat_str("saved by ", size, " ranks, loaded on ", size - 1)) != std::string::npos);
+      MPI_Comm_free(&fewer);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::filesystem::remove_all(dir);
+}
