@@ -57,6 +57,10 @@ def __getattr__(name):
         from . import _sklearn
 
         return getattr(_sklearn, name)
+    if name == "DistributedReferenceSet":  # imports mpi4py (initialising MPI): on first use only
+        from ._distributed import DistributedReferenceSet
+
+        return DistributedReferenceSet
     raise AttributeError(f"module 'streamknn' has no attribute '{name}'")
 
 
