@@ -38,6 +38,22 @@ struct CpuSearchInput {
   bool inner_product = false;       ///< rank by -<q,p> instead of squared L2
 };
 
+/// What exact_neighbours needs beyond the screen's input.
+struct ExactInput {
+  CpuSearchInput screen;            ///< k there is ignored: the screen keeps exact::screen_width(k)
+  std::size_t k = 0;
+  int metric = 0;                   ///< streamknn::Metric as int (exact_rank.hpp)
+  std::size_t stored_dim = 0;
+  double max_norm = 0;              ///< >= the L2 norm of every stored vector (inner product only)
+};
+
+/// The exact answers (exact_rank.hpp): the float32 screen keeps screen_width(k) candidates per
+/// query, which are re-ranked exactly; a query whose certificate fails is answered from every
+/// stored point. found[q * k + j] holds the answers in (exact distance, id) order, with rank the
+/// exact key rounded once to float32; distances[q * k + j] the reported distance (+inf for padding).
+void exact_neighbours(const ExactInput& input, ThreadPool& pool, std::vector<Candidate>& found,
+                      std::vector<float>& distances);
+
 /// Returns the instruction-set level the search kernels were compiled for, e.g. "x86-64-v3".
 const char* cpu_search_isa() noexcept;
 /// True when this CPU can run the compiled search kernels.
