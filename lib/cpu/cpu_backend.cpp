@@ -3,6 +3,7 @@
 // buffer at the next publish, so the two never drift and no publish copies the whole store.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -65,6 +66,7 @@ class CpuBackend final : public Backend {
   void apply(const ResolvedBatch& batch, std::uint64_t epoch) override {
     Buffer& back = buffers_[1 - front_];
     wait_unread(back);
+    note_norms(batch);
     if (has_pending_) back.store.apply(pending_);
     back.store.apply(batch);
     back.epoch = epoch;
@@ -152,6 +154,7 @@ class CpuBackend final : public Backend {
       throw OutOfMemory(concat("ReferenceSet::load: host memory exhausted for ", batch.slot_count, " points of dim ",
                                config_.dim));
     }
+    note_norms(batch);
     for (Buffer& b : buffers_) {
       b.store.apply(batch);
       b.epoch = epoch;
@@ -219,23 +222,43 @@ class CpuBackend final : public Backend {
     const Buffer& buffer;
   };
 
-  /// Exact k nearest (rank, id) of nq queries in stored form, found[q * k + j], padded to the
-  /// store's row stride and aligned like its rows first.
+  /// Exact k nearest of nq queries in stored form (exact_neighbours): found[q * k + j], and the
+  /// reported distances where `distances` is given. The queries are padded to the store's row
+  /// stride and aligned like its rows first.
   void find_neighbours(const HostStore& store, const float* queries, std::size_t nq, std::size_t k,
-                       const IdRange* visible, std::vector<Candidate>& found) const {
+                       const IdRange* visible, std::vector<Candidate>& found, std::vector<float>* distances = nullptr) const {
     const std::size_t stride = store.stride();
     AlignedVector<float> padded(nq * stride, 0.0f);
     for (std::size_t q = 0; q < nq; ++q) {
       std::memcpy(padded.data() + q * stride, queries + q * stored_dim_, stored_dim_ * sizeof(float));
     }
-    CpuSearchInput input;
-    input.store = &store;
-    input.queries = padded.data();
-    input.num_queries = nq;
+    ExactInput input;
+    input.screen.store = &store;
+    input.screen.queries = padded.data();
+    input.screen.num_queries = nq;
+    input.screen.visible = visible;
+    input.screen.inner_product = config_.metric == Metric::InnerProduct;
     input.k = k;
-    input.visible = visible;
-    input.inner_product = config_.metric == Metric::InnerProduct;
-    exact_search(input, pool_, found);
+    input.metric = static_cast<int>(config_.metric);
+    input.stored_dim = stored_dim_;
+    input.max_norm = max_norm_.load(std::memory_order_acquire);
+    std::vector<float> unused;
+    exact_neighbours(input, pool_, found, distances ? *distances : unused);
+  }
+
+  /// Raises max_norm_ to cover every vector of a batch (before the batch can be read).
+  void note_norms(const ResolvedBatch& batch) {
+    if (config_.metric != Metric::InnerProduct || batch.vectors.empty()) return;
+    double largest = 0;
+    for (std::size_t at = 0; at + stored_dim_ <= batch.vectors.size(); at += stored_dim_) {
+      double s = 0;
+      for (std::size_t i = 0; i < stored_dim_; ++i) s += double(batch.vectors[at + i]) * double(batch.vectors[at + i]);
+      largest = std::max(largest, s);
+    }
+    const double norm = std::sqrt(largest) * (1.0 + 0x1p-30);
+    double seen = max_norm_.load(std::memory_order_relaxed);
+    while (norm > seen && !max_norm_.compare_exchange_weak(seen, norm, std::memory_order_acq_rel)) {
+    }
   }
 
   std::size_t value_count() const noexcept {
@@ -261,8 +284,9 @@ class CpuBackend final : public Backend {
     const HostStore& store = buffer.store;
     const std::size_t nq = request.num_queries, k = request.k;
     std::vector<Candidate> found;
+    std::vector<float> distances;
     find_neighbours(store, request.queries.data(), nq, k, request.visible.empty() ? nullptr : request.visible.data(),
-                    found);
+                    found, &distances);
 
     QueryResult result;
     const auto output = request.aggregate.output;
@@ -276,19 +300,18 @@ class CpuBackend final : public Backend {
       for (std::size_t i = 0; i < nq * k; ++i) {
         n.ids[i] = found[i].id;
         n.distances[i] = found[i].id == kInvalidId ? std::numeric_limits<float>::infinity()
-                         : request.aggregate.ranks
-                             ? found[i].rank
-                             : static_cast<float>(reported_distance(config_.metric, found[i].rank));
+                         : request.aggregate.ranks ? found[i].rank
+                                                   : distances[i];
       }
       return result;
     }
-    aggregate(store, request, found, result);
+    aggregate(store, request, found, distances, result);
     result.classes.epoch = result.regression.epoch = buffer.epoch;
     return result;
   }
 
   void aggregate(const HostStore& store, const QueryRequest& request, const std::vector<Candidate>& found,
-                 QueryResult& result) const {
+                 const std::vector<float>& distances, QueryResult& result) const {
     const std::size_t nq = request.num_queries, k = request.k;
     const bool classify = request.aggregate.output != AggregateSpec::Output::Values;
     const bool proba = request.aggregate.output == AggregateSpec::Output::Probabilities;
@@ -311,7 +334,7 @@ class CpuBackend final : public Backend {
       std::vector<double> scratch(k), class_weight(classes);
       const Candidate* row = found.data() + q * k;
       for (std::size_t j = 0; j < k && row[j].id != kInvalidId; ++j) {
-        dist.push_back(static_cast<float>(reported_distance(config_.metric, row[j].rank)));
+        dist.push_back(distances[q * k + j]);
       }
       const std::size_t n = dist.size();
       if (classify) {
@@ -339,6 +362,7 @@ class CpuBackend final : public Backend {
   bool has_pending_ = false;
   std::size_t pending_slots_ = 0;  // slots pending_ writes (its highest slot + 1)
   mutable ThreadPool pool_;
+  std::atomic<double> max_norm_{0.0};  // >= every stored vector's L2 norm (inner product; exact_rank.hpp)
 };
 
 }  // namespace
