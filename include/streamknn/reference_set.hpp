@@ -122,6 +122,15 @@ class ReferenceSet {
   static ReferenceSet load(const std::string& path, const LoadOptions& options = {}, LoadReport* report = nullptr);
   static ReferenceSet load_bytes(std::span<const std::byte> bytes, const LoadOptions& options = {},
                                  LoadReport* report = nullptr);
+  /// A store holding the given points at epoch 1 (epoch 0 when there are none), built in one step
+  /// as load() builds one, without the update queue: the fast way to load a data set. ids (n),
+  /// vectors (n x dim), labels (n; classification stores) or values (n x outputs; regression
+  /// stores), each point checked as push() checks it, plus repeated ids. The store then answers,
+  /// saves and takes updates exactly as one that pushed the points in this order and published
+  /// once. Throws InvalidArgument (naming the row; no store is made) or OutOfMemory.
+  static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
+                                  std::span<const float> vectors, std::span<const std::int32_t> labels = {},
+                                  std::span<const float> values = {});
   /// From now on each publish (and lookup_and_update) that changes the store appends what it
   /// wrote to the journal at path before returning. An existing journal is continued when it
   /// ends at this store's epoch (else CheckpointError); a missing one starts at this epoch.

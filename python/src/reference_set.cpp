@@ -142,6 +142,16 @@ void check_batch(const Batch& b, const StoreConfig& config, const char* call) {
     const float bound = max_coordinate(config.metric, config.dim);
     for (std::size_t i = 0; i < n; ++i) {
       const float* row = b.vectors->data + i * d;
+      // Fast pass without early exits (the compiler vectorises it): NaN, +-Inf and magnitudes
+      // beyond the bound all fail `|x| <= bound`. Only a row that fails it, or a cosine row that
+      // may be zero, or a haversine row, takes the element-by-element pass below for its message.
+      bool outside = false;
+      bool nonzero = false;
+      for (std::size_t j = 0; j < d; ++j) {
+        outside |= !(std::fabs(row[j]) <= bound);
+        nonzero |= row[j] != 0.0f;
+      }
+      if (!outside && (nonzero || config.metric != Metric::Cosine) && config.metric != Metric::Haversine) continue;
       bool all_zero = true;
       for (std::size_t j = 0; j < d; ++j) {
         if (!std::isfinite(row[j])) fail_argument(call, ": vectors[", i, ", ", j, "] is ", non_finite(row[j]));
@@ -242,6 +252,65 @@ const char* const kOnFullDoc =
     "Every row is checked before any is queued: a malformed batch raises InvalidArgument (a\n"
     "ValueError) and queues nothing. Returns the number of rows queued.";
 
+StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
+                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
+                        std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
+                        std::size_t publish_threads, const std::string& spatial_index) {
+  StoreConfig config;
+  config.dim = dim;
+  config.metric = parse_metric(metric);
+  if (n_classes && n_outputs) fail_argument("ReferenceSet: give n_classes or n_outputs, not both");
+  if (n_classes) config.target = TargetSpec::classes(*n_classes);
+  if (n_outputs) config.target = TargetSpec::outputs(*n_outputs);
+  config.backend = parse_backend(backend);
+  config.capacity_hint = capacity_hint;
+  config.queue_capacity = queue_capacity;
+  config.cuda_device = cuda_device;
+  config.cpu_threads = cpu_threads;
+  config.publish_threads = publish_threads;
+  config.spatial_index = parse_spatial_index(spatial_index);
+  return config;
+}
+
+/// The arrays of ReferenceSet.from_points, converted and shape-checked (with the GIL held).
+struct Points {
+  IdArray ids;
+  FloatRows vectors;
+  std::vector<std::int32_t> labels;
+  std::optional<FloatRows> values;
+};
+
+Points as_points(const StoreConfig& config, py::handle ids, py::handle vectors, py::handle targets, const char* call) {
+  Points p{as_ids(ids, 1, 1, call, "ids"), as_float_rows(vectors, config.dim, false, call, "vectors"), {}, {}};
+  const std::size_t n = p.ids.rows;
+  if (p.vectors.rows != n) fail_argument(call, ": ", n, " ids but ", p.vectors.rows, " vectors");
+  switch (config.target.kind) {
+    case TargetSpec::Kind::None:
+      if (!targets.is_none()) fail_argument(call, ": the store's points carry no target");
+      break;
+    case TargetSpec::Kind::Classes: {
+      if (targets.is_none()) fail_argument(call, ": targets are required (the store holds class labels)");
+      const LabelArray labels = as_labels(targets, call);
+      if (labels.rows != n) fail_argument(call, ": ", n, " ids but ", labels.rows, " labels");
+      p.labels.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t label = labels.data[i];
+        if (label < 0 || label >= static_cast<std::int64_t>(config.target.count)) {
+          fail_argument(call, ": labels[", i, "] = ", label, " is outside [0, ", config.target.count, ")");
+        }
+        p.labels[i] = static_cast<std::int32_t>(label);
+      }
+      break;
+    }
+    case TargetSpec::Kind::Outputs:
+      if (targets.is_none()) fail_argument(call, ": targets are required (the store holds float outputs)");
+      p.values = as_float_rows(targets, config.target.count, config.target.count == 1, call, "targets");
+      if (p.values->rows != n) fail_argument(call, ": ", n, " ids but ", p.values->rows, " target rows");
+      break;
+  }
+  return p;
+}
+
 }  // namespace
 
 PublishReport Store::publish() {
@@ -340,19 +409,9 @@ any thread; searches and publishes release the GIL.
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                        std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
                        std::size_t publish_threads, const std::string& spatial_index) {
-             StoreConfig config;
-             config.dim = dim;
-             config.metric = parse_metric(metric);
-             if (n_classes && n_outputs) fail_argument("ReferenceSet: give n_classes or n_outputs, not both");
-             if (n_classes) config.target = TargetSpec::classes(*n_classes);
-             if (n_outputs) config.target = TargetSpec::outputs(*n_outputs);
-             config.backend = parse_backend(backend);
-             config.capacity_hint = capacity_hint;
-             config.queue_capacity = queue_capacity;
-             config.cuda_device = cuda_device;
-             config.cpu_threads = cpu_threads;
-             config.publish_threads = publish_threads;
-             config.spatial_index = parse_spatial_index(spatial_index);
+             const StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
+                                                    queue_capacity, cuda_device, cpu_threads, publish_threads,
+                                                    spatial_index);
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
@@ -360,6 +419,35 @@ any thread; searches and publishes release the GIL.
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
            py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
            py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto")
+      .def_static(
+          "from_points",
+          [](py::handle ids, py::handle vectors, py::handle targets, const std::string& metric,
+             std::optional<std::uint32_t> n_classes, std::optional<std::uint32_t> n_outputs, const std::string& backend,
+             std::size_t capacity_hint, std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
+             std::size_t publish_threads, const std::string& spatial_index) {
+            const char* call = "ReferenceSet.from_points";
+            const py::array shape_of = py::array::ensure(vectors);
+            if (!shape_of || shape_of.ndim() != 2) fail_argument(call, ": vectors must be a 2-D array (n, dim)");
+            const StoreConfig config =
+                make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend, capacity_hint,
+                            queue_capacity, cuda_device, cpu_threads, publish_threads, spatial_index);
+            const Points p = as_points(config, ids, vectors, targets, call);
+            py::gil_scoped_release nogil;
+            return std::make_unique<Store>(ReferenceSet::from_points(
+                config, {p.ids.data, p.ids.rows}, {p.vectors.data, p.vectors.rows * p.vectors.cols},
+                p.labels, p.values ? std::span<const float>(p.values->data, p.values->rows * p.values->cols)
+                                   : std::span<const float>()));
+          },
+          py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(), py::arg("metric") = "l2",
+          py::arg("n_classes") = py::none(), py::arg("n_outputs") = py::none(), py::arg("backend") = "auto",
+          py::arg("capacity_hint") = 1024, py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0,
+          py::arg("cpu_threads") = 0, py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto",
+          R"doc(A store holding ids (n,), vectors (n, dim) and targets (as for insert) at epoch 1, built in
+one step (ReferenceSet::from_points: no update queue, no publish): the fast way to load a data set.
+The other arguments are the constructor's (dim is vectors.shape[1]). Answers, snapshot and
+checkpoint are those of a store that inserted the rows in order and published once. Every row
+is checked as insert checks it, and repeated ids are refused: InvalidArgument names the row.
+float32 C-contiguous vectors are read in place; anything else is converted once.)doc")
       .def(
           "insert",
           [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {
