@@ -34,7 +34,6 @@ except ImportError:  # pragma: no cover - a layout this package was not tested a
     _KNeighborsMixin = object
 
 from . import _streamknn
-from ._arrays import queue_capacity_for
 
 _HAVERSINE_IN = 180.0 / np.pi                          # radians -> degrees
 _HAVERSINE_OUT = 1.0 / _streamknn.earth_radius_metres  # metres -> radians of arc
@@ -44,6 +43,7 @@ _METRICS = {"euclidean": "l2", "l2": "l2", "minkowski": "l2", "cosine": "cosine"
 _ALGORITHMS = ("auto", "ball_tree", "kd_tree", "brute")
 _STORE_METRIC = {"l2": "l2", "cosine": "ip", "haversine": "haversine", "ip": "ip"}
 _FLOATS = [np.float32, np.float64]
+_PARTIAL_FIT_QUEUE = 8192  # rows partial_fit queues before it publishes (a larger batch publishes in parts)
 
 
 def _validate_data(estimator, X, y="no_validation", **check_params):
@@ -222,24 +222,21 @@ class _StreamNeighborsBase(_KNeighborsMixin, BaseEstimator):
             raise ValueError("n_samples must be greater than 0")
         if self._kind == "haversine" and X.shape[1] != 2:
             return self  # as scikit-learn's brute force: the queries fail (_search)
-        self._store = _streamknn.ReferenceSet(
-            X.shape[1], _STORE_METRIC[self._kind], backend=self.backend, capacity_hint=max(1, X.shape[0]),
-            queue_capacity=queue_capacity_for(X.shape[0], X.shape[1]), cpu_threads=self._cpu_threads())
-        self._load(0, X)
+        # One step, no update queue (ReferenceSet.from_points); partial_fit pushes through a small one.
+        self._store = _streamknn.ReferenceSet.from_points(
+            np.arange(X.shape[0], dtype=np.uint64), self._rows(X), metric=_STORE_METRIC[self._kind],
+            backend=self.backend, queue_capacity=_PARTIAL_FIT_QUEUE, cpu_threads=self._cpu_threads())
         return self
 
-    def _load(self, first_id, X):
-        ids = np.arange(first_id, first_id + X.shape[0], dtype=np.uint64)
+    def _append_rows(self, X):
+        """partial_fit: rows X appended with ids n_samples_fit_.., published together."""
+        if self._store is None:
+            raise ValueError("Haversine distance only valid in 2 dimensions")
+        ids = np.arange(self.n_samples_fit_, self.n_samples_fit_ + X.shape[0], dtype=np.uint64)
         self._store.insert(ids, self._rows(X))
         report = self._store.publish()
         if report.rejected:  # ids are fresh row numbers: a rejection is a bug, never user error
             raise RuntimeError(f"streamknn: internal error, the reference set rejected {report.rejected[:3]}")
-
-    def _append_rows(self, X):
-        """partial_fit: rows X appended with ids n_samples_fit_.., published at once."""
-        if self._store is None:
-            raise ValueError("Haversine distance only valid in 2 dimensions")
-        self._load(self.n_samples_fit_, X)
         self._fit_X = np.concatenate([self._fit_X, X])
         self.n_samples_fit_ = self._fit_X.shape[0]
 
