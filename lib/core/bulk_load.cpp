@@ -2,6 +2,8 @@
 // loaded (an image of slots 0..n-1 and its id index handed to the engine, both backend buffers
 // written once), instead of n pushes through the update queue and a publish that copies the
 // batch into the queue, the resolved batch, the back buffer and the copy kept for its replay.
+#include <algorithm>
+#include <bit>
 #include <limits>
 #include <new>
 #include <string>
@@ -36,6 +38,33 @@ Update insert_of(const StoreConfig& config, PointId id, std::span<const float> v
     case TargetSpec::Kind::None: break;
   }
   return Update::insert(id, vector);
+}
+
+/// Whether every point passes push()'s checks by a test of the whole arrays, without early
+/// exits (the compiler vectorises it): where the stored form is the vector itself (L2, inner
+/// product) those checks are finiteness and the coordinate bound (metric_space.hpp: NaN, +-Inf
+/// and larger magnitudes all fail |x| <= bound), plus ids other than kInvalidId, labels in
+/// range and finite values. False sends every point through the engine's own check, which
+/// names the first bad one.
+bool all_pass(const StoreConfig& config, std::span<const PointId> ids, std::span<const float> vectors,
+              std::span<const std::int32_t> labels, std::span<const float> values) {
+  if (!detail::stored_as_given(config.metric)) return false;
+  // On the magnitude's bits (sign cleared) the order of non-negative floats is the integers'
+  // order, and +-Inf and NaN lie above every finite value: one integer max per array.
+  const auto largest_magnitude = [](std::span<const float> xs) {
+    std::uint32_t worst = 0;
+    for (const float x : xs) worst = std::max(worst, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
+    return worst;
+  };
+  const float bound = detail::coordinate_bound(config.metric, config.dim);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::uint64_t low_id = std::numeric_limits<std::uint64_t>::max();  // of id + 1: kInvalidId wraps to 0
+  for (const PointId id : ids) low_id = std::min<std::uint64_t>(low_id, id + 1);
+  std::uint32_t top_label = 0;
+  for (const std::int32_t label : labels) top_label = std::max(top_label, std::uint32_t(label));  // < 0 wraps high
+  return largest_magnitude(vectors) <= std::bit_cast<std::uint32_t>(bound) &&
+         largest_magnitude(values) < std::bit_cast<std::uint32_t>(inf) && (ids.empty() || low_id != 0) &&
+         (labels.empty() || top_label < config.target.count);
 }
 
 }  // namespace
@@ -78,13 +107,18 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
     index.reserve(n);
+    const bool checked = all_pass(config, ids, vectors, labels, values);
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);
-      try {
-        probe.check(insert_of(config, ids[i], row, labels, values, i), caller);
-      } catch (const InvalidArgument& e) {
-        throw InvalidArgument(detail::concat(e.what(), " (row ", i, "; no store was made)"));
+      if (!checked) {
+        try {
+          probe.check(insert_of(config, ids[i], row, labels, values, i), caller);
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(detail::concat(e.what(), " (row ", i, "; no store was made)"));
+        }
       }
+      // Ids of many points land in random buckets: ask for the bucket 16 ids ahead.
+      if (i + 16 < n) index.prefetch(ids[i + 16]);
       if (!index.insert(ids[i], static_cast<std::uint32_t>(i))) {
         detail::fail_argument(caller, ": ids[", i, "] = ", ids[i], " repeats an earlier id");
       }
