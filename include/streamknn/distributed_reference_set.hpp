@@ -107,7 +107,8 @@ class DistributedReferenceSet {
   PublishReport publish();
 
   /// This rank's queries (row-major, Q x dim; Q may be 0) against every shard: each shard
-  /// returns its k best by (rank, id), and one exact merge gives the single-store answer.
+  /// returns its k best (with their vectors, where its backend can read them back), and one
+  /// merge in the exact (distance, id) order gives the single-store answer.
   /// Different ranks may pass different k. The result carries the global epoch.
   Neighbors search(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {});
   Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {});

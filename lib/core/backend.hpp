@@ -29,11 +29,6 @@ struct AggregateSpec {
   Output output = Output::Neighbors;
   Weights weights = Weights::Uniform;
   RegressionAggregate regression = RegressionAggregate::Mean;
-  /// Output::Neighbors only: distances hold the ranking values the results are ordered by (see
-  /// metric_space.hpp), not the reported distances, so that the sharded store (lib/mpi) merges
-  /// per-shard lists in the single store's exact order. The CPU backend honours it; the caller
-  /// asks for it only there.
-  bool ranks = false;
 };
 
 struct QueryRequest {
@@ -141,6 +136,12 @@ class Backend {
   /// Sets batch.target_slots to `slots` (slots in use) and fills batch.labels / batch.values with
   /// their targets in the current snapshot (the journal's record of a lookup_and_update).
   virtual void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const = 0;
+  /// The stored form of the slots' vectors in the current snapshot, slots.size() x stored_dim
+  /// floats: the sharded store (lib/mpi) ships them with a shard's neighbours so that the merge
+  /// ranks them exactly (lib/core/exact_rank.hpp). False where the backend does not offer it.
+  virtual bool read_vectors(std::span<const std::uint32_t> /*slots*/, std::vector<float>& /*out*/) const {
+    return false;
+  }
   /// Lookup on the current snapshot, then the write-back published as `epoch` (after reserve()
   /// for the current slot count and num_queries x k target writes). Fills out.q_before and out.ids.
   /// Where a new target would not be finite, publishes nothing (the snapshot and its epoch stay)

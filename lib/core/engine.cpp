@@ -350,12 +350,13 @@ void Engine::reserve(std::size_t inserts, std::size_t ops) {
   }
 }
 
-void Engine::targets_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values) {
+bool Engine::points_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values,
+                       std::vector<float>* vectors) {
   const std::size_t outputs = value_floats(config_);
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
   labels.assign(classes ? ids.size() : 0, kNoLabel);
   values.assign(ids.size() * outputs, std::numeric_limits<float>::quiet_NaN());
-  if (!classes && outputs == 0) return;
+  if (vectors) vectors->assign(ids.size() * stored_dim_, 0.0f);
   std::vector<std::uint32_t> slots;
   std::vector<std::size_t> found;
   slots.reserve(ids.size());
@@ -368,12 +369,21 @@ void Engine::targets_of(std::span<const PointId> ids, std::vector<std::int32_t>&
       found.push_back(i);
     }
   }
-  ResolvedBatch read;
-  backend_->read_targets(slots, read);
-  for (std::size_t j = 0; j < found.size(); ++j) {
-    if (classes) labels[found[j]] = read.labels[j];
-    std::copy_n(read.values.data() + j * outputs, outputs, values.data() + found[j] * outputs);
+  if (classes || outputs > 0) {
+    ResolvedBatch read;
+    backend_->read_targets(slots, read);
+    for (std::size_t j = 0; j < found.size(); ++j) {
+      if (classes) labels[found[j]] = read.labels[j];
+      std::copy_n(read.values.data() + j * outputs, outputs, values.data() + found[j] * outputs);
+    }
   }
+  if (!vectors) return true;
+  std::vector<float> rows;
+  if (!backend_->read_vectors(slots, rows)) return false;
+  for (std::size_t j = 0; j < found.size(); ++j) {
+    std::copy_n(rows.data() + j * stored_dim_, stored_dim_, vectors->data() + found[j] * stored_dim_);
+  }
+  return true;
 }
 
 Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,

@@ -46,10 +46,13 @@ class Engine {
   /// the catalogue and the backend (the first phase of the sharded store's two-phase publish).
   /// Throws OutOfMemory, in which case nothing visible changed.
   void reserve(std::size_t inserts, std::size_t ops);
-  /// The targets of ids in the published snapshot, in order: labels (Classes) or rows of values
-  /// (Outputs); an id not in it gets kNoLabel / NaNs. Serialised with publish(). The sharded
-  /// store (lib/mpi) ships them with a shard's neighbours to the rank that aggregates them.
-  void targets_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values);
+  /// What the published snapshot holds for ids, in order: labels (Classes) or rows of values
+  /// (Outputs), and with `vectors` the stored form of each vector (ids.size() x stored dim; false
+  /// where the backend does not offer it). An id not in it (kInvalidId: padding) gets kNoLabel /
+  /// NaNs / zeros. Serialised with publish(). The sharded store (lib/mpi) ships them with a
+  /// shard's neighbours to the rank that merges and aggregates them.
+  bool points_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values,
+                 std::vector<float>* vectors);
 
   /// Validates and runs a query batch. caller names the public entry point in error messages.
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,

@@ -198,6 +198,21 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool read_vectors(std::span<const std::uint32_t> slots, std::vector<float>& out) const override {
+    const Pinned pinned(*this);
+    const HostStore& store = pinned.buffer.store;
+    out.resize(slots.size() * stored_dim_);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      float* to = out.data() + i * stored_dim_;
+      if (store.by_column()) {
+        for (std::size_t d = 0; d < stored_dim_; ++d) to[d] = store.column(d)[slots[i]];
+      } else {
+        std::copy_n(store.row(slots[i]), stored_dim_, to);
+      }
+    }
+    return true;
+  }
+
   Ticket<QueryResult> submit(QueryRequest request) const override {
     const Pinned pinned(*this);
     return Ticket<QueryResult>::ready_with(run(pinned.buffer, request));
@@ -299,9 +314,7 @@ class CpuBackend final : public Backend {
       n.ids.resize(nq * k);
       for (std::size_t i = 0; i < nq * k; ++i) {
         n.ids[i] = found[i].id;
-        n.distances[i] = found[i].id == kInvalidId ? std::numeric_limits<float>::infinity()
-                         : request.aggregate.ranks ? found[i].rank
-                                                   : distances[i];
+        n.distances[i] = found[i].id == kInvalidId ? std::numeric_limits<float>::infinity() : distances[i];
       }
       return result;
     }

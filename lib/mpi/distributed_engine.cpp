@@ -136,9 +136,12 @@ void DistributedEngine::check_shards(const mpi::Failure& built) {
                           " (set StoreConfig::backend to Cpu or Cuda)")
                        .c_str());
   }
-  // The CPU backend reports the ranking values the results are ordered by, so the merge follows
-  // the single store's order exactly (two ranks can round to one float32 distance).
-  ranked_ = shard_->backend() == BackendKind::Cpu;
+  // Where the backend can read vectors back, the shards send their neighbours' stored vectors and
+  // the merge follows the single store's exact (distance, id) order, also where two distances
+  // round to one float32 value. The backends agree (checked above), so every rank sees the same.
+  std::vector<std::int32_t> labels;
+  std::vector<float> values, vectors;
+  exact_merge_ = EngineAccess::of(*shard_).points_of({}, labels, values, &vectors);
   outbox_ = std::make_unique<mpi::Outbox>(config_, comm_->size());
 }
 

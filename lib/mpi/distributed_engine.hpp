@@ -120,7 +120,7 @@ class DistributedEngine {
   StoreConfig config_;
   int local_rank_ = 0;
   std::optional<ReferenceSet> shard_;
-  bool ranked_ = false;  // the shards report ranking values (CPU backend): merged in the exact order
+  bool exact_merge_ = false;  // the shards send their neighbours' vectors: merged in the exact order
   std::unique_ptr<mpi::Outbox> outbox_;
 
   // Touched by the object's thread only.

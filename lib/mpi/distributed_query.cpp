@@ -1,7 +1,9 @@
-// The collective query: every rank's batch goes to every shard (one allgather), each shard
-// searches each rank's part and sends back its k best by (rank, id) with their targets (one
-// all-to-all), and each rank merges its own queries' lists exactly, then aggregates them with the
-// rules of lib/core/aggregate.cpp.
+// The collective query: every rank's batch goes to every shard (one all-gather), each shard
+// searches each rank's part and sends back its k best with their targets and (where the backend
+// can read them back) their stored vectors (one all-to-all), and each rank merges its own
+// queries' lists in the single store's exact (distance, id) order (lib/core/exact_rank.hpp),
+// then aggregates them with the rules of lib/core/aggregate.cpp.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -9,14 +11,13 @@
 #include "core/check.hpp"
 #include "core/engine.hpp"
 #include "core/engine_access.hpp"
+#include "core/exact_rank.hpp"
 #include "core/metric_space.hpp"
 #include "mpi/distributed_engine.hpp"
 
 namespace streamknn::detail {
 
 namespace {
-
-constexpr const char* kCaller = "DistributedReferenceSet::search";
 
 const char* caller_of(std::uint32_t output) {
   switch (static_cast<AggregateSpec::Output>(output)) {
@@ -25,66 +26,58 @@ const char* caller_of(std::uint32_t output) {
     case AggregateSpec::Output::Probabilities: return "DistributedReferenceSet::classify";
     case AggregateSpec::Output::Values: return "DistributedReferenceSet::regress";
   }
-  return kCaller;
+  return "DistributedReferenceSet::search";
 }
 
 /// What a shard sends to the rank whose queries it searched: a status (and its message), the
-/// global epoch, then num_queries x k entries (key, label, id, values).
+/// global epoch, then num_queries x k entries.
 struct ChunkHeader {
   std::int32_t status = 0;
   std::uint32_t message_bytes = 0;
   std::uint64_t epoch = 0;
 };
 
-/// One neighbour of one shard as sent: the merge key (ranking value or reported distance), the
-/// label (classification), the id, then `outputs` floats (regression).
-std::size_t entry_bytes(std::size_t outputs) { return 16 + 4 * outputs; }
+/// One entry: the reported distance, the label (classification), the id, then (exact merge) the
+/// stored form of the vector, then `outputs` floats (regression).
+struct EntryShape {
+  std::size_t stored_dim = 0;  // 0: no vectors (the backend cannot read them back)
+  std::size_t outputs = 0;
+  std::size_t bytes() const noexcept { return 16 + 4 * (stored_dim + outputs); }
+};
 
 struct Entry {
-  float key = std::numeric_limits<float>::infinity();
+  float distance = std::numeric_limits<float>::infinity();
   std::int32_t label = kNoLabel;
   PointId id = kInvalidId;
   const std::byte* values = nullptr;
+  std::size_t coords = 0;  // offset of its vector in the query's scratch
+  exact::Key key;
 };
 
-Entry read_entry(const std::byte* p) {
-  Entry e;
-  std::memcpy(&e.key, p, 4);
-  std::memcpy(&e.label, p + 4, 4);
-  std::memcpy(&e.id, p + 8, 8);
-  e.values = p + 16;
-  return e;
-}
-
-bool before(const Entry& a, const Entry& b) noexcept { return a.key < b.key || (a.key == b.key && a.id < b.id); }
-
-}  // namespace
-
 /// One source rank's part, searched on this shard and packed for it.
-static std::vector<std::byte> pack_part(Engine& engine, const CallHeader& h, std::span<const float> queries,
-                                        std::span<const IdRange> visible, bool ranked, std::uint64_t epoch,
-                                        std::size_t outputs, std::exception_ptr& own_error) {
+std::vector<std::byte> pack_part(Engine& engine, const CallHeader& h, std::span<const float> queries,
+                                 std::span<const IdRange> visible, const EntryShape& shape, std::uint64_t epoch,
+                                 std::exception_ptr& own_error) {
   ChunkHeader header;
   header.epoch = epoch;
-  std::vector<std::byte> out;
   mpi::Failure failure;
   Neighbors n;
   std::vector<std::int32_t> labels;
-  std::vector<float> values;
-  const auto output = static_cast<AggregateSpec::Output>(h.output);
+  std::vector<float> values, vectors;
   try {
-    AggregateSpec spec;
-    spec.ranks = ranked;
-    n = engine.query(queries, h.k, visible, spec, caller_of(h.output)).get().neighbors;
-    if (output != AggregateSpec::Output::Neighbors) engine.targets_of(n.ids, labels, values);
+    n = engine.query(queries, h.k, visible, AggregateSpec{}, caller_of(h.output)).get().neighbors;
+    if (h.output != std::uint32_t(AggregateSpec::Output::Neighbors) || shape.stored_dim > 0) {
+      engine.points_of(n.ids, labels, values, shape.stored_dim > 0 ? &vectors : nullptr);
+    }
   } catch (...) {
     own_error = std::current_exception();
     failure = mpi::failure_of(own_error);
   }
-  const std::size_t per = entry_bytes(output == AggregateSpec::Output::Values ? outputs : 0);
+  const std::size_t outputs = h.output == std::uint32_t(AggregateSpec::Output::Values) ? shape.outputs : 0;
+  const std::size_t dims = shape.stored_dim, per = EntryShape{dims, outputs}.bytes();
   header.status = static_cast<std::int32_t>(failure.kind);
   header.message_bytes = static_cast<std::uint32_t>(failure.message.size());
-  out.resize(sizeof header + failure.message.size() + (failure.failed() ? 0 : n.ids.size() * per));
+  std::vector<std::byte> out(sizeof header + failure.message.size() + (failure.failed() ? 0 : n.ids.size() * per));
   std::memcpy(out.data(), &header, sizeof header);
   std::memcpy(out.data() + sizeof header, failure.message.data(), failure.message.size());
   if (failure.failed()) return out;
@@ -94,16 +87,104 @@ static std::vector<std::byte> pack_part(Engine& engine, const CallHeader& h, std
     std::memcpy(p, &n.distances[i], 4);
     std::memcpy(p + 4, &label, 4);
     std::memcpy(p + 8, &n.ids[i], 8);
-    if (per > 16) std::memcpy(p + 16, values.data() + i * outputs, 4 * outputs);
+    if (dims) std::memcpy(p + 16, vectors.data() + i * dims, 4 * dims);
+    if (outputs) std::memcpy(p + 16 + 4 * dims, values.data() + i * outputs, 4 * outputs);
   }
   return out;
 }
 
+/// Per query: the k first of the shards' entries in the single store's order ((exact distance,
+/// id) from the stored vectors where the shards sent them, else (reported distance, id)), then
+/// the output the call asked for.
+void merge_lists(const StoreConfig& config, const QueryCall& call, const std::vector<const std::byte*>& lists,
+                 const EntryShape& shape, QueryResult& result) {
+  const std::size_t nq = call.header.num_queries, k = call.header.k, ranks = lists.size(), per = shape.bytes();
+  const std::size_t sdim = stored_dim(config.metric, config.dim), outputs = shape.outputs;
+  const std::size_t classes = config.target.kind == TargetSpec::Kind::Classes ? config.target.count : 0;
+  const bool inner_product = config.metric == Metric::InnerProduct, exact_order = shape.stored_dim > 0;
+  const auto output = call.aggregate.output;
+  if (output == AggregateSpec::Output::Neighbors) {
+    result.neighbors.num_queries = nq;
+    result.neighbors.distances.assign(nq * k, std::numeric_limits<float>::infinity());
+    result.neighbors.ids.assign(nq * k, kInvalidId);
+  } else if (output == AggregateSpec::Output::Values) {
+    result.regression.num_queries = nq;
+    result.regression.values.resize(nq * outputs);
+  } else {
+    result.classes.num_queries = nq;
+    result.classes.labels.resize(nq);
+    if (output == AggregateSpec::Output::Probabilities) result.classes.probabilities.resize(nq * classes);
+  }
+  std::vector<Entry> entries;
+  std::vector<float> coords, query(sdim), dist, column;
+  std::vector<std::int32_t> labels;
+  std::vector<double> scratch(k), class_weight(classes);
+  for (std::size_t q = 0; q < nq; ++q) {
+    entries.clear();
+    coords.clear();
+    to_stored_form(config.metric, {call.queries.data() + q * config.dim, config.dim}, query.data());
+    for (std::size_t s = 0; s < ranks; ++s) {
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::byte* p = lists[s] + (q * k + j) * per;
+        Entry e;
+        std::memcpy(&e.distance, p, 4);
+        std::memcpy(&e.label, p + 4, 4);
+        std::memcpy(&e.id, p + 8, 8);
+        if (e.id == kInvalidId) break;  // padding: the rest of this list is padding too
+        e.values = p + 16 + 4 * shape.stored_dim;
+        e.coords = coords.size();
+        coords.resize(coords.size() + shape.stored_dim);
+        std::memcpy(coords.data() + e.coords, p + 16, 4 * shape.stored_dim);
+        entries.push_back(e);
+      }
+    }
+    auto at = [&](const Entry& e) {
+      const float* v = coords.data() + e.coords;
+      return [v](std::uint32_t i) { return v[i]; };
+    };
+    if (exact_order) {
+      for (Entry& e : entries) e.key = exact::float64_key(query.data(), at(e), std::uint32_t(sdim), inner_product);
+    }
+    const std::size_t found = std::min(k, entries.size());
+    std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(found), entries.end(),
+                      [&](const Entry& a, const Entry& b) {
+                        if (!exact_order) return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
+                        return exact::exact_less(query.data(), a.key, a.id, at(a), b.key, b.id, at(b), std::uint32_t(sdim),
+                                                 inner_product);
+                      });
+    dist.clear();
+    for (std::size_t j = 0; j < found; ++j) dist.push_back(entries[j].distance);
+    if (output == AggregateSpec::Output::Neighbors) {
+      for (std::size_t j = 0; j < found; ++j) {
+        result.neighbors.distances[q * k + j] = dist[j];
+        result.neighbors.ids[q * k + j] = entries[j].id;
+      }
+    } else if (output == AggregateSpec::Output::Values) {
+      column.resize(found);
+      for (std::size_t o = 0; o < outputs; ++o) {
+        for (std::size_t j = 0; j < found; ++j) std::memcpy(&column[j], entries[j].values + 4 * o, 4);
+        result.regression.values[q * outputs + o] = regress(dist, column, call.aggregate.regression, scratch);
+      }
+    } else {
+      labels.clear();
+      for (std::size_t j = 0; j < found; ++j) labels.push_back(entries[j].label);
+      float* proba = output == AggregateSpec::Output::Probabilities ? result.classes.probabilities.data() + q * classes
+                                                                     : nullptr;
+      result.classes.labels[q] = vote(dist, labels, call.aggregate.weights, class_weight, scratch, proba);
+    }
+  }
+}
+
+}  // namespace
+
 QueryResult DistributedEngine::run_query(const QueryCall& call) {
   MPI_Comm comm = comm_->get();
-  const std::vector<CallHeader> headers = exchange_headers(call.header, caller_of(call.header.output));
+  const char* caller = caller_of(call.header.output);
+  const std::vector<CallHeader> headers = exchange_headers(call.header, caller);
   const std::size_t ranks = headers.size(), me = std::size_t(comm_->rank()), dim = config_.dim;
   const std::size_t outputs = config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+  const std::size_t sdim = stored_dim(config_.metric, dim);
+  const EntryShape shape{exact_merge_ ? sdim : 0, outputs};
 
   // 1. Every rank's queries (and ranges) to every shard.
   std::vector<std::size_t> q_offsets, v_offsets;
@@ -128,7 +209,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
       visible = {reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]), headers[r].num_queries};
     }
     std::exception_ptr error;
-    send[r] = pack_part(engine, headers[r], {q, headers[r].num_queries * dim}, visible, ranked_, epoch(), outputs, error);
+    send[r] = pack_part(engine, headers[r], {q, headers[r].num_queries * dim}, visible, shape, epoch(), error);
     if (r == me) own_error = error;
   }
 
@@ -146,7 +227,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   if (nq == 0) return result;
   if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message
 
-  const std::size_t per = entry_bytes(output == AggregateSpec::Output::Values ? outputs : 0);
+  const EntryShape got{shape.stored_dim, output == AggregateSpec::Output::Values ? outputs : 0};
   std::vector<const std::byte*> lists(ranks);
   for (std::size_t s = 0; s < ranks; ++s) {
     ChunkHeader h;
@@ -154,75 +235,12 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
     const char* text = reinterpret_cast<const char*>(received.data() + offsets[s] + sizeof h);
     if (h.status != 0) {
       mpi::throw_failure(static_cast<mpi::ErrorKind>(h.status),
-                         concat(caller_of(call.header.output), ": shard ", s, ": ", std::string(text, h.message_bytes)));
+                         concat(caller, ": shard ", s, ": ", std::string(text, h.message_bytes)));
     }
-    if (h.epoch != epoch()) {
-      throw Error(concat(caller_of(call.header.output), ": shard ", s, " answered at epoch ", h.epoch, ", not ", epoch()));
-    }
+    if (h.epoch != epoch()) throw Error(concat(caller, ": shard ", s, " answered at epoch ", h.epoch, ", not ", epoch()));
     lists[s] = received.data() + offsets[s] + sizeof h + h.message_bytes;
   }
-
-  // 4. The exact merge: per query, the k smallest (key, id) over the shards' sorted lists.
-  const bool neighbors = output == AggregateSpec::Output::Neighbors;
-  if (neighbors) {
-    result.neighbors.num_queries = nq;
-    result.neighbors.distances.assign(nq * k, std::numeric_limits<float>::infinity());
-    result.neighbors.ids.assign(nq * k, kInvalidId);
-  } else if (output == AggregateSpec::Output::Values) {
-    result.regression.num_queries = nq;
-    result.regression.values.resize(nq * outputs);
-  } else {
-    result.classes.num_queries = nq;
-    result.classes.labels.resize(nq);
-    if (output == AggregateSpec::Output::Probabilities) result.classes.probabilities.resize(nq * classes);
-  }
-  std::vector<std::size_t> head(ranks);
-  std::vector<Entry> merged;
-  std::vector<float> dist, column;
-  std::vector<std::int32_t> labels;
-  std::vector<double> scratch(k), class_weight(classes);
-  for (std::size_t q = 0; q < nq; ++q) {
-    std::fill(head.begin(), head.end(), 0);
-    merged.clear();
-    while (merged.size() < k) {
-      std::size_t best = ranks;
-      Entry best_entry;
-      for (std::size_t s = 0; s < ranks; ++s) {
-        if (head[s] == k) continue;
-        const Entry e = read_entry(lists[s] + (q * k + head[s]) * per);
-        if (e.id == kInvalidId) continue;  // padding: the rest of this list is padding too
-        if (best == ranks || before(e, best_entry)) {
-          best = s;
-          best_entry = e;
-        }
-      }
-      if (best == ranks) break;
-      ++head[best];
-      merged.push_back(best_entry);
-    }
-    dist.clear();
-    for (const Entry& e : merged) {
-      dist.push_back(ranked_ ? static_cast<float>(reported_distance(config_.metric, e.key)) : e.key);
-    }
-    if (neighbors) {
-      for (std::size_t j = 0; j < merged.size(); ++j) {
-        result.neighbors.distances[q * k + j] = dist[j];
-        result.neighbors.ids[q * k + j] = merged[j].id;
-      }
-    } else if (output == AggregateSpec::Output::Values) {
-      column.resize(merged.size());
-      for (std::size_t o = 0; o < outputs; ++o) {
-        for (std::size_t j = 0; j < merged.size(); ++j) std::memcpy(&column[j], merged[j].values + 4 * o, 4);
-        result.regression.values[q * outputs + o] = regress(dist, column, call.aggregate.regression, scratch);
-      }
-    } else {
-      labels.clear();
-      for (const Entry& e : merged) labels.push_back(e.label);
-      float* proba = output == AggregateSpec::Output::Probabilities ? result.classes.probabilities.data() + q * classes
-                                                                     : nullptr;
-      result.classes.labels[q] = vote(dist, labels, call.aggregate.weights, class_weight, scratch, proba);
-    }
-  }
+  merge_lists(config_, call, lists, got, result);
   return result;
 }
 

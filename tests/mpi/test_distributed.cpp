@@ -21,7 +21,16 @@ struct Setup {
   Metric metric;
   std::size_t dim;
   TargetSpec target;
+  bool grid = false;  // small integer coordinates: many exact ties, broken by id across shards
 };
+
+std::vector<float> vectors_for(const Setup& s, std::mt19937_64& g, std::size_t n) {
+  std::vector<float> v = points_for(s.metric, g, n, s.dim);
+  if (s.grid) {
+    for (float& x : v) x = std::round(x * 3);
+  }
+  return v;
+}
 
 /// Updates of one round, the same on every rank. An id is always pushed by the rank id % size,
 /// so each id's updates keep their order, as on the single store.
@@ -33,7 +42,7 @@ std::vector<Update> round_updates(std::mt19937_64& g, const Setup& s, std::vecto
   const std::size_t n = 24 + pick(g) % 24;
   for (std::size_t i = 0; i < n; ++i) {
     const PointId id = 1000 + pick(g) * 7919;  // spread ids
-    pool.push_back(points_for(s.metric, g, 1, s.dim));
+    pool.push_back(vectors_for(s, g, 1));
     const std::span<const float> v = pool.back();
     pool.push_back(uniform(g, s.target.count == 0 ? 1 : s.target.count));
     const std::span<const float> values = pool.back();
@@ -69,7 +78,7 @@ struct Queries {
 Queries rank_queries(std::mt19937_64& g, const Setup& s, int round) {
   Queries q;
   const std::size_t n = std::size_t(g() % 5);  // 0..4: some ranks ask nothing
-  q.rows = points_for(s.metric, g, n, s.dim);
+  q.rows = vectors_for(s, g, n);
   q.k = 1 + std::size_t(g() % 12);
   if (round % 3 == 2) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -109,7 +118,8 @@ void run_equivalence(const Setup& s, std::uint64_t salt) {
       check_same(sharded.classify(q.rows, q.k, w, true, q.visible), model.predict_proba(q.rows, q.visible));
       check_same(sharded.classify(q.rows, q.k, w, false, q.visible), model.predict(q.rows, q.visible));
     } else if (s.target.kind == TargetSpec::Kind::Outputs) {
-      const auto a = RegressionAggregate(round % 3);
+      auto a = RegressionAggregate(round % 3);
+      if (s.metric == Metric::InnerProduct && a == RegressionAggregate::WeightedMean) a = RegressionAggregate::Median;
       const KnnRegressor model(single, q.k, a);
       check_same(sharded.regress(q.rows, q.k, a, q.visible), model.predict(q.rows, q.visible));
     }
@@ -132,6 +142,12 @@ TEST_CASE("sharded answers equal one store's: cosine, class labels") {
 }
 TEST_CASE("sharded answers equal one store's: haversine, outputs") {
   run_equivalence({Metric::Haversine, 2, TargetSpec::outputs(1)}, 5);
+}
+TEST_CASE("sharded answers equal one store's: L2 on a grid, exact ties across shards") {
+  run_equivalence({Metric::L2, 2, TargetSpec::classes(2), true}, 6);
+}
+TEST_CASE("sharded answers equal one store's: inner product on a grid, outputs") {
+  run_equivalence({Metric::InnerProduct, 3, TargetSpec::outputs(3), true}, 7);
 }
 
 TEST_CASE("asynchronous tickets, a query from one rank while the others pass nothing") {
@@ -251,4 +267,18 @@ TEST_CASE("save and load: the same answers at the same global epoch; another num
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ranks that make different collective calls are told so, on every rank") {
+  const int rank = world_rank(), size = world_size();
+  if (size < 2) return;
+  DistributedReferenceSet sharded(MPI_COMM_WORLD, config_of({Metric::L2, 2, TargetSpec::none()}));
+  const std::vector<float> q = {0, 0};
+  const std::string message = rank == 0 ? message_of<Error>([&] { sharded.publish(); })
+                                        : message_of<Error>([&] { sharded.search(q, 1); });
+  CHECK(message.find("the ranks made different collective calls (publish on rank 0, a query") != std::string::npos);
+  const float v[2] = {1, 1};
+  if (rank == 1) sharded.insert(3, v);
+  CHECK(sharded.publish().size == 1);  // the calls after it still match
+  CHECK(sharded.search(q, 1).ids[0] == 3);
 }
