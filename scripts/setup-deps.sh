@@ -11,6 +11,7 @@ packages=(
   libcli11-dev                     # command-line parsing for the streamknn runner
   python3 python3-numpy python3-sklearn python3-matplotlib python3-pytest  # parity tests, plots
   pybind11-dev python3-dev         # the Python package
+  python3-setuptools python3-wheel python3-build python3-venv  # pip install . / python3 -m build, offline
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtimes
   libopenmpi-dev openmpi-bin python3-mpi4py  # the sharded store (lib/mpi) and its Python side
 )
