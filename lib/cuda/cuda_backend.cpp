@@ -17,6 +17,7 @@
 
 #include "core/backend.hpp"
 #include "core/check.hpp"
+#include "core/exact_rank.hpp"
 #include "core/metric_space.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_store.hpp"
@@ -79,6 +80,7 @@ class CudaBackend final : public Backend {
                                    " (a query must fit in shared memory); use BackendKind::Cpu"));
     }
     configure_select();
+    configure_rerank(props_.sharedMemPerBlockOptin);
     work_out_limits();
   }
 
@@ -316,7 +318,8 @@ class CudaBackend final : public Backend {
     const DeviceBuffer& buffer = store_.buffer(b);
     SearchShape shape;
     shape.queries = call.queries;
-    shape.k = call.k;
+    // The kernels before the exact re-rank keep the screen's width of candidates per query.
+    shape.k = exact::screen_width(call.k, kMaxSelectK);
     shape.dim = config_.dim;
     shape.stored_dim = stored_dim_;
     shape.chunks = chunks_;
@@ -326,7 +329,10 @@ class CudaBackend final : public Backend {
     shape.capacity = buffer.capacity;
     shape.slot_count = buffer.slot_count;
     shape.spatial = schedule_.wants(b, buffer, spatial_[b], call.queries, call.k, call.filtered);
-    return plan_search(shape, limits_);
+    Plan plan = plan_search(shape, limits_);
+    plan.width = plan.k;
+    plan.k = call.k;
+    return plan;
   }
 
   /// Brings buffer b's spatial index up to date on the query stream where the plan uses it and

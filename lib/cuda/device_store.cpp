@@ -1,6 +1,7 @@
 #include "cuda/device_store.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/check.hpp"
@@ -55,8 +56,21 @@ std::size_t DeviceStore::device_bytes() const noexcept {
   return total;
 }
 
+/// Raises max_norm_ over a batch's vectors (a running maximum: an upper bound for either buffer).
+void DeviceStore::note_norms(const ResolvedBatch& batch) {
+  if (config_.metric != Metric::InnerProduct) return;
+  double largest = 0;
+  for (std::size_t at = 0; at + stored_dim_ <= batch.vectors.size(); at += stored_dim_) {
+    double s = 0;
+    for (std::size_t i = 0; i < stored_dim_; ++i) s += double(batch.vectors[at + i]) * double(batch.vectors[at + i]);
+    largest = std::max(largest, s);
+  }
+  max_norm_ = std::max(max_norm_, std::sqrt(largest) * (1.0 + 0x1p-30));
+}
+
 void DeviceStore::upload_view(DeviceBuffer& buffer) {
-  const StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_);
+  StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_);
+  v.max_norm = max_norm_;
   // Pageable source: the runtime stages it before returning, so `v` may go out of scope.
   check_cuda(cudaMemcpyAsync(buffer.view.get(), &v, sizeof v, cudaMemcpyHostToDevice, update_),
              "cudaMemcpyAsync(store view)");
@@ -240,6 +254,7 @@ int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {
   }
   back.slot_count = batch.slot_count;
   back.epoch = epoch;
+  note_norms(batch);
   upload_view(back);
   back.written.record(update_);
   return back_index;

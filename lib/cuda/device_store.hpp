@@ -90,9 +90,11 @@ class DeviceStore {
   void upload(const ResolvedBatch& batch, DeviceBatch& target);
   void scatter(const DeviceBatch& batch, DeviceBuffer& buffer);
   void upload_view(DeviceBuffer& buffer);
+  void note_norms(const ResolvedBatch& batch);
   void release_retired();
 
   StoreConfig config_;
+  double max_norm_ = 0;  // >= every stored vector's L2 norm (StoreView::max_norm)
   std::size_t stored_dim_;
   std::uint32_t chunks_;
   std::uint32_t chunk_floats_;  // StoreView::chunk_floats

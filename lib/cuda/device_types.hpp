@@ -33,6 +33,7 @@ struct StoreView {
   std::uint32_t chunks = 0;         ///< float4 chunks per vector
   std::uint32_t outputs = 0;
   std::uint32_t chunk_floats = 4;   ///< 4, or 2: one float2 per slot (vectors of at most two elements)
+  double max_norm = 0;              ///< >= every stored vector's L2 norm (inner product: the exact re-rank's certificate)
 };
 
 /// Floats per stored chunk for vectors of stored_dim elements (see StoreView::chunk_floats).

@@ -95,7 +95,10 @@ using Strategy = std::variant<ScanPlan, DensePlan, DirectPlan, ResidentPlan, Spa
 
 struct Plan {
   Strategy strategy;
-  std::uint32_t k = 0;
+  std::uint32_t k = 0;               ///< answers per query (plan_search: the shape's k; the backend sets it)
+  /// Candidates the float32 screen keeps per query for the exact re-rank (exact::screen_width(k));
+  /// every kernel before the re-rank runs at this k. plan_search sets k = width = the shape's k.
+  std::uint32_t width = 0;
   std::uint32_t chunk_queries = 0;  ///< queries per launch chunk
   std::uint32_t lists = 1;          ///< sorted candidate lists per query (the selection's blocks)
   std::uint32_t stride = 0;         ///< candidates per query: lists x k (0: the search writes the answers)

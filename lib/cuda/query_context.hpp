@@ -20,6 +20,10 @@ struct QueryContext {
   DeviceArray<Candidate> candidates, warp_lists;
   DeviceArray<std::uint32_t> lengths, slot, sample_keys, first_keys, first_arrivals;
   DeviceArray<double> class_scratch;
+  DeviceArray<float> screen_distance;        // the screen's width best per query (Plan::width), re-ranked
+  DeviceArray<std::uint64_t> screen_id;      // by the exact re-rank into the answers
+  DeviceArray<std::uint32_t> screen_slot;
+  DeviceArray<RerankEntry> rerank_buffer;    // its buffers where they exceed shared memory
   DeviceArray<float> dense;                  // the dense screen's rows and group keys
   DeviceArray<Candidate> dense_split;        // the dense selection's shares (DenseParams::split)
   DeviceArray<std::uint32_t> dense_arrivals; // and its per-query arrival counts

@@ -15,9 +15,35 @@ using namespace tuning;
 /// over them (the spatial search and the dense screen write the answers themselves).
 void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views, std::uint32_t n,
                       const SelectParams& select) const {
-  if (find_candidates(c, plan, filtered, views, n, select)) return;
-  launch_select(select, stream_);
-  debug_sync("select_kernel");
+  // The float32 kernels screen: each query's plan.width best by float32 rank, into the context's
+  // screen arrays; the exact re-rank writes the k answers to `select`'s outputs.
+  SelectParams screen = select;
+  screen.k = plan.width;
+  screen.out_distance = c.screen_distance.get();
+  screen.out_id = c.screen_id.get();
+  screen.out_slot = c.screen_slot.get();
+  if (!find_candidates(c, plan, filtered, views, n, screen)) {
+    launch_select(screen, stream_);
+    debug_sync("select_kernel");
+  }
+  RerankParams rerank;
+  rerank.store = views.store;
+  rerank.queries = c.in<float>(c.layout.queries);
+  rerank.query_stride = chunks_ * 4;
+  rerank.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+  rerank.num_queries = n;
+  rerank.k = plan.k;
+  rerank.width = plan.width;
+  rerank.stored_dim = static_cast<std::uint32_t>(stored_dim_);
+  rerank.metric = static_cast<int>(config_.metric);
+  rerank.screen_id = screen.out_id;
+  rerank.screen_slot = screen.out_slot;
+  rerank.out_distance = select.out_distance;
+  rerank.out_id = select.out_id;
+  rerank.out_slot = select.out_slot;
+  rerank.global_buffer = rerank_fits_shared(plan.width, plan.k) ? nullptr : c.rerank_buffer.get();
+  launch_rerank(rerank, stream_);
+  debug_sync("rerank_kernel");
 }
 
 /// Each query's sorted candidate lists for the selection: the direct search, or the sample pass
@@ -62,7 +88,7 @@ void Pipeline::launch_spatial(QueryContext& c, const Plan& plan, const BufferVie
   spatial.width = width_;
   spatial.queries = c.in<float>(c.layout.queries);
   spatial.num_queries = n;
-  spatial.k = plan.k;
+  spatial.k = plan.width;
   spatial.out = select;
   launch_spatial_search(spatial, stream_);
   debug_sync("spatial_search_kernel");
@@ -74,7 +100,7 @@ void Pipeline::launch_dense_screen(QueryContext& c, const Plan& plan, const Dens
   dense.store = view;
   dense.queries = c.in<float>(c.layout.queries);
   dense.num_queries = n;
-  dense.k = plan.k;
+  dense.k = plan.width;
   dense.chunks = chunks_;
   dense.row_stride = plan_dense.row_stride;
   dense.screened = c.dense.get();
@@ -107,7 +133,7 @@ ScanParams Pipeline::scan_params(QueryContext& c, const Plan& plan, bool filtere
   scan.queries = c.in<float>(c.layout.queries);
   scan.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
   scan.num_queries = n;
-  scan.k = plan.k;
+  scan.k = plan.width;
   scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
   scan.candidates = c.candidates.get();
   scan.lengths = c.lengths.get();
@@ -124,7 +150,7 @@ SelectParams Pipeline::select_params(QueryContext& c, const Plan& plan, std::uin
   select.lengths = c.lengths.get();
   select.blocks = plan.lists;
   select.num_queries = n;
-  select.k = plan.k;
+  select.k = plan.width;
   select.metric = static_cast<int>(config_.metric);
   return select;
 }
@@ -166,7 +192,7 @@ SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const Sa
   sample.queries = c.in<float>(c.layout.queries);
   sample.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
   sample.num_queries = n;
-  sample.k = plan.k;
+  sample.k = plan.width;
   sample.step = pass.step;
   sample.sample_tiles = pass.tiles;
   sample.per_tile = pass.per_tile;

@@ -49,7 +49,7 @@ bool fit_search(QueryContext& c, const Plan& plan, std::uint32_t qc, const Works
   if (const auto* resident = plan.as<ResidentPlan>()) {
     warp_list_entries = (std::size_t(qc) * plan.stride * resident->warps + 1) / 2;
   } else if (const auto* scan = plan.as<ScanPlan>()) {
-    warp_list_entries = scan_warp_list_entries(scan->shape, qc, plan.k);
+    warp_list_entries = scan_warp_list_entries(scan->shape, qc, plan.width);
   }
   changed |= c.fit(c.warp_lists, warp_list_entries, "scan warp lists");
   changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
@@ -62,6 +62,12 @@ bool fit_search(QueryContext& c, const Plan& plan, std::uint32_t qc, const Works
                           "cudaMemsetAsync(first-tile bound arrivals)");
   }
   changed |= c.fit(c.slot, std::size_t(qc) * plan.k, "result slots");
+  changed |= c.fit(c.screen_distance, std::size_t(qc) * plan.width, "screened distances");
+  changed |= c.fit(c.screen_id, std::size_t(qc) * plan.width, "screened ids");
+  changed |= c.fit(c.screen_slot, std::size_t(qc) * plan.width, "screened slots");
+  if (!rerank_fits_shared(plan.width, plan.k)) {
+    changed |= c.fit(c.rerank_buffer, std::size_t(qc) * rerank_capacity(plan.width, plan.k), "exact re-rank buffers");
+  }
   if (const auto* dense = plan.as<DensePlan>()) {
     changed |= c.fit(c.dense, dense_workspace_words(qc, dense->row_stride), "dense screen rows");
     changed |= c.fit(c.dense_split, std::size_t(qc) * kDenseSplitMax, "dense selection shares");

@@ -11,7 +11,9 @@
 // batches over them (and the selection's 256-thread blocks after it); the spatial index of
 // stores of one or two dimensions (forced on, and under Auto across publishes); aggregation parity;
 // snapshots of in-flight searches across publishes on the device; graph replays after publishes;
-// small batches whose input block the graph reads with a kernel (more than 16 KB).
+// small batches whose input block the graph reads with a kernel (more than 16 KB); and the
+// answers against the exact big-integer reference (support/exact_reference.hpp) on hard data:
+// ties at the k-th place, duplicates, offsets of 1e3-1e6, grids, every metric, k to 4096.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <map>
 
 #include "cuda/kernels.hpp"
+#include "support/exact_reference.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -140,7 +143,10 @@ std::size_t compare(const Neighbors& gpu, const Neighbors& cpu, const Model& mod
     std::unordered_set<PointId> seen;
     std::string why;
     for (std::size_t j = 0; j < cpu.k && why.empty(); ++j) {
-      if ((gi[j] == kInvalidId) != (ci[j] == kInvalidId)) {
+      // Exact answers: the same ids and the same distance bits on both backends.
+      if (gi[j] != ci[j] || std::bit_cast<std::uint32_t>(gd[j]) != std::bit_cast<std::uint32_t>(cd[j])) {
+        why = concat_str("position ", j, ": gpu id ", gi[j], " distance ", gd[j], ", cpu id ", ci[j], " distance ", cd[j]);
+      } else if ((gi[j] == kInvalidId) != (ci[j] == kInvalidId)) {
         why = concat_str("padding differs at ", j);
       } else if (gi[j] == kInvalidId) {
         if (!std::isinf(gd[j])) why = concat_str("padding distance ", gd[j], " at ", j);
@@ -165,6 +171,34 @@ std::size_t compare(const Neighbors& gpu, const Neighbors& cpu, const Model& mod
   return bad_queries;
 }
 
+/// The first `count` queries of a batch against the exact big-integer reference (ids exact,
+/// distances bit for bit; haversine faithful and non-decreasing). Returns the bad queries.
+std::size_t check_exact(const Neighbors& got, const Model& model, Metric metric, const std::vector<float>& queries,
+                        std::size_t count = 4) {
+  std::size_t bad = 0;
+  const std::size_t dim = model.dim;
+  for (std::size_t q = 0; q < std::min(count, got.num_queries); ++q) {
+    const auto ref = exact_ref::knn(metric, model.vectors, std::span<const float>(queries).subspan(q * dim, dim), got.k);
+    const auto ids = got.ids_of(q);
+    const auto d = got.distances_of(q);
+    for (std::size_t j = 0; j < got.k; ++j) {
+      const bool ok = j >= ref.size() ? ids[j] == kInvalidId && std::isinf(d[j])
+                      : metric == Metric::Haversine
+                          ? ids[j] == ref[j].id && exact_ref::faithful(d[j], ref[j].metres) && (j == 0 || d[j] >= d[j - 1])
+                          : ids[j] == ref[j].id && std::bit_cast<std::uint32_t>(d[j]) == std::bit_cast<std::uint32_t>(ref[j].distance);
+      if (!ok) {
+        if (bad < 3) {
+          MESSAGE("query ", q, " position ", j, ": id ", ids[j], " distance ", d[j], ", exact reference id ",
+                  j < ref.size() ? ref[j].id : kInvalidId, " distance ", j < ref.size() ? ref[j].distance : INFINITY);
+        }
+        ++bad;
+        break;
+      }
+    }
+  }
+  return bad;
+}
+
 /// Fills both backends as the shape says, then searches s.q random queries as one batch and/or
 /// each alone (one query: its own graph): the GPU's answers equal the CPU's, and on a store of
 /// one repeated point, where every rank ties, both are the k smallest ids.
@@ -176,6 +210,7 @@ void check_shape(const StoreShape& s, std::mt19937_64& g, bool as_batch, bool ea
   auto check = [&](const std::vector<float>& batch) {
     const Neighbors gpu = t.gpu.search(batch, s.k), cpu = t.cpu.search(batch, s.k);
     CHECK(compare(gpu, cpu, t.model, s.metric, batch) == 0);
+    if (t.model.vectors.size() * s.dim <= 400'000) CHECK(check_exact(gpu, t.model, s.metric, batch) == 0);
     if (s.one_point) CHECK(gpu.ids == cpu.ids);
   };
   if (as_batch) check(queries);
@@ -215,7 +250,9 @@ void check_far_points(std::uint64_t seed, std::size_t n, std::size_t q) {
     const auto v = far_point();
     queries.insert(queries.end(), v.begin(), v.end());
   }
-  CHECK(compare(t.gpu.search(queries, k), t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+  const Neighbors gpu = t.gpu.search(queries, k);
+  CHECK(compare(gpu, t.cpu.search(queries, k), t.model, Metric::L2, queries) == 0);
+  if (n <= 5000) CHECK(check_exact(gpu, t.model, Metric::L2, queries) == 0);
 }
 
 }  // namespace
@@ -1223,5 +1260,98 @@ TEST_CASE("graph replays see every publish (slot count, growth, swaps)") {
     const Neighbors nn = store.search(q, 1);
     REQUIRE(nn.ids[0] == id);
     REQUIRE(nn.distances[0] == float(3000 - id));
+  }
+}
+
+TEST_CASE("GPU equals CPU equals the exact reference on hard data (ties, duplicates, offsets, grids, every metric)") {
+  // The float32 tie reproducer: ids 0, 1 on both backends.
+  {
+    Twin t(4, Metric::L2, TargetSpec::none());
+    const std::vector<float> a{6.0f, 2.9f, 4.5f, 1.5f}, b{6.3f, 2.7f, 4.9f, 1.8f};
+    t.push(Update::insert(0, a));
+    t.push(Update::insert(1, b));
+    t.publish();
+    t.model.vectors[0] = a;
+    t.model.vectors[1] = b;
+    const std::vector<float> query{6.0f, 3.0f, 4.8f, 1.8f};
+    const Neighbors gpu = t.gpu.search(query, 2);
+    CHECK(gpu.ids[0] == 0);
+    CHECK(gpu.ids[1] == 1);
+    CHECK(compare(gpu, t.cpu.search(query, 2), t.model, Metric::L2, query) == 0);
+  }
+  auto g = rng(5400);
+  for (Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
+    for (std::size_t dim : {2, 3, 8, 40, 130}) {
+      if (metric == Metric::Haversine && dim != 2) continue;
+      for (float offset : {0.0f, 1e3f, 1e6f}) {
+        if (metric != Metric::L2 && offset != 0.0f) continue;
+        CAPTURE(to_string(metric));
+        CAPTURE(dim);
+        CAPTURE(offset);
+        Twin t(dim, metric, TargetSpec::none());
+        // Integer grid points, each stored 1-3 times; a third erased.
+        std::uniform_int_distribution<int> coord(-3, 3), copies(1, 3);
+        PointId id = 10;
+        for (int i = 0; i < 700; ++i) {
+          std::vector<float> v(dim);
+          for (auto& x : v) x = offset + float(coord(g));
+          if (metric == Metric::Haversine) v = {float(coord(g)) * 0.5f, float(coord(g)) * 0.5f};
+          if (metric == Metric::Cosine) v[0] = 1.0f + float(i % 3);
+          for (int c = copies(g); c > 0; --c, id += 1 + g() % 2) {
+            t.push(Update::insert(id, v));
+            t.model.vectors[id] = v;
+          }
+        }
+        t.publish();
+        for (auto it = t.model.vectors.begin(); it != t.model.vectors.end();) {
+          if (it->first % 3 == 0) {
+            t.push(Update::erase(it->first));
+            it = t.model.vectors.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        t.publish();
+        std::vector<float> queries(9 * dim);
+        for (auto& x : queries) x = offset + 0.5f * float(coord(g));
+        if (metric == Metric::Haversine) {
+          for (std::size_t q = 0; q < 9; ++q) queries[2 * q] = float(coord(g)) * 0.5f;
+        }
+        if (metric == Metric::Cosine) {
+          for (std::size_t q = 0; q < 9; ++q) queries[q * dim] = 1.5f;
+        }
+        for (std::size_t k : {1, 2, 7, 64, 300, 4096}) {
+          CAPTURE(k);
+          const Neighbors gpu = t.gpu.search(queries, k), cpu = t.cpu.search(queries, k);
+          CHECK(compare(gpu, cpu, t.model, metric, queries) == 0);
+          CHECK(check_exact(gpu, t.model, metric, queries, 9) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the exact re-rank's fallback: hundreds of duplicates tied at the k-th place, every strategy's batch size") {
+  for (std::size_t dim : {2, 16, 300}) {
+    CAPTURE(dim);
+    Twin t(dim, Metric::L2, TargetSpec::none());
+    const std::vector<float> far(dim, 1.0f), near(dim, 0.25f);
+    for (PointId id = 5000; id > 3000; --id) {
+      t.push(Update::insert(id, far));
+      t.model.vectors[id] = far;
+    }
+    t.push(Update::insert(7, near));
+    t.model.vectors[7] = near;
+    t.publish();
+    for (std::size_t nq : {1, 8, 40, 300}) {
+      const std::vector<float> queries(nq * dim, 0.0f);
+      for (std::size_t k : {1, 2, 16, 128, 2048}) {
+        CAPTURE(nq);
+        CAPTURE(k);
+        const Neighbors gpu = t.gpu.search(queries, k), cpu = t.cpu.search(queries, k);
+        CHECK(compare(gpu, cpu, t.model, Metric::L2, queries) == 0);
+        CHECK(check_exact(gpu, t.model, Metric::L2, queries, 2) == 0);
+      }
+    }
   }
 }
