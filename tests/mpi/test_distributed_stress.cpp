@@ -22,8 +22,8 @@ namespace {
 
 constexpr int kProducersPerRank = 2;
 constexpr std::size_t kIdsPerProducer = 24;
-constexpr std::size_t kOpsPerProducer = 6000;
-constexpr int kRounds = 24;
+constexpr std::size_t kOpsPerProducer = 20000;
+constexpr int kRounds = 60;
 
 struct Op {
   UpdateKind kind;
@@ -97,9 +97,16 @@ TEST_CASE("linearizability: producers on every rank against a sequential model")
         const Op& op = ops[i];
         progress[t].started.store(i + 1);
         const std::span<const float> at(op.at, 2);
-        store.push(op.kind == UpdateKind::Insert ? Update::insert(op.id, at)
-                   : op.kind == UpdateKind::Move ? Update::move(op.id, at)
-                                                 : Update::erase(op.id));
+        const Update u = op.kind == UpdateKind::Insert ? Update::insert(op.id, at)
+                         : op.kind == UpdateKind::Move   ? Update::move(op.id, at)
+                                                         : Update::erase(op.id);
+        // try_push: a producer waiting in push() for a publish would keep the rounds' end waiting.
+        bool pushed = store.try_push(u);
+        while (!pushed && !stop.load()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          pushed = store.try_push(u);
+        }
+        if (!pushed) return;
         progress[t].done.store(i + 1);
         if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(300));
       }
