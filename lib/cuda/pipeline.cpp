@@ -141,6 +141,7 @@ void Pipeline::enqueue_device(QueryContext& c, const Plan& plan, const DeviceQue
   prep.stored_dim = static_cast<std::uint32_t>(stored_dim_);
   prep.chunks = chunks_;
   prep.metric = static_cast<int>(config_.metric);
+  prep.bound = coordinate_bound(config_.metric, config_.dim);
   prep.queries_out = c.in<float>(l.queries);
   prep.ranges_out = c.in<IdRangeDevice>(l.ranges);
   prep.thresholds = c.in<std::uint32_t>(l.thresholds);
