@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "core/aggregate.hpp"
 #include "core/check.hpp"
@@ -54,41 +55,52 @@ struct Entry {
   exact::Key key;
 };
 
-/// One source rank's part, searched on this shard and packed for it.
-std::vector<std::byte> pack_part(Engine& engine, const CallHeader& h, std::span<const float> queries,
-                                 std::span<const IdRange> visible, const EntryShape& shape, std::uint64_t epoch,
-                                 std::exception_ptr& own_error) {
-  ChunkHeader header;
-  header.epoch = epoch;
-  mpi::Failure failure;
+/// A shard's answers to a batch of rows: the neighbours (k per row) and what is shipped with them.
+struct Searched {
   Neighbors n;
   std::vector<std::int32_t> labels;
   std::vector<float> values, vectors;
-  try {
-    n = engine.query(queries, h.k, visible, AggregateSpec{}, caller_of(h.output)).get().neighbors;
-    if (h.output != std::uint32_t(AggregateSpec::Output::Neighbors) || shape.stored_dim > 0) {
-      engine.points_of(n.ids, labels, values, shape.stored_dim > 0 ? &vectors : nullptr);
-    }
-  } catch (...) {
-    own_error = std::current_exception();
-    failure = mpi::failure_of(own_error);
+};
+
+/// Searches rows with k and fills what the entries carry: labels / values where some part asks for
+/// a prediction, vectors for the exact merge.
+Searched search_rows(Engine& engine, std::span<const float> rows, std::size_t k, std::span<const IdRange> visible,
+                     bool targets, const EntryShape& shape, const char* caller) {
+  Searched out;
+  out.n = engine.query(rows, k, visible, AggregateSpec{}, caller).get().neighbors;
+  if (targets || shape.stored_dim > 0) {
+    engine.points_of(out.n.ids, out.labels, out.values, shape.stored_dim > 0 ? &out.vectors : nullptr);
   }
-  const std::size_t outputs = h.output == std::uint32_t(AggregateSpec::Output::Values) ? shape.outputs : 0;
-  const std::size_t dims = shape.stored_dim, per = EntryShape{dims, outputs}.bytes();
+  return out;
+}
+
+/// The chunk for one source rank: rows [first, first + h.num_queries) of `found` (whose rows hold
+/// found.n.k entries), the first h.k entries of each; or the failure alone.
+std::vector<std::byte> pack(const CallHeader& h, const Searched* found, std::size_t first, const mpi::Failure& failure,
+                            const EntryShape& shape, std::uint64_t epoch) {
+  ChunkHeader header;
+  header.epoch = epoch;
   header.status = static_cast<std::int32_t>(failure.kind);
   header.message_bytes = static_cast<std::uint32_t>(failure.message.size());
-  std::vector<std::byte> out(sizeof header + failure.message.size() + (failure.failed() ? 0 : n.ids.size() * per));
+  const std::size_t outputs = h.output == std::uint32_t(AggregateSpec::Output::Values) ? shape.outputs : 0;
+  const std::size_t dims = shape.stored_dim, per = EntryShape{dims, outputs}.bytes();
+  const std::size_t entries = failure.failed() ? 0 : h.num_queries * h.k;
+  std::vector<std::byte> out(sizeof header + failure.message.size() + entries * per);
   std::memcpy(out.data(), &header, sizeof header);
   std::memcpy(out.data() + sizeof header, failure.message.data(), failure.message.size());
   if (failure.failed()) return out;
+  const std::size_t stride = found->n.k, all_outputs = shape.outputs;
   std::byte* p = out.data() + sizeof header;
-  for (std::size_t i = 0; i < n.ids.size(); ++i, p += per) {
-    const std::int32_t label = labels.empty() ? kNoLabel : labels[i];
-    std::memcpy(p, &n.distances[i], 4);
-    std::memcpy(p + 4, &label, 4);
-    std::memcpy(p + 8, &n.ids[i], 8);
-    if (dims) std::memcpy(p + 16, vectors.data() + i * dims, 4 * dims);
-    if (outputs) std::memcpy(p + 16 + 4 * dims, values.data() + i * outputs, 4 * outputs);
+  for (std::size_t q = 0; q < h.num_queries; ++q) {
+    for (std::size_t j = 0; j < h.k; ++j, p += per) {
+      const std::size_t i = (first + q) * stride + j;
+      const std::int32_t label = found->labels.empty() ? kNoLabel : found->labels[i];
+      std::memcpy(p, &found->n.distances[i], 4);
+      std::memcpy(p + 4, &label, 4);
+      std::memcpy(p + 8, &found->n.ids[i], 8);
+      if (dims) std::memcpy(p + 16, found->vectors.data() + i * dims, 4 * dims);
+      if (outputs) std::memcpy(p + 16 + 4 * dims, found->values.data() + i * all_outputs, 4 * outputs);
+    }
   }
   return out;
 }
@@ -197,20 +209,60 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
     all_visible = mpi::allgatherv(comm, std::as_bytes(std::span<const IdRange>(call.visible)), v_offsets, "visible");
   }
 
-  // 2. This shard searches each rank's part.
+  // 2. This shard searches every rank's rows in one batch (k: the largest asked; each rank gets
+  //    the first k of its rows' entries, which are its own k best). Where that batch is refused
+  //    (a rank's bad row), each part is searched alone, so that only its rank gets the error.
   Engine& engine = EngineAccess::of(*shard_);
   std::vector<std::vector<std::byte>> send(ranks);
   std::exception_ptr own_error;
+  std::size_t total = 0, k_max = 1;
+  bool targets = false;
+  std::vector<std::size_t> first(ranks, 0);
   for (std::size_t r = 0; r < ranks; ++r) {
+    first[r] = total;
+    total += headers[r].num_queries;
     if (headers[r].num_queries == 0) continue;
+    k_max = std::max<std::size_t>(k_max, headers[r].k);
+    targets |= headers[r].output != std::uint32_t(AggregateSpec::Output::Neighbors);
+  }
+  std::optional<Searched> together;
+  if (total > 0) {
+    try {
+      std::vector<IdRange> visible;
+      if (any_visible) {
+        visible.assign(total, IdRange{});
+        for (std::size_t r = 0; r < ranks; ++r) {
+          if (headers[r].visible) {
+            std::memcpy(visible.data() + first[r], all_visible.data() + v_offsets[r], headers[r].num_queries * sizeof(IdRange));
+          }
+        }
+      }
+      together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), total * dim}, k_max, visible,
+                             targets, shape, caller);
+    } catch (...) {
+      together.reset();  // searched part by part below
+    }
+  }
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const CallHeader& h = headers[r];
+    if (h.num_queries == 0) continue;
+    if (together) {
+      send[r] = pack(h, &*together, first[r], {}, shape, epoch());
+      continue;
+    }
     const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
     std::span<const IdRange> visible;
-    if (headers[r].visible) {
-      visible = {reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]), headers[r].num_queries};
+    if (h.visible) visible = {reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]), h.num_queries};
+    mpi::Failure failure;
+    std::optional<Searched> part;
+    try {
+      part = search_rows(engine, {q, h.num_queries * dim}, h.k, visible,
+                         h.output != std::uint32_t(AggregateSpec::Output::Neighbors), shape, caller_of(h.output));
+    } catch (...) {
+      if (r == me) own_error = std::current_exception();
+      failure = mpi::failure_of(std::current_exception());
     }
-    std::exception_ptr error;
-    send[r] = pack_part(engine, headers[r], {q, headers[r].num_queries * dim}, visible, shape, epoch(), error);
-    if (r == me) own_error = error;
+    send[r] = pack(h, part ? &*part : nullptr, 0, failure, shape, epoch());
   }
 
   // 3. Each shard's lists for this rank's queries.
