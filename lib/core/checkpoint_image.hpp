@@ -85,6 +85,10 @@ struct StoreImage {
     const std::size_t live = static_cast<std::size_t>(std::count_if(ids.begin(), ids.end(), [](PointId id) { return id != kInvalidId; }));
     b.reserve(live, stored_dim, outputs);
     for (std::uint32_t s = 0; s < slot_count; ++s) {
+      // Every slot's id is written, free slots' as kInvalidId: a backend's new arrays need not
+      // hold the free marker (the CUDA store's are zeroed), and a snapshot reads ids slot by slot.
+      b.id_slots.push_back(s);
+      b.ids.push_back(ids[s]);
       if (ids[s] == kInvalidId) continue;
       b.vector_slots.push_back(s);
       b.vectors.insert(b.vectors.end(), vectors.begin() + std::ptrdiff_t(s * stored_dim),
@@ -95,8 +99,6 @@ struct StoreImage {
         b.values.insert(b.values.end(), values.begin() + std::ptrdiff_t(s * outputs),
                         values.begin() + std::ptrdiff_t((s + 1) * outputs));
       }
-      b.id_slots.push_back(s);
-      b.ids.push_back(ids[s]);
     }
     return b;
   }
