@@ -124,7 +124,7 @@ class DistributedEngine {
   std::unique_ptr<mpi::Outbox> outbox_;
 
   // Touched by the object's thread only.
-  std::vector<std::byte> carried_;  // owned updates received by a publish that did not apply
+  std::vector<std::vector<std::byte>> carried_;  // owned updates received by publishes that did not apply
   std::atomic<std::size_t> carried_count_{0};
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};

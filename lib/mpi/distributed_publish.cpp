@@ -57,17 +57,22 @@ PublishReport DistributedEngine::run_publish() {
   // 1. Route: what this rank queued goes to the owners; each rank receives its own ids' updates,
   //    source rank by source rank, each source's in its push order.
   std::vector<std::size_t> offsets;
-  const std::vector<std::byte> received = mpi::alltoallv(comm_->get(), outbox_->take(), offsets, "publish");
-  std::vector<std::byte> owned = std::move(carried_);  // a failed publish's updates go first
-  owned.insert(owned.end(), received.begin(), received.end());
-  carried_.clear();
-  const std::vector<Update> updates = mpi::decode(owned, config_);
+  std::vector<std::byte> received = mpi::alltoallv(comm_->get(), outbox_->take(), offsets, "publish");
 
-  // 2. Reserve on every shard, then agree: an OutOfMemory anywhere changes no shard.
-  std::size_t inserts = 0;
-  for (const Update& u : updates) inserts += u.kind == UpdateKind::Insert;
+  // 2. Reserve on every shard, then agree: a failure anywhere (OutOfMemory) changes no shard. Every
+  //    local step up to the agreement is inside it, so a rank that fails there still agrees.
+  std::vector<std::vector<std::byte>> owned = std::move(carried_);  // a failed publish's updates go first
+  carried_.clear();
+  std::vector<Update> updates;
   mpi::Failure reserved;
   try {
+    owned.push_back(std::move(received));
+    for (const auto& block : owned) {
+      const std::vector<Update> part = mpi::decode(block, config_);
+      updates.insert(updates.end(), part.begin(), part.end());
+    }
+    std::size_t inserts = 0;
+    for (const Update& u : updates) inserts += u.kind == UpdateKind::Insert;
     EngineAccess::of(*shard_).reserve(inserts, updates.size());
   } catch (...) {
     reserved = mpi::failure_of(std::current_exception());
@@ -76,6 +81,7 @@ PublishReport DistributedEngine::run_publish() {
     mpi::agree(comm_->get(), reserved,
                concat(kCaller, ": nothing was applied on any shard and the updates stay pending; the reserve failed on"));
   } catch (...) {
+    if (!received.empty()) owned.push_back(std::move(received));  // where the push_back above failed
     carried_ = std::move(owned);
     carried_count_.store(updates.size(), std::memory_order_relaxed);
     throw;
