@@ -148,7 +148,9 @@ class DistributedReferenceSet {
   int owner_of(PointId id) const noexcept { return shard_of(id, ranks()); }
   std::uint64_t epoch() const noexcept;       ///< global epoch of the last publish (0 = empty)
   std::size_t size() const noexcept;          ///< points on all shards after the last publish
-  std::size_t pending() const noexcept;       ///< updates pushed on this rank, not yet published
+  /// Updates pushed on this rank and not yet routed, plus those this rank's shard received from a
+  /// publish that did not apply (OutOfMemory), which the next publish applies first.
+  std::size_t pending() const noexcept;
   const StoreConfig& config() const noexcept; ///< this rank's shard configuration
   const ReferenceSet& shard() const noexcept; ///< this rank's shard (its own, local epoch)
 
