@@ -1,9 +1,13 @@
 // streamknn/search.hpp — neighbour search results and the per-query visibility filter.
 //
-// Results are exact: row q holds the k smallest distances of query q in ascending
-// (distance, id) order, ties going to the smaller id. When fewer than k points are visible the
-// row ends with padding: id == kInvalidId, distance == +infinity. Every result carries the epoch
-// of the snapshot it was computed on.
+// Results are exact: row q holds the k smallest distances of query q, computed exactly (not as
+// float32 rounding happens to order them) on the stored float32 values, in ascending (exact
+// distance, id) order, ties going to the smaller id. Reported distances are the exact distance
+// rounded once to float32 (haversine: to one of the two float32 values around it), so two
+// different exact distances may report the same float and then show their ids in either order.
+// Both backends return the same ids and the same distance bits. When fewer than k points are
+// visible the row ends with padding: id == kInvalidId, distance == +infinity. Every result
+// carries the epoch of the snapshot it was computed on.
 #pragma once
 
 #include <cstddef>
