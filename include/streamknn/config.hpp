@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "streamknn/metric.hpp"
 
@@ -67,6 +68,15 @@ struct StoreConfig {
   /// CUDA backend, stores of one or two dimensions, haversine, cosine at three: see SpatialIndex.
   /// The CPU backend ignores it.
   SpatialIndex spatial_index = SpatialIndex::Auto;
+  /// Vectors are stored, and ranked, as float32: a coordinate near 5,000,000 (metres in UTM or
+  /// web mercator) keeps about half a metre, one near 1,000 about 0.00006. Where the data sit far
+  /// from zero, give the origin (L2 stores only, `dim` finite values, or empty for none): it is
+  /// subtracted in float64 from every vector and query (float or double input, Update::insert /
+  /// move and search() both take double spans) before the result is rounded once to float32, so
+  /// the store keeps the precision of the offsets. Distances do not change (L2 is invariant under
+  /// the shift); the library never returns vectors, so nothing is shifted back. The bound on
+  /// coordinates (max_coordinate) applies to the shifted values. Saved with the store.
+  std::vector<double> origin;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers
   /// with garbage before every search, so a result the kernels fail to write cannot pass
   /// unnoticed, and synchronises after every kernel so an error names the kernel that failed.

@@ -91,6 +91,10 @@ class ReferenceSet {
   /// Asynchronous search: returns at once; the inputs are copied before it returns.
   Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k,
                            std::span<const IdRange> visible = {}) const;
+  /// The same from double queries: minus StoreConfig::origin in double, then rounded once to
+  /// float32 (without an origin, simply rounded).
+  Neighbors search(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {}) const;
+  Ticket<Neighbors> submit(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {}) const;
 
   // ---- KNN-Q -------------------------------------------------------------------------------
   /// KNN-Q lookup and write-back for a batch, in one call, on a store of outputs(n_actions).

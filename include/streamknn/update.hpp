@@ -26,6 +26,9 @@ struct Update {
   std::span<const float> values;   ///< regression target (Insert / SetTarget on an Outputs store)
   std::int32_t label = -1;         ///< class target (Insert / SetTarget on a Classes store)
   bool has_target = false;
+  /// Insert and Move: dim doubles, in place of `vector` (the store subtracts its origin in double
+  /// before rounding to float32: StoreConfig::origin). Give one of the two.
+  std::span<const double> vector64 = {};
 
   /// Insert into a store whose points carry no target.
   static Update insert(PointId id, std::span<const float> vector) noexcept {
@@ -42,6 +45,19 @@ struct Update {
   /// Give an existing point a new vector; its target is kept.
   static Update move(PointId id, std::span<const float> vector) noexcept {
     return {UpdateKind::Move, id, vector, {}, -1, false};
+  }
+  /// The same from double vectors (StoreConfig::origin keeps their precision).
+  static Update insert(PointId id, std::span<const double> vector) noexcept {
+    return {UpdateKind::Insert, id, {}, {}, -1, false, vector};
+  }
+  static Update insert(PointId id, std::span<const double> vector, std::int32_t label) noexcept {
+    return {UpdateKind::Insert, id, {}, {}, label, true, vector};
+  }
+  static Update insert(PointId id, std::span<const double> vector, std::span<const float> values) noexcept {
+    return {UpdateKind::Insert, id, {}, values, -1, true, vector};
+  }
+  static Update move(PointId id, std::span<const double> vector) noexcept {
+    return {UpdateKind::Move, id, {}, {}, -1, false, vector};
   }
   static Update erase(PointId id) noexcept { return {UpdateKind::Erase, id, {}, {}, -1, false}; }
   static Update set_target(PointId id, std::int32_t label) noexcept {

@@ -7,6 +7,8 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/check.hpp"
 #include "core/checkpoint_image.hpp"
@@ -99,7 +101,11 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
     image.ids.assign(ids.begin(), ids.end());
     // Stored as given (L2, inner product): one copy, checked below; else written row by row.
     const bool as_given = detail::stored_as_given(config.metric);
-    if (as_given) {
+    if (as_given && !config.origin.empty()) {
+      // Minus the origin in double, rounded once (StoreConfig::origin); checked row by row below.
+      image.vectors.resize(n * sdim);
+      for (std::size_t i = 0; i < n * dim; ++i) image.vectors[i] = float(double(vectors[i]) - config.origin[i % dim]);
+    } else if (as_given) {
       image.vectors.assign(vectors.begin(), vectors.end());
     } else {
       image.vectors.resize(n * sdim);
@@ -107,7 +113,7 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
     index.reserve(n);
-    const bool checked = all_pass(config, ids, vectors, labels, values);
+    const bool checked = config.origin.empty() && all_pass(config, ids, vectors, labels, values);
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);
       if (!checked) {

@@ -23,6 +23,9 @@ constexpr std::size_t kHeaderBytes = 48;
 constexpr std::size_t kSectionHeaderBytes = 16;
 constexpr std::size_t kConfBytes = 80;
 constexpr std::uint32_t kSectionCount = 5;
+/// Header flag: an ORIG section (StoreConfig::origin, dim f64) follows ATTR. Files without an
+/// origin keep flags 0 and five sections, readable by every version-1 reader.
+constexpr std::uint32_t kFlagOrigin = 1;
 
 constexpr std::uint32_t tag_of(const char (&name)[5]) {
   return std::uint32_t(std::uint8_t(name[0])) | std::uint32_t(std::uint8_t(name[1])) << 8 |
@@ -108,7 +111,7 @@ class Reader {
   std::uint64_t body_ = 0;
 };
 
-void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch) {
+void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch, std::uint32_t& flags) {
   if (in.size() < kHeaderBytes) {
     r.fail("header", in.size(), concat("the file holds ", in.size(), " bytes, fewer than the 48-byte header (truncated)"));
   }
@@ -130,10 +133,13 @@ void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch) {
     r.fail("header", 44, concat("checksum mismatch (stored 0x", std::hex, get<std::uint32_t>(h + 44), ", computed 0x",
                                 computed, std::dec, "): the header is corrupted"));
   }
-  if (get<std::uint32_t>(h + 28) != kSectionCount) {
-    r.fail("header", 28, concat(get<std::uint32_t>(h + 28), " sections where version 1 has ", kSectionCount));
+  flags = get<std::uint32_t>(h + 40);
+  if ((flags & ~kFlagOrigin) != 0) r.fail("header", 40, "unknown flags set");
+  const std::uint32_t sections = kSectionCount + ((flags & kFlagOrigin) ? 1 : 0);
+  if (get<std::uint32_t>(h + 28) != sections) {
+    r.fail("header", 28, concat(get<std::uint32_t>(h + 28), " sections where version 1 has ", sections,
+                                (flags & kFlagOrigin) ? " (with an origin)" : ""));
   }
-  if (get<std::uint32_t>(h + 40) != 0) r.fail("header", 40, "unknown flags set");
   epoch = get<std::uint64_t>(h + 32);
 }
 
@@ -193,7 +199,9 @@ void encode_checkpoint(const StoreConfig& config, const StoreImage& image, ByteS
   put<std::uint32_t>(h + 16, std::uint32_t(kVersionMajor));
   put<std::uint32_t>(h + 20, std::uint32_t(kVersionMinor));
   put<std::uint32_t>(h + 24, std::uint32_t(kVersionPatch));
-  put<std::uint32_t>(h + 28, kSectionCount);
+  const bool origin = !config.origin.empty();
+  put<std::uint32_t>(h + 28, kSectionCount + (origin ? 1 : 0));
+  put<std::uint32_t>(h + 40, origin ? kFlagOrigin : 0);
   put<std::uint64_t>(h + 32, image.epoch);
   put<std::uint32_t>(h + 44, crc32c(h, 44));
   out.write(h, sizeof h);
@@ -227,12 +235,14 @@ void encode_checkpoint(const StoreConfig& config, const StoreImage& image, ByteS
   }
   const std::uint32_t attribute_words = 0;  // reserved: per-point attribute words, none yet
   write_section(out, "ATTR", &attribute_words, sizeof attribute_words);
+  if (origin) write_section(out, "ORIG", config.origin.data(), config.origin.size() * sizeof(double));
 }
 
 void decode_checkpoint(const ByteSource& in, const char* caller, StoreConfig& config, StoreImage& image,
                        IdIndex& index) {
   Reader r(in, caller);
-  read_header(in, r, image.epoch);
+  std::uint32_t flags = 0;
+  read_header(in, r, image.epoch, flags);
   r.skip_header();
   unsigned char c[kConfBytes];
   r.section("CONF", c, kConfBytes);
@@ -265,6 +275,17 @@ void decode_checkpoint(const ByteSource& in, const char* caller, StoreConfig& co
   r.section("ATTR", &attribute_words, 4);
   if (attribute_words != 0) {
     r.fail("ATTR", r.body(), concat(attribute_words, " attribute words per point; version 1 stores none"));
+  }
+  config.origin.clear();
+  if (flags & kFlagOrigin) {
+    if (config.metric != Metric::L2) r.fail("header", 40, "an origin on a store whose metric is not l2 (corrupted)");
+    config.origin.resize(config.dim);
+    r.section("ORIG", config.origin.data(), std::uint64_t(config.dim) * 8);
+    for (std::size_t i = 0; i < config.dim; ++i) {
+      if (!std::isfinite(config.origin[i])) {
+        r.fail("ORIG", r.body() + 8 * i, concat("origin[", i, "] = ", config.origin[i], " is not finite (corrupted)"));
+      }
+    }
   }
   if (r.offset() != in.size()) {
     r.fail("ATTR", r.offset(), concat(in.size() - r.offset(), " bytes follow the last section (corrupted)"));

@@ -85,6 +85,18 @@ const StoreConfig& validated(const StoreConfig& config) {
   if (config.queue_capacity > (1u << 24)) {
     fail_argument(where, ": queue_capacity=", config.queue_capacity, " exceeds the limit of 16777216");
   }
+  if (!config.origin.empty()) {
+    if (config.metric != Metric::L2) {
+      fail_argument(where, ": origin is for the l2 metric (a shift changes ", to_string(config.metric),
+                    " distances); leave it empty");
+    }
+    if (config.origin.size() != config.dim) {
+      fail_argument(where, ": origin has ", config.origin.size(), " values but dim=", config.dim, " (or leave it empty)");
+    }
+    for (std::size_t i = 0; i < config.origin.size(); ++i) {
+      if (!std::isfinite(config.origin[i])) fail_argument(where, ": origin[", i, "] = ", config.origin[i], " is not finite");
+    }
+  }
   return config;
 }
 
@@ -99,7 +111,7 @@ Engine::Engine(const StoreConfig& config)
       stored_dim_(stored_dim(config.metric, config.dim)),
       coordinate_bound_(coordinate_bound(config.metric, config.dim)),
       backend_(make_backend(config_)),
-      queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric),
+      queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric, config_.origin),
       catalog_(config_) {
   backend_->reserve(config_.capacity_hint, 0);
 }
@@ -199,7 +211,10 @@ std::vector<float> Engine::stored_rows(std::span<const float> rows, const char* 
 bool Engine::update_is_valid(const Update& u) const noexcept {
   if (u.id == kInvalidId || static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetTarget)) return false;
   const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
-  if (needs_vector ? !point_is_valid(u.vector) : !u.vector.empty()) return false;
+  const bool shifted = !u.vector64.empty() || !config_.origin.empty();
+  if (needs_vector ? !(shifted ? shifted_is_valid(u) : point_is_valid(u.vector)) : !(u.vector.empty() && u.vector64.empty())) {
+    return false;
+  }
   const bool needs_target = u.kind == UpdateKind::SetTarget ||
                             (u.kind == UpdateKind::Insert && config_.target.kind != TargetSpec::Kind::None);
   if (!needs_target) return !u.has_target;
@@ -225,9 +240,18 @@ void Engine::validate(const Update& u, const char* caller) const {
   }
   const std::string where = concat(caller, "(", kind, " id=", u.id, ")");
   const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
-  if (needs_vector) {
+  if (needs_vector && !u.vector.empty() && !u.vector64.empty()) {
+    fail_argument(where, ": give the vector as floats or as doubles (vector64), not both");
+  }
+  if (needs_vector && (!u.vector64.empty() || !config_.origin.empty())) {
+    const std::size_t given = u.vector64.empty() ? u.vector.size() : u.vector64.size();
+    if (given != config_.dim) fail_argument(where, ": vector has ", given, " values but the store's dim is ", config_.dim);
+    const std::vector<float> v = u.vector64.empty() ? shifted_rows(u.vector, "vector", where.c_str())
+                                                    : shifted_rows(u.vector64, "vector", where.c_str());
+    validate_point(v, config_.origin.empty() ? "vector" : "vector (minus the origin)", where.c_str());
+  } else if (needs_vector) {
     validate_point(u.vector, "vector", where.c_str());
-  } else if (!u.vector.empty()) {
+  } else if (!u.vector.empty() || !u.vector64.empty()) {
     fail_argument(where, ": a ", kind, " carries no vector");
   }
   const bool needs_target = u.kind == UpdateKind::SetTarget ||
@@ -386,8 +410,52 @@ bool Engine::points_of(std::span<const PointId> ids, std::vector<std::int32_t>& 
   return true;
 }
 
+template <class T>
+std::vector<float> Engine::shifted_rows(std::span<const T> rows, const char* label, const char* caller) const {
+  if (rows.size() % config_.dim != 0) {
+    fail_argument(caller, ": the ", label, " rows hold ", rows.size(), " values, not a multiple of dim=", config_.dim);
+  }
+  std::vector<float> out(rows.size());
+  const std::vector<double>& o = config_.origin;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    out[i] = o.empty() ? static_cast<float>(rows[i]) : static_cast<float>(double(rows[i]) - o[i % config_.dim]);
+  }
+  return out;
+}
+
+bool Engine::shifted_is_valid(const Update& u) const noexcept {
+  const bool wide = !u.vector64.empty();
+  if (wide && !u.vector.empty()) return false;
+  const std::size_t n = wide ? u.vector64.size() : u.vector.size();
+  if (n != config_.dim) return false;
+  const std::vector<double>& o = config_.origin;
+  bool all_zero = true;
+  float first = 0, second = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = wide ? u.vector64[i] : double(u.vector[i]);
+    const float f = static_cast<float>(o.empty() ? x : x - o[i]);
+    if (!(std::fabs(f) <= coordinate_bound_)) return false;  // also NaN and +-inf
+    all_zero &= f == 0.0f;
+    if (i == 0) first = f;
+    if (i == 1) second = f;
+  }
+  if (config_.metric == Metric::Cosine && all_zero) return false;
+  return !(config_.metric == Metric::Haversine && (std::fabs(first) > 90.0f || std::fabs(second) > 180.0f));
+}
+
 Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                                   AggregateSpec aggregate, const char* caller) const {
+  if (config_.origin.empty()) return query_rows(queries, k, visible, aggregate, caller);
+  return query_rows(shifted_rows(queries, "query", caller), k, visible, aggregate, caller);
+}
+
+Ticket<QueryResult> Engine::query(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible,
+                                  AggregateSpec aggregate, const char* caller) const {
+  return query_rows(shifted_rows(queries, "query", caller), k, visible, aggregate, caller);
+}
+
+Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+                                       AggregateSpec aggregate, const char* caller) const {
   check_k(k, caller);
   if (queries.size() % config_.dim != 0) {
     fail_argument(caller, ": queries has ", queries.size(), " floats, not a multiple of dim=", config_.dim);
@@ -441,6 +509,10 @@ Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k,
 
 Ticket<std::uint64_t> Engine::query_device(const DeviceQueryRequest& request, int device, const char* caller) const {
   check_k(request.k, caller);
+  if (!config_.origin.empty()) {
+    fail_argument(caller, ": device-resident queries are not shifted by StoreConfig::origin; subtract it on the device "
+                          "and search a store without one, or call search()");
+  }
   if (backend_->kind() != BackendKind::Cuda) {
     throw BackendUnavailable(concat(caller, ": the store runs on the ", backend_->name(),
                                     " backend; device-resident queries need the CUDA backend (copy them to the host "
@@ -514,7 +586,8 @@ QUpdate Engine::lookup_and_update(std::span<const float> states, std::size_t k, 
   request.actions = actions;
   request.targets = targets;
   request.alpha = alpha;
-  request.states = stored_rows(states, "state", caller);
+  request.states = config_.origin.empty() ? stored_rows(states, "state", caller)
+                                           : stored_rows(shifted_rows(states, "state", caller), "state", caller);
   for (std::size_t q = 0; q < n; ++q) {
     if (actions[q] < 0 || std::uint32_t(actions[q]) >= outputs) {
       fail_argument(caller, ": actions[", q, "] = ", actions[q], " is outside [0, ", outputs, ")");

@@ -55,7 +55,10 @@ class Engine {
                  std::vector<float>* vectors);
 
   /// Validates and runs a query batch. caller names the public entry point in error messages.
+  /// The store's origin (StoreConfig::origin) is subtracted from each row first, in double.
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+                            AggregateSpec aggregate, const char* caller) const;
+  Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;
 
   /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
@@ -101,6 +104,15 @@ class Engine {
   /// Every row of rows, validated and in stored form (one copy where the stored form is the
   /// input and every value is finite, else row by row, which names the first bad row).
   std::vector<float> stored_rows(std::span<const float> rows, const char* label, const char* caller) const;
+  /// Rows (a multiple of dim values) minus the origin, in double, rounded once to float32 (the
+  /// values as given, rounded, where there is no origin).
+  template <class T>
+  std::vector<float> shifted_rows(std::span<const T> rows, const char* label, const char* caller) const;
+  /// The query batch once shifted (the body of query()).
+  Ticket<QueryResult> query_rows(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+                                 AggregateSpec aggregate, const char* caller) const;
+  /// An Insert / Move vector given as doubles or against an origin: valid once shifted.
+  bool shifted_is_valid(const Update& update) const noexcept;
 
   /// The published snapshot, serialised with publish(); journal_mark gets the open journal's
   /// end, journal_opened which journal that is (journal_opened_).

@@ -26,6 +26,16 @@ Ticket<Neighbors> ReferenceSet::submit(std::span<const float> queries, std::size
                             &detail::QueryResult::neighbors);
 }
 
+Neighbors ReferenceSet::search(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible) const {
+  return submit(queries, k, visible).get();
+}
+
+Ticket<Neighbors> ReferenceSet::submit(std::span<const double> queries, std::size_t k,
+                                       std::span<const IdRange> visible) const {
+  return detail::map_ticket(engine_->query(queries, k, visible, {}, "ReferenceSet::search"),
+                            &detail::QueryResult::neighbors);
+}
+
 std::size_t ReferenceSet::size() const noexcept { return engine_->size(); }
 std::uint64_t ReferenceSet::epoch() const noexcept { return engine_->epoch(); }
 std::size_t ReferenceSet::pending() const noexcept { return engine_->pending(); }

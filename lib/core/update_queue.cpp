@@ -43,9 +43,11 @@ inline void cpu_relax() noexcept {
 
 }  // namespace
 
-UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric) try
+UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric,
+                         std::vector<double> origin) try
     : capacity_(capacity),
       metric_(metric),
+      origin_(std::move(origin)),
       vector_floats_(vector_floats),
       value_floats_(value_floats),
       slot_floats_(vector_floats + value_floats),
@@ -88,7 +90,18 @@ bool UpdateQueue::try_push(const Update& update) noexcept {
 void UpdateQueue::fill(std::uint64_t pos, const Update& update) noexcept {
   const auto index = static_cast<std::uint32_t>(pos & index_mask_);
   float* payload = pool_.data() + std::size_t(index) * slot_floats_;
-  if (!update.vector.empty()) to_stored_form(metric_, update.vector, payload);
+  if (!update.vector64.empty() || !origin_.empty()) {
+    // Minus the origin in double, rounded once (StoreConfig::origin); then the stored form, in
+    // place (stored_dim >= dim, and to_stored_form reads each input before it writes there).
+    const std::size_t n = update.vector64.empty() ? update.vector.size() : update.vector64.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = update.vector64.empty() ? double(update.vector[i]) : update.vector64[i];
+      payload[i] = static_cast<float>(origin_.empty() ? x : x - origin_[i]);
+    }
+    if (!stored_as_given(metric_)) to_stored_form(metric_, std::span<const float>(payload, n), payload);
+  } else if (!update.vector.empty()) {
+    to_stored_form(metric_, update.vector, payload);
+  }
   if (!update.values.empty()) std::copy(update.values.begin(), update.values.end(), payload + vector_floats_);
   Cell& cell = cells_[index];
   cell.record = QueuedOp{update.id, index, update.label, update.kind, update.has_target};

@@ -51,7 +51,9 @@ class UpdateQueue {
   /// vector_floats: floats of a vector's stored form (stored_dim(metric, dim)); a push writes a
   /// vector's stored form (to_stored_form) into its cell, so the conversion (sin/cos for
   /// Haversine, a norm for Cosine) runs on the producers' threads, not in publish().
-  UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric = Metric::L2);
+  /// origin: subtracted in double from every vector before it is rounded (StoreConfig::origin).
+  UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric = Metric::L2,
+              std::vector<double> origin = {});
   UpdateQueue(const UpdateQueue&) = delete;
   UpdateQueue& operator=(const UpdateQueue&) = delete;
 
@@ -115,6 +117,7 @@ class UpdateQueue {
 
   std::size_t capacity_;
   Metric metric_;
+  std::vector<double> origin_;
   std::size_t vector_floats_;
   std::size_t value_floats_;
   std::size_t slot_floats_;

@@ -206,3 +206,76 @@ TEST_CASE("exact: random data far from the origin, inner product and L2, larger 
     }
   }
 }
+
+TEST_CASE("exact: an origin keeps projected coordinates (metres near 5e5 / 5e6) as precise as centred ones") {
+  // UTM-like easting / northing with centimetre detail: float32 resolves half a metre there, so
+  // without an origin nearby points collapse; with one the answers are the float64 brute force's.
+  auto g = rng(5500);
+  std::uniform_real_distribution<double> spread(-500.0, 500.0);
+  const std::vector<double> origin{500'000.0, 5'000'000.0};
+  StoreConfig config = config_for(2);
+  config.origin = origin;
+  ReferenceSet store(config);
+  std::vector<std::vector<double>> points;
+  for (PointId id = 0; id < 2000; ++id) {
+    points.push_back({origin[0] + spread(g), origin[1] + spread(g)});
+    while (!store.try_push(Update::insert(id, std::span<const double>(points.back())))) store.publish();
+  }
+  store.publish();
+  std::vector<double> queries;
+  for (int q = 0; q < 50; ++q) queries.insert(queries.end(), {origin[0] + spread(g), origin[1] + spread(g)});
+  const std::size_t k = 8;
+  const Neighbors got = store.search(std::span<const double>(queries), k);
+  std::size_t same = 0;
+  for (std::size_t q = 0; q < 50; ++q) {
+    std::vector<std::pair<double, PointId>> all;
+    for (PointId id = 0; id < points.size(); ++id) {
+      const double dx = points[id][0] - queries[2 * q], dy = points[id][1] - queries[2 * q + 1];
+      all.push_back({dx * dx + dy * dy, id});
+    }
+    std::partial_sort(all.begin(), all.begin() + k, all.end());
+    bool equal = true;
+    for (std::size_t j = 0; j < k; ++j) equal &= got.ids_of(q)[j] == all[j].second;
+    same += equal;
+  }
+  CHECK(same == 50);
+  // The answers equal the exact reference on the stored (shifted, rounded) values, float queries too.
+  Points stored;
+  for (PointId id = 0; id < points.size(); ++id) {
+    stored[id] = {float(points[id][0] - origin[0]), float(points[id][1] - origin[1])};
+  }
+  std::vector<float> shifted_queries;
+  for (std::size_t i = 0; i < queries.size(); ++i) shifted_queries.push_back(float(queries[i] - origin[i % 2]));
+  {
+    StoreConfig centred = config_for(2);
+    ReferenceSet plain(centred);
+    insert_all(plain, stored);
+    CHECK(check_exact(plain, Metric::L2, stored, shifted_queries, k) == 0);
+    const Neighbors a = plain.search(shifted_queries, k);
+    CHECK(a.ids == got.ids);
+    CHECK(a.distances == got.distances);
+  }
+  // Float input is shifted too (in double, after the float rounding of the input).
+  std::vector<float> float_queries(queries.begin(), queries.end());
+  CHECK(store.search(float_queries, k).num_queries == 50);
+  // Saved with the store, and restored by load.
+  const auto bytes = store.save_bytes();
+  const ReferenceSet loaded = ReferenceSet::load_bytes(bytes);
+  CHECK(loaded.config().origin == origin);
+  const Neighbors again = loaded.search(std::span<const double>(queries), k);
+  CHECK(again.ids == got.ids);
+  CHECK(again.distances == got.distances);
+  // Refused where it does not apply, or malformed.
+  StoreConfig ip = config_for(2, Metric::InnerProduct);
+  ip.origin = origin;
+  CHECK_THROWS_AS(ReferenceSet{ip}, InvalidArgument);
+  StoreConfig wrong = config_for(3);
+  wrong.origin = origin;
+  CHECK_THROWS_AS(ReferenceSet{wrong}, InvalidArgument);
+  StoreConfig nan = config_for(2);
+  nan.origin = {0.0, std::nan("")};
+  CHECK_THROWS_AS(ReferenceSet{nan}, InvalidArgument);
+  // A vector that is fine as given but not once shifted is refused by push, with its index.
+  const std::vector<double> bad{0.0, std::numeric_limits<double>::infinity()};
+  CHECK_THROWS_AS(store.push(Update::insert(99999, std::span<const double>(bad))), InvalidArgument);
+}
