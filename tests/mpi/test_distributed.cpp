@@ -8,7 +8,10 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include "mpi/mpi_support.hpp"
 
@@ -281,4 +284,83 @@ TEST_CASE("ranks that make different collective calls are told so, on every rank
   if (rank == 1) sharded.insert(3, v);
   CHECK(sharded.publish().size == 1);  // the calls after it still match
   CHECK(sharded.search(q, 1).ids[0] == 3);
+}
+
+namespace {
+
+/// The process's address space in use (VmSize), in bytes.
+std::size_t address_space_in_use() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("an OutOfMemory on one shard changes no shard; the updates stay pending and apply at the next publish") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(STREAMKNN_TEST_CUDA)
+  MESSAGE("skipped under sanitizers (their runtimes map terabytes of address space) and on the CUDA "
+          "backend (whose store grows in device memory, beyond an address-space limit)");
+  return;
+#endif
+  const int rank = world_rank(), size = world_size(), limited = size - 1;
+  // The limited rank's shard holds `loaded` points (72 MB, more than a malloc arena's heap), so
+  // that the next insert there grows its other buffer by a new mapping of that size, which an
+  // address-space limit 2 MB above its use refuses, while that publish's records are a few KB.
+  constexpr std::size_t dim = 512, loaded = 36000, added = 40;
+  StoreConfig config = config_of({Metric::L2, dim, TargetSpec::none()});
+  config.queue_capacity = loaded;
+  config.capacity_hint = 64;
+  DistributedReferenceSet sharded(MPI_COMM_WORLD, config);
+  std::vector<float> v(dim, 0.25f);
+  if (rank == 0) {
+    std::size_t pushed = 0;
+    for (PointId id = 1; pushed < loaded; ++id) {
+      if (shard_of(id, size) != limited) continue;
+      v[0] = float(id);
+      sharded.insert(id, v);
+      ++pushed;
+    }
+  }
+  sharded.publish();
+  const std::vector<float> q(dim, 0.5f);
+  const Neighbors before = sharded.search(q, 5);
+  if (rank == 0) {
+    for (PointId id = 1'000'000'000; id < 1'000'000'000 + added; ++id) {
+      v[0] = float(id % 1000);
+      sharded.insert(id, v);
+    }
+  }
+  rlimit old{};
+  getrlimit(RLIMIT_AS, &old);
+  if (rank == limited) {
+    rlimit lower = old;
+    lower.rlim_cur = rlim_t(address_space_in_use() + (2u << 20));
+    setrlimit(RLIMIT_AS, &lower);
+  }
+  std::string message;
+  try {
+    sharded.publish();
+  } catch (const OutOfMemory& e) {
+    message = e.what();
+  }
+  if (rank == limited) setrlimit(RLIMIT_AS, &old);
+  if (message.empty()) {
+    MESSAGE("the memory limit did not refuse the reserve here; the two-phase path was not exercised");
+  } else {
+    CHECK(message.find("nothing was applied on any shard") != std::string::npos);
+    CHECK(message.find(concat_str("rank ", limited, ": ")) != std::string::npos);
+    CHECK(sharded.epoch() == before.epoch);  // no shard moved
+    CHECK(sharded.size() == loaded);
+    check_same(sharded.search(q, 5), before);
+    std::size_t owned = 0;  // each shard keeps what it received
+    for (PointId id = 1'000'000'000; id < 1'000'000'000 + added; ++id) owned += shard_of(id, size) == rank;
+    CHECK(sharded.pending() == owned);
+    const PublishReport retry = sharded.publish();  // the carried updates apply now
+    CHECK(retry.inserted == added);
+  }
+  CHECK(sharded.size() == loaded + added);
+  CHECK(sharded.epoch() == before.epoch + 1);
 }
