@@ -61,8 +61,8 @@ class DistributedEngine;
 
 class DistributedReferenceSet {
  public:
-  /// Collective. Checks that every rank passed the same configuration (cpu_threads,
-  /// publish_threads and cuda_device may differ; cuda_device is replaced by the local rank
+  /// Collective. Checks that every rank passed the same configuration (origin included;
+  /// cpu_threads, publish_threads and cuda_device may differ; cuda_device is replaced by the local rank
   /// modulo the visible GPUs) and that MPI gives MPI_THREAD_MULTIPLE; otherwise every rank
   /// throws InvalidArgument naming the field and the ranks. A shard that cannot be built on some
   /// rank makes every rank throw (the failing rank's error type, its message naming the rank).
@@ -93,6 +93,12 @@ class DistributedReferenceSet {
     push(Update::insert(id, vector, values));
   }
   void move(PointId id, std::span<const float> vector) { push(Update::move(id, vector)); }
+  /// Vectors as doubles (StoreConfig::origin is subtracted in double on the owner).
+  void insert(PointId id, std::span<const double> vector) { push(Update::insert(id, vector)); }
+  void insert(PointId id, std::span<const double> vector, std::int32_t label) {
+    push(Update::insert(id, vector, label));
+  }
+  void move(PointId id, std::span<const double> vector) { push(Update::move(id, vector)); }
   void erase(PointId id) { push(Update::erase(id)); }
   void set_target(PointId id, std::int32_t label) { push(Update::set_target(id, label)); }
   void set_target(PointId id, std::span<const float> values) { push(Update::set_target(id, values)); }

@@ -13,15 +13,25 @@ namespace streamknn::detail {
 namespace {
 
 /// The StoreConfig fields every rank must agree on (the rest are per-host resources).
-constexpr std::array<const char*, 9> kAgreedFields = {
-    "dim", "metric", "target.kind", "target.count", "capacity_hint", "queue_capacity", "backend", "spatial_index", "debug"};
+constexpr std::array<const char*, 10> kAgreedFields = {"dim",           "metric",         "target.kind", "target.count",
+                                                       "capacity_hint", "queue_capacity", "backend",     "spatial_index",
+                                                       "debug",         "origin (a hash of its values)"};
+
+/// FNV-1a of the origin's bytes (0 for none): equal origins give equal hashes.
+std::uint64_t origin_hash(const std::vector<double>& origin) noexcept {
+  if (origin.empty()) return 0;
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(origin.data());
+  for (std::size_t i = 0; i < origin.size() * sizeof(double); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h;
+}
 
 std::array<std::uint64_t, kAgreedFields.size() + 1> fingerprint(const StoreConfig& c) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   return {c.dim, std::uint64_t(c.metric), std::uint64_t(c.target.kind), c.target.count, c.capacity_hint,
           c.queue_capacity, std::uint64_t(c.backend), std::uint64_t(c.spatial_index), std::uint64_t(c.debug),
-          std::uint64_t(provided == MPI_THREAD_MULTIPLE)};
+          origin_hash(c.origin), std::uint64_t(provided == MPI_THREAD_MULTIPLE)};
 }
 
 /// "8 on ranks 0, 2; 16 on rank 1".

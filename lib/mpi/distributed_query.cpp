@@ -134,7 +134,12 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
   for (std::size_t q = 0; q < nq; ++q) {
     entries.clear();
     coords.clear();
-    to_stored_form(config.metric, {call.queries.data() + q * config.dim, config.dim}, query.data());
+    const float* row = call.queries.data() + q * config.dim;
+    if (config.origin.empty()) {
+      to_stored_form(config.metric, {row, config.dim}, query.data());
+    } else {  // as the store shifts it (L2 only): minus the origin in double, rounded once
+      for (std::size_t d = 0; d < config.dim; ++d) query[d] = static_cast<float>(double(row[d]) - config.origin[d]);
+    }
     for (std::size_t s = 0; s < ranks; ++s) {
       for (std::size_t j = 0; j < k; ++j) {
         const std::byte* p = lists[s] + (q * k + j) * per;

@@ -11,6 +11,7 @@ namespace streamknn::detail::mpi {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 16;
+constexpr unsigned char kHasTarget = 1, kDoubles = 2;  // flag bits of byte 9
 
 bool carries_vector(UpdateKind kind) noexcept { return kind == UpdateKind::Insert || kind == UpdateKind::Move; }
 
@@ -18,25 +19,33 @@ std::size_t value_floats(const Update& u, const StoreConfig& config) noexcept {
   return u.has_target && config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
 }
 
+/// Bytes of the vector: dim floats, or dim doubles where the update gives them (Update::vector64).
+std::size_t vector_bytes(const Update& u, const StoreConfig& config) noexcept {
+  if (!carries_vector(u.kind)) return 0;
+  return config.dim * (u.vector64.empty() ? sizeof(float) : sizeof(double));
+}
+
+std::size_t round8(std::size_t n) noexcept { return (n + 7) / 8 * 8; }
+
 }  // namespace
 
 std::size_t record_bytes(const Update& u, const StoreConfig& config) noexcept {
-  return kHeaderBytes + ((carries_vector(u.kind) ? config.dim : 0) + value_floats(u, config)) * sizeof(float);
+  return round8(kHeaderBytes + vector_bytes(u, config) + value_floats(u, config) * sizeof(float));
 }
 
 void encode(const Update& u, const StoreConfig& config, std::vector<std::byte>& out) {
   const std::size_t at = out.size();
-  out.resize(at + record_bytes(u, config));
+  out.resize(at + record_bytes(u, config), std::byte{0});
   std::byte* p = out.data() + at;
   std::memcpy(p, &u.id, 8);
   p[8] = static_cast<std::byte>(u.kind);
-  p[9] = static_cast<std::byte>(u.has_target ? 1 : 0);
-  p[10] = p[11] = std::byte{0};
+  p[9] = static_cast<std::byte>((u.has_target ? kHasTarget : 0) | (u.vector64.empty() ? 0 : kDoubles));
   std::memcpy(p + 12, &u.label, 4);
   p += kHeaderBytes;
   if (carries_vector(u.kind)) {
-    std::memcpy(p, u.vector.data(), config.dim * sizeof(float));
-    p += config.dim * sizeof(float);
+    const std::size_t n = vector_bytes(u, config);
+    std::memcpy(p, u.vector64.empty() ? static_cast<const void*>(u.vector.data()) : u.vector64.data(), n);
+    p += n;
   }
   if (const std::size_t n = value_floats(u, config)) std::memcpy(p, u.values.data(), n * sizeof(float));
 }
@@ -50,17 +59,22 @@ std::vector<Update> decode(std::span<const std::byte> bytes, const StoreConfig& 
     Update u;
     std::memcpy(&u.id, p, 8);
     u.kind = static_cast<UpdateKind>(p[8]);
-    u.has_target = p[9] != std::byte{0};
+    const auto flags = static_cast<unsigned char>(p[9]);
+    u.has_target = (flags & kHasTarget) != 0;
     std::memcpy(&u.label, p + 12, 4);
+    // Records are multiples of 8 bytes long and buffers start aligned, so the values are aligned.
+    const std::byte* payload = p + kHeaderBytes;
+    if (carries_vector(u.kind)) {
+      if (flags & kDoubles) {
+        u.vector64 = {reinterpret_cast<const double*>(payload), config.dim};
+      } else {
+        u.vector = {reinterpret_cast<const float*>(payload), config.dim};
+      }
+    }
     const std::size_t size = record_bytes(u, config);
     if (bytes.size() - at < size) throw Error("DistributedReferenceSet::publish: a truncated update record");
-    // Records are multiples of 4 bytes long and buffers start aligned, so the floats are aligned.
-    const float* floats = reinterpret_cast<const float*>(p + kHeaderBytes);
-    if (carries_vector(u.kind)) {
-      u.vector = {floats, config.dim};
-      floats += config.dim;
-    }
-    if (const std::size_t n = value_floats(u, config)) u.values = {floats, n};
+    payload += vector_bytes(u, config);
+    if (const std::size_t n = value_floats(u, config)) u.values = {reinterpret_cast<const float*>(payload), n};
     if (!u.has_target) u.label = -1;
     out.push_back(u);
     at += size;

@@ -4,6 +4,7 @@
 // random insert / move / erase / set-target sequences with id errors, every metric and target,
 // per-rank k, visibility ranges, empty and refused batches, and a save / load round trip.
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -25,7 +26,10 @@ struct Setup {
   std::size_t dim;
   TargetSpec target;
   bool grid = false;  // small integer coordinates: many exact ties, broken by id across shards
+  bool origin = false;  // L2 far from zero: StoreConfig::origin, vectors pushed as doubles
 };
+
+constexpr double kOrigin[3] = {512'345.25, 5'401'234.5, -1'000.0};
 
 std::vector<float> vectors_for(const Setup& s, std::mt19937_64& g, std::size_t n) {
   std::vector<float> v = points_for(s.metric, g, n, s.dim);
@@ -38,7 +42,7 @@ std::vector<float> vectors_for(const Setup& s, std::mt19937_64& g, std::size_t n
 /// Updates of one round, the same on every rank. An id is always pushed by the rank id % size,
 /// so each id's updates keep their order, as on the single store.
 std::vector<Update> round_updates(std::mt19937_64& g, const Setup& s, std::vector<std::vector<float>>& pool,
-                                  std::size_t ids) {
+                                  std::size_t ids, std::deque<std::vector<double>>& wide_pool) {
   std::vector<Update> out;
   std::uniform_int_distribution<std::size_t> pick(0, ids - 1);
   std::uniform_int_distribution<int> kind(0, 9), label(0, int(s.target.count) - 1);
@@ -47,11 +51,17 @@ std::vector<Update> round_updates(std::mt19937_64& g, const Setup& s, std::vecto
     const PointId id = 1000 + pick(g) * 7919;  // spread ids
     pool.push_back(vectors_for(s, g, 1));
     const std::span<const float> v = pool.back();
+    std::vector<double>& wide = wide_pool.emplace_back(v.begin(), v.end());
+    if (s.origin) {
+      for (std::size_t d = 0; d < s.dim; ++d) wide[d] += kOrigin[d];
+    }
     pool.push_back(uniform(g, s.target.count == 0 ? 1 : s.target.count));
     const std::span<const float> values = pool.back();
     const int k = kind(g);
     const bool classes = s.target.kind == TargetSpec::Kind::Classes, outputs = s.target.kind == TargetSpec::Kind::Outputs;
-    if (k < 4) {
+    if (s.origin && k < 7) {
+      out.push_back(k < 4 ? Update::insert(id, std::span<const double>(wide), label(g)) : Update::move(id, std::span<const double>(wide)));
+    } else if (k < 4) {
       out.push_back(classes ? Update::insert(id, v, label(g)) : outputs ? Update::insert(id, v, values) : Update::insert(id, v));
     } else if (k < 7) {
       out.push_back(Update::move(id, v));
@@ -66,6 +76,7 @@ std::vector<Update> round_updates(std::mt19937_64& g, const Setup& s, std::vecto
 
 StoreConfig config_of(const Setup& s) {
   StoreConfig c = config_for(s.dim, s.metric, s.target);
+  if (s.origin) c.origin.assign(kOrigin, kOrigin + s.dim);
   c.cpu_threads = 1;
   c.publish_threads = 1;
   return c;
@@ -82,6 +93,9 @@ Queries rank_queries(std::mt19937_64& g, const Setup& s, int round) {
   Queries q;
   const std::size_t n = std::size_t(g() % 5);  // 0..4: some ranks ask nothing
   q.rows = vectors_for(s, g, n);
+  if (s.origin) {
+    for (std::size_t i = 0; i < q.rows.size(); ++i) q.rows[i] = static_cast<float>(q.rows[i] + kOrigin[i % s.dim]);
+  }
   q.k = 1 + std::size_t(g() % 12);
   if (round % 3 == 2) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -100,9 +114,11 @@ void run_equivalence(const Setup& s, std::uint64_t salt) {
   DistributedReferenceSet sharded(MPI_COMM_WORLD, config);
   ReferenceSet single(config);
   std::vector<std::vector<float>> pool;
+  std::deque<std::vector<double>> wide;
   for (int round = 0; round < 10; ++round) {
     pool.clear();
-    const std::vector<Update> updates = round_updates(g, s, pool, 60);
+    wide.clear();
+    const std::vector<Update> updates = round_updates(g, s, pool, 60, wide);
     for (const Update& u : updates) {
       single.push(u);
       if (int(u.id % PointId(size)) == rank) sharded.push(u);
@@ -148,6 +164,9 @@ TEST_CASE("sharded answers equal one store's: haversine, outputs") {
 }
 TEST_CASE("sharded answers equal one store's: L2 on a grid, exact ties across shards") {
   run_equivalence({Metric::L2, 2, TargetSpec::classes(2), true}, 6);
+}
+TEST_CASE("sharded answers equal one store's: L2 far from zero, an origin and double vectors") {
+  run_equivalence({Metric::L2, 3, TargetSpec::classes(3), false, true}, 8);
 }
 TEST_CASE("sharded answers equal one store's: inner product on a grid, outputs") {
   run_equivalence({Metric::InnerProduct, 3, TargetSpec::outputs(3), true}, 7);
@@ -239,11 +258,13 @@ TEST_CASE("save and load: the same answers at the same global epoch; another num
   MPI_Barrier(MPI_COMM_WORLD);
   const std::string path = dir + "/store.skm";
   std::vector<std::vector<float>> pool;
+  std::deque<std::vector<double>> wide;
   std::optional<DistributedReferenceSet> sharded;
   sharded.emplace(MPI_COMM_WORLD, config);
   for (int round = 0; round < 3; ++round) {
     pool.clear();
-    for (const Update& u : round_updates(g, s, pool, 40)) {
+    wide.clear();
+    for (const Update& u : round_updates(g, s, pool, 40, wide)) {
       if (int(u.id % PointId(size)) == rank) sharded->push(u);
     }
     sharded->publish();
