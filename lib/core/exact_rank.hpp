@@ -24,9 +24,13 @@
 namespace streamknn::detail::exact {
 
 /// Candidates the float32 screen keeps per query for k answers (the selection kernels and the
-/// CPU heaps take it as their k): twice k, at least k + 8, at most `limit`.
+/// CPU heaps take it as their k): k + max(k / 4, 8), at most `limit` (and at least k). The slack
+/// only has to separate the k-th exact distance from the last candidate's by the screen's error
+/// (about 10^-5 relative): random data clears it by far; ties wider than the slack fail the
+/// certificate and take the fallback. Narrow, because a wider screen admits more pairs and keeps
+/// fewer strategies (kernels with a largest k) open to a batch.
 STREAMKNN_HD std::uint32_t screen_width(std::uint32_t k, std::uint32_t limit) {
-  std::uint32_t w = 2 * k < k + 8 ? k + 8 : 2 * k;
+  const std::uint32_t w = k + (k / 4 > 8 ? k / 4 : 8);
   return w < limit ? w : (k > limit ? k : limit);
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/exact_rank.hpp"
+#include "core/memory.hpp"
 #include "cpu/cpu_search.hpp"
 
 namespace streamknn::detail {
@@ -75,6 +76,30 @@ class QueryRanker {
     return exact::round_once(e.key, false, 1.0, exact::ExactMinus<StoredPoint>{q_, &p, n_, ip_});
   }
   bool inner_product() const noexcept { return ip_; }
+  /// Starts the loads of the candidates' vectors (random rows: one at a time they wait on memory).
+  void prefetch(const Candidate* c, std::size_t n) const {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (c[j].id == kInvalidId) break;
+      if (store_.by_column()) {
+        for (std::uint32_t i = 0; i < n_; ++i) __builtin_prefetch(store_.column(i) + c[j].slot);
+      } else {
+        const char* row = reinterpret_cast<const char*>(store_.row(c[j].slot));
+        for (std::size_t b = 0; b < n_ * sizeof(float); b += 64) __builtin_prefetch(row + b);
+      }
+    }
+  }
+  /// The answers of a sorted list: k entries (padded), distances rounded once, haversine made
+  /// non-decreasing (each value stays one of the two float32 values around its exact distance).
+  void write(const std::vector<Entry>& list, Candidate* found, float* distances) const {
+    const std::size_t n = std::min(in_.k, list.size());
+    float previous = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      found[j] = Candidate{rank(list[j]), list[j].slot, list[j].id};
+      float d = reported(list[j]);
+      if (in_.metric == exact::kHaversine) d = std::max(d, previous);
+      distances[j] = previous = d;
+    }
+  }
 
  private:
   const ExactInput& in_;
@@ -90,57 +115,100 @@ double upper(const exact::Key& k) {
   return hi + std::fabs(hi) * 0x1p-50;
 }
 
+/// One round: the screen at `width` for the queries `which` (all where empty), each re-ranked;
+/// the answers of those it certifies written, the others returned.
+std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, const std::vector<std::size_t>& which,
+                                      std::size_t width, std::vector<Candidate>& found, std::vector<float>& distances) {
+  const std::size_t k = in.k, slots = in.screen.store->slot_count(), stride = in.screen.store->stride();
+  CpuSearchInput screen = in.screen;
+  screen.k = width;
+  AlignedVector<float> rows;
+  std::vector<IdRange> ranges;
+  if (!which.empty()) {  // a retry: the failed queries' rows (and ranges) only
+    rows.assign(which.size() * stride, 0.0f);
+    for (std::size_t i = 0; i < which.size(); ++i) {
+      std::copy_n(in.screen.queries + which[i] * stride, stride, rows.data() + i * stride);
+      if (in.screen.visible) ranges.push_back(in.screen.visible[which[i]]);
+    }
+    screen.queries = rows.data();
+    screen.num_queries = which.size();
+    screen.visible = in.screen.visible ? ranges.data() : nullptr;
+  }
+  std::vector<Candidate> screened;
+  exact_search(screen, pool, screened);
+  const exact::ScreenBound bound = exact::screen_bound(static_cast<std::uint32_t>(in.stored_dim));
+  std::vector<unsigned char> failed(screen.num_queries, 0);
+  pool.parallel_for(screen.num_queries, [&](std::size_t i) {
+    const std::size_t q = which.empty() ? i : which[i];
+    const QueryRanker ranker(in, q);
+    std::vector<Entry> list;
+    ranker.prefetch(screened.data() + i * width, width);
+    for (std::size_t j = 0; j < width; ++j) {
+      const Candidate& c = screened[i * width + j];
+      if (c.id != kInvalidId) list.push_back(ranker.entry(c.slot, c.id));
+    }
+    ranker.sort(list);
+    // A list shorter than the screen's width, or a width covering every slot, holds every
+    // visible point: nothing outside it can enter.
+    const bool exhaustive = list.size() < width || width >= slots;
+    if (!exhaustive) {
+      const bool ip = ranker.inner_product();
+      const double far_mag = ip ? ranker.magnitude(list.back().slot) : 0.0;
+      const double outside_mag = ip ? ranker.query_norm() * in.max_norm : 0.0;
+      if (width <= k || !exact::screen_certified(list[k - 1].key, list.back().key, far_mag, outside_mag, bound, ip)) {
+        failed[i] = 1;
+        return;
+      }
+    }
+    ranker.write(list, found.data() + q * k, distances.data() + q * k);
+  });
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; i < failed.size(); ++i) {
+    if (failed[i]) again.push_back(which.empty() ? i : which[i]);
+  }
+  return again;
+}
+
 }  // namespace
 
 void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candidate>& found,
                       std::vector<float>& distances) {
   const std::size_t nq = in.screen.num_queries, k = in.k, slots = in.screen.store->slot_count();
-  const std::size_t width = exact::screen_width(static_cast<std::uint32_t>(k),
-                                                static_cast<std::uint32_t>(std::max(k, std::min<std::size_t>(slots, 1u << 30))));
-  CpuSearchInput screen = in.screen;
-  screen.k = width;
-  std::vector<Candidate> screened;
-  exact_search(screen, pool, screened);
   found.assign(nq * k, Candidate{});
   distances.assign(nq * k, std::numeric_limits<float>::infinity());
-  const exact::ScreenBound bound = exact::screen_bound(static_cast<std::uint32_t>(in.stored_dim));
-  pool.parallel_for(nq, [&](std::size_t q) {
+  if (nq == 0) return;
+  // Queries whose certificate fails (ties at the k-th place
+  // beyond the width) are screened again 8 times wider, and past kMaxRetryWidth (or with k at the
+  // width's limit) answered from every stored point.
+  constexpr std::size_t kMaxRetryWidth = 1 << 16;
+  const std::size_t cap = std::max(k, std::min<std::size_t>(slots, std::size_t(1) << 30));
+  std::size_t width = exact::screen_width(static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(cap));
+  std::vector<std::size_t> pending = screen_round(in, pool, {}, width, found, distances);
+  while (!pending.empty() && width < std::min(cap, kMaxRetryWidth) && width > k) {
+    width = std::min({width * 8, cap, kMaxRetryWidth});
+    pending = screen_round(in, pool, pending, width, found, distances);
+  }
+  pool.parallel_for(pending.size(), [&](std::size_t i) {
+    const std::size_t q = pending[i];
     const QueryRanker ranker(in, q);
+    // The true k-th key is at most the k-th screened one's, so every answer is among the points
+    // whose key may lie below that bound: gather them from the whole store.
+    CpuSearchInput one = in.screen;
+    one.queries = in.screen.queries + q * in.screen.store->stride();
+    one.num_queries = 1;
+    one.visible = in.screen.visible ? in.screen.visible + q : nullptr;
+    one.k = k;
+    std::vector<Candidate> first;
+    ThreadPool single(0);
+    exact_search(one, single, first);
     std::vector<Entry> list;
-    for (std::size_t j = 0; j < width; ++j) {
-      const Candidate& c = screened[q * width + j];
+    for (const Candidate& c : first) {
       if (c.id != kInvalidId) list.push_back(ranker.entry(c.slot, c.id));
     }
     ranker.sort(list);
-    // A list shorter than the screen's width, or a width that covers every slot, holds every
-    // visible point: nothing outside it can enter.
-    const bool exhaustive = list.size() < width || width >= slots;
-    const IdRange* visible = in.screen.visible ? in.screen.visible + q : nullptr;
-    if (!exhaustive && width > k) {
-      const exact::Key kth = list[k - 1].key, far = list.back().key;
-      const bool ip = ranker.inner_product();
-      const double far_mag = ip ? ranker.magnitude(list.back().slot) : 0.0;
-      const double outside_mag = ip ? ranker.query_norm() * in.max_norm : 0.0;
-      if (!exact::screen_certified(kth, far, far_mag, outside_mag, bound, ip)) {
-        // Every point whose exact key may be at or below the k-th candidate's (a superset of the
-        // answers: the list's k-th bounds the true k-th from above).
-        list = ranker.gather(upper(kth), visible);
-        ranker.sort(list);
-      }
-    } else if (!exhaustive) {
-      // width == k (k at the screen's limit): no room for a certificate; answer from every point.
-      list = ranker.gather(upper(list[k - 1].key), visible);
-      ranker.sort(list);
-    }
-    const std::size_t n = std::min(k, list.size());
-    float previous = 0;
-    for (std::size_t j = 0; j < n; ++j) {
-      const Entry& e = list[j];
-      found[q * k + j] = Candidate{ranker.rank(e), e.slot, e.id};
-      float d = ranker.reported(e);
-      if (in.metric == exact::kHaversine) d = std::max(d, previous);  // faithful and non-decreasing
-      distances[q * k + j] = previous = d;
-    }
+    if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one.visible);
+    ranker.sort(list);
+    ranker.write(list, found.data() + q * k, distances.data() + q * k);
   });
 }
 

@@ -48,8 +48,8 @@ struct ExactInput {
 };
 
 /// The exact answers (exact_rank.hpp): the float32 screen keeps screen_width(k) candidates per
-/// query, which are re-ranked exactly; a query whose certificate fails is answered from every
-/// stored point. found[q * k + j] holds the answers in (exact distance, id) order, with rank the
+/// query, which are re-ranked exactly; a query whose certificate fails is screened again 8 times
+/// wider (up to 65,536), then answered from every stored point. found[q * k + j] holds the answers in (exact distance, id) order, with rank the
 /// exact key rounded once to float32; distances[q * k + j] the reported distance (+inf for padding).
 void exact_neighbours(const ExactInput& input, ThreadPool& pool, std::vector<Candidate>& found,
                       std::vector<float>& distances);
