@@ -193,8 +193,12 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
 }  // namespace
 
 void configure_rerank(std::size_t optin) {
-  g_rerank_optin = optin;
-  check_cuda(cudaFuncSetAttribute(rerank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(optin)),
+  // The dynamic share is what the opt-in limit leaves beside the kernel's static shared memory.
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, rerank_kernel), "cudaFuncGetAttributes(rerank_kernel)");
+  const std::size_t dynamic_limit = optin > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
+  g_rerank_optin = dynamic_limit;
+  check_cuda(cudaFuncSetAttribute(rerank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic_limit)),
              "cudaFuncSetAttribute(rerank_kernel)");
 }
 
