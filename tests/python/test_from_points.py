@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import streamknn
-from conftest import BACKEND
 
 
 def rows_for(metric, n, rng):
