@@ -16,7 +16,10 @@ using namespace tuning;
 void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views, std::uint32_t n,
                       const SelectParams& select) const {
   // The float32 kernels screen: each query's plan.width best by float32 rank, into the context's
-  // screen arrays; the exact re-rank writes the k answers to `select`'s outputs.
+  // screen arrays; the exact re-rank writes the k answers to `select`'s outputs. Any screen that
+  // delivers the plan.width best by a rank within a proven bound of the exact one can take the
+  // float32 kernels' place here (docs/cuda.md, "Other screens"): the re-rank's certificate then
+  // takes that screen's bound in place of the float32 one.
   SelectParams screen = select;
   screen.k = plan.width;
   screen.out_distance = c.screen_distance.get();
