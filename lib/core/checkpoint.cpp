@@ -32,16 +32,6 @@ constexpr std::uint32_t tag_of(const char (&name)[5]) {
          std::uint32_t(std::uint8_t(name[2])) << 16 | std::uint32_t(std::uint8_t(name[3])) << 24;
 }
 
-template <class T>
-void put(unsigned char* at, T value) {
-  std::memcpy(at, &value, sizeof value);
-}
-template <class T>
-T get(const unsigned char* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
 
 void write_section(ByteSink& out, const char (&name)[5], const void* payload, std::size_t size) {
   unsigned char head[kSectionHeaderBytes];

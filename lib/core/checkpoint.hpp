@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
@@ -17,6 +18,18 @@
 #include "streamknn/config.hpp"
 
 namespace streamknn::detail {
+
+/// Little-endian fields of the checkpoint and journal formats, written and read at a byte offset.
+template <class T>
+void put(unsigned char* at, T value) {
+  std::memcpy(at, &value, sizeof value);
+}
+template <class T>
+T get(const unsigned char* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
 
 /// Where encoded bytes go.
 class ByteSink {

@@ -24,16 +24,6 @@ constexpr std::size_t kHeaderBytes = 48;
 constexpr std::size_t kRecordHeaderBytes = 24;
 constexpr std::uint32_t kRecordTag = 0x44434552u;  // "RECD"
 
-template <class T>
-void put(unsigned char* at, T value) {
-  std::memcpy(at, &value, sizeof value);
-}
-template <class T>
-T get(const unsigned char* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
 
 std::size_t outputs_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Outputs ? c.target.count : 0; }
 bool classes_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Classes; }
