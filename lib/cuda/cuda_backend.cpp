@@ -80,7 +80,6 @@ class CudaBackend final : public Backend {
                                    " (a query must fit in shared memory); use BackendKind::Cpu"));
     }
     configure_select();
-    configure_rerank(props_.sharedMemPerBlockOptin);
     work_out_limits();
   }
 
@@ -328,7 +327,8 @@ class CudaBackend final : public Backend {
     shape.filtered = call.filtered;
     shape.capacity = buffer.capacity;
     shape.slot_count = buffer.slot_count;
-    shape.spatial = schedule_.wants(b, buffer, spatial_[b], call.queries, call.k, call.filtered);
+    // The spatial walk keeps the screen's width too: its limits and rules apply to that list.
+    shape.spatial = schedule_.wants(b, buffer, spatial_[b], call.queries, shape.k, call.filtered);
     Plan plan = plan_search(shape, limits_);
     plan.width = plan.k;
     plan.k = call.k;
@@ -370,6 +370,7 @@ class CudaBackend final : public Backend {
     limits_.can_map_host_memory = props_.canMapHostMemory != 0;
     limits_.dense = configure_dense(props_.sharedMemPerBlockOptin);
     configure_resident(props_.sharedMemPerBlockOptin);
+    limits_.rerank_shared = configure_rerank(props_.sharedMemPerBlockOptin);
     if (chunks_ == 1) {
       const int width = int(chunk_floats_for(stored_dim_));
       const bool ip = config_.metric == Metric::InnerProduct;

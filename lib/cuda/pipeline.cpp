@@ -29,7 +29,7 @@ std::uint32_t Pipeline::outputs() const noexcept {
 }
 
 ChunkLayout Pipeline::size(QueryContext& c, const Plan& plan, std::uint32_t queries) const {
-  return size_context(c, plan, queries, WorkspaceSpec{chunks_, classes(), outputs(), device_.can_map_host_memory, stream_});
+  return size_context(c, plan, queries, WorkspaceSpec{chunks_, classes(), outputs(), device_.can_map_host_memory, device_.rerank_shared, stream_});
 }
 
 void Pipeline::prepare(QueryContext& c, const Plan& plan, const QueryRequest& r) const {

@@ -52,6 +52,8 @@ struct DeviceLimits {
   std::uint32_t resident_blocks_per_sm[4] = {};
   /// The dense product kernels' residency (configure_dense): passed to its launch, no rule reads it.
   DenseResidency dense;
+  /// The exact re-rank's dynamic shared memory per block (configure_rerank): no rule reads it.
+  std::size_t rerank_shared = 0;
   /// Blocks per SM of the scan kernel of a shape and k (configure_scan: the occupancy calculator).
   /// The backend memoizes it; tests give a model.
   std::function<int(const ScanShape&, std::uint32_t k)> scan_blocks_per_sm;

@@ -23,6 +23,7 @@ struct QueryContext {
   DeviceArray<float> screen_distance;        // the screen's width best per query (Plan::width), re-ranked
   DeviceArray<std::uint64_t> screen_id;      // by the exact re-rank into the answers
   DeviceArray<std::uint32_t> screen_slot;
+  DeviceArray<RerankEntry> rerank_keys;      // its keys, on stores of many chunks (rerank_keys_apart)
   DeviceArray<RerankEntry> rerank_buffer;    // its buffers where they exceed shared memory
   DeviceArray<float> dense;                  // the dense screen's rows and group keys
   DeviceArray<Candidate> dense_split;        // the dense selection's shares (DenseParams::split)

@@ -18,7 +18,7 @@ class SpatialSchedule {
   /// or points on the unit sphere).
   SpatialSchedule(streamknn::SpatialIndex mode, bool covered) noexcept : mode_(mode), covered_(covered) {}
 
-  /// Whether a batch of `queries` at `k` (with id ranges where `filtered`) over `buffer` (number
+  /// Whether a batch of `queries` whose lists hold `k` (the screen's width; with id ranges where `filtered`) over `buffer` (number
   /// `b`, whose index is `index`) takes the index, and counts the batch where the answer rests on
   /// the counts (Auto, stale index). See spatial_schedule.cpp for the rule.
   bool wants(int b, const DeviceBuffer& buffer, SpatialTree& index, std::uint32_t queries, std::uint32_t k,

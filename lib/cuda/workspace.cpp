@@ -65,7 +65,10 @@ bool fit_search(QueryContext& c, const Plan& plan, std::uint32_t qc, const Works
   changed |= c.fit(c.screen_distance, std::size_t(qc) * plan.width, "screened distances");
   changed |= c.fit(c.screen_id, std::size_t(qc) * plan.width, "screened ids");
   changed |= c.fit(c.screen_slot, std::size_t(qc) * plan.width, "screened slots");
-  if (!rerank_fits_shared(plan.width, plan.k)) {
+  if (rerank_keys_apart(spec.chunks)) {
+    changed |= c.fit(c.rerank_keys, std::size_t(qc) * plan.width, "exact re-rank keys");
+  }
+  if (!rerank_fits_shared(plan.width, plan.k, spec.rerank_shared)) {
     changed |= c.fit(c.rerank_buffer, std::size_t(qc) * rerank_capacity(plan.width, plan.k), "exact re-rank buffers");
   }
   if (const auto* dense = plan.as<DensePlan>()) {

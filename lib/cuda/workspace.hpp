@@ -35,6 +35,7 @@ ChunkLayout chunk_layout(std::uint32_t chunk_queries, std::uint32_t chunks, std:
 struct WorkspaceSpec {
   std::uint32_t chunks = 0, classes = 0, outputs = 0;
   bool mapped = false;
+  std::size_t rerank_shared = 0;  ///< DeviceLimits::rerank_shared
   cudaStream_t stream = nullptr;
 };
 

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cuda/kernels.hpp"
+#include "cuda/kernels/device_queries.hpp"
 #include "cuda/kernels/common.cuh"
 
 namespace streamknn::detail::gpu {

@@ -10,7 +10,7 @@
 // batches KNN-Q uses (a sort by slot would make it O(n k log(n k)) for very large ones).
 // A new value that is not finite is flagged (the smallest entry x outputs + action): the host
 // reads the flag before the rows are scattered and then publishes nothing.
-#include "cuda/kernels.hpp"
+#include "cuda/kernels/knnq.hpp"
 #include "cuda/kernels/common.cuh"
 
 namespace streamknn::detail::gpu {

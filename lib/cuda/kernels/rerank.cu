@@ -1,5 +1,7 @@
 // The exact re-rank (rerank.hpp): one block per query. The screened candidates get float64 keys
-// and are sorted (bitonic) by the exact (key, id) order of core/exact_rank.hpp; the certificate
+// (from rerank_keys_kernel on wide stores, else in the block) and are ordered by the exact
+// (key, id) order of core/exact_rank.hpp (by counting where a thread holds each, else a
+// bitonic sort); the certificate
 // says whether they hold the k best; where it fails, the block streams every stored point whose
 // key may be at or below the k-th candidate's through its buffer, keeping the k best. The answers'
 // distances are rounded once (exact::report), exactly as the CPU backend rounds them.
@@ -10,8 +12,6 @@
 namespace streamknn::detail::gpu {
 
 namespace {
-
-std::size_t g_rerank_optin = 48 * 1024;  // set once per device by configure_rerank (host only)
 
 /// Coordinate i of a stored slot in the device layout (device_types.hpp).
 struct DevicePoint {
@@ -29,6 +29,54 @@ struct DevicePoint {
   }
 };
 
+/// A pair's float64 key terms over the chunks part, part + step, ... of a stored slot: squared
+/// L2 (mag = the sum itself) or -<q, p> (mag = sum |q_i p_i|), fused multiply-adds in dimension
+/// order within the share. Padding elements are zero in both vectors, so they add nothing.
+struct KeySums {
+  double acc = 0, mag = 0;
+};
+__device__ KeySums key_sums(const StoreView& s, const float* q, std::uint32_t slot, bool ip, std::uint32_t part,
+                            std::uint32_t step) {
+  KeySums k;
+  const auto add = [&](float qi, float pi) {
+    const double a = qi, b = pi;
+    if (ip) {
+      k.acc = exact::fma64(a, b, k.acc);
+      k.mag = exact::fma64(fabs(a), fabs(b), k.mag);
+    } else {
+      const double d = a - b;
+      k.acc = exact::fma64(d, d, k.acc);
+    }
+  };
+  if (s.chunk_floats == 2) {
+    if (part == 0) {
+      const float2 v = reinterpret_cast<const float2*>(s.vectors)[slot];
+      add(q[0], v.x);
+      add(q[1], v.y);
+    }
+  } else {
+    const float4* row = reinterpret_cast<const float4*>(s.vectors) + std::size_t(slot / kTile) * s.chunks * kTile +
+                        slot % kTile;
+    for (std::uint32_t c = part; c < s.chunks; c += step) {
+      const float4 v = row[std::size_t(c) * kTile];
+      add(q[4 * c], v.x);
+      add(q[4 * c + 1], v.y);
+      add(q[4 * c + 2], v.z);
+      add(q[4 * c + 3], v.w);
+    }
+  }
+  return k;
+}
+
+/// The entry of a pair from its summed key terms (E1 of docs/cuda.md: err = (2n + 8) 2^-53 times
+/// the key or sum |q_i p_i|, whatever the order of the sums, since each term is still rounded at
+/// most n + 2 times).
+__device__ RerankEntry make_entry(KeySums k, bool ip, std::uint32_t n, std::uint32_t slot, std::uint64_t id) {
+  if (!ip) k.mag = k.acc;
+  const double err = k.mag * (double(2 * n + 8) * 0x1p-53);
+  return RerankEntry{ip ? -k.acc : k.acc, __double2float_ru(err), slot, id};
+}
+
 struct Query {
   const StoreView* s;
   const float* q;
@@ -36,8 +84,7 @@ struct Query {
   bool ip;
 
   __device__ RerankEntry entry(std::uint32_t slot, std::uint64_t id) const {
-    const exact::Key k = exact::float64_key(q, DevicePoint{s, slot}, n, ip);
-    return RerankEntry{k.key, __double2float_ru(k.err), slot, id};
+    return make_entry(key_sums(*s, q, slot, ip, 0, 1), ip, n, slot, id);
   }
   __device__ static exact::Key key(const RerankEntry& e) { return exact::Key{e.key, double(e.err)}; }
   /// The (exact key, id) order; padding (id kNoId) last.
@@ -113,6 +160,74 @@ __device__ std::uint32_t answer_from_store(const Query& qr, const RerankParams& 
   return held;
 }
 
+/// Orders buf[0, count) (count <= blockDim.x) by Query::less, padding last in its list order:
+/// each thread counts the entries before its own. Every thread calls it.
+__device__ void rank_entries(const Query& qr, RerankEntry* buf, std::uint32_t count) {
+  const std::uint32_t i = threadIdx.x;
+  RerankEntry mine{0, 0, 0, kNoId};
+  std::uint32_t before = 0;
+  if (i < count) {
+    mine = buf[i];
+    const bool padding = mine.id == kNoId;
+    for (std::uint32_t j = 0; j < count; ++j) {
+      const RerankEntry other = buf[j];
+      before += other.id == kNoId ? padding && j < i : padding || qr.less(other, mine);
+    }
+  }
+  __syncthreads();
+  if (i < count) buf[before] = mine;
+  __syncthreads();
+}
+
+/// The block's sum of q_i^2 over the stored dimension (thread 0 gets it).
+__device__ double query_square_norm(const float* q, std::uint32_t n) {
+  __shared__ double partial[kRerankThreads / 32];
+  double s = 0;
+  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) s = exact::fma64(double(q[i]), double(q[i]), s);
+  for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(kFullMask, s, d);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0) {
+    for (std::uint32_t w = 0; w < blockDim.x / 32; ++w) total += partial[w];
+  }
+  return total;
+}
+
+/// Whether the sorted list buf[0, m) (m = width, a full list) holds the k best: E4 of
+/// docs/cuda.md. Thread 0 decides; `qn` is its query_square_norm (inner product only).
+__device__ bool list_certified(const RerankParams& p, const RerankEntry* buf, std::uint32_t m, double qn) {
+  const bool ip = p.metric == exact::kInnerProduct;
+  if (p.width <= p.k) return false;
+  const exact::Key kth = Query::key(buf[p.k - 1]), far = Query::key(buf[m - 1]);
+  double far_mag = 0, outside_mag = 0;
+  if (ip) {
+    // err >= sum |q_i p_i| (2n + 8) 2^-53 (make_entry), so this bounds the far point's magnitude.
+    far_mag = far.err / (double(2 * p.stored_dim + 8) * 0x1p-53) * (1.0 + 0x1p-50);
+    outside_mag = sqrt(qn) * (1.0 + 0x1p-40) * p.store->max_norm;
+  }
+  return exact::screen_certified(kth, far, far_mag, outside_mag, exact::screen_bound(p.stored_dim), ip);
+}
+
+/// Keys of the screened candidates of wide stores: blockIdx.y the query, each candidate summed by
+/// `group` threads (a power of two up to 32) over its chunks, then combined by shuffles.
+__global__ void __launch_bounds__(kRerankThreads) rerank_keys_kernel(RerankParams p, std::uint32_t group) {
+  start_chained_kernel();
+  const std::uint32_t q = blockIdx.y;
+  const std::uint32_t j = blockIdx.x * (blockDim.x / group) + threadIdx.x / group, part = threadIdx.x % group;
+  const bool ip = p.metric == exact::kInnerProduct;
+  const std::size_t at = std::size_t(q) * p.width + j;
+  const std::uint64_t id = j < p.width ? p.screen_id[at] : kNoId;
+  const std::uint32_t slot = id != kNoId ? p.screen_slot[at] : 0;
+  KeySums k;
+  if (id != kNoId) k = key_sums(*p.store, p.queries + std::size_t(q) * p.query_stride, slot, ip, part, group);
+  for (std::uint32_t d = group / 2; d > 0; d >>= 1) {  // every lane of the warp takes part
+    k.acc += __shfl_xor_sync(kFullMask, k.acc, int(d));
+    k.mag += __shfl_xor_sync(kFullMask, k.mag, int(d));
+  }
+  if (part == 0 && j < p.width) p.keys[at] = id == kNoId ? RerankEntry{0, 0, 0, kNoId} : make_entry(k, ip, p.stored_dim, slot, id);
+}
+
 __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, std::uint32_t capacity) {
   start_chained_kernel();
   extern __shared__ __align__(16) unsigned char shared_raw[];
@@ -125,9 +240,14 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
 
   std::uint32_t valid = 0;
   for (std::uint32_t j = threadIdx.x; j < p.width; j += blockDim.x) {
-    const std::uint64_t id = p.screen_id[std::size_t(q) * p.width + j];
-    buf[j] = id == kNoId ? RerankEntry{0, 0, 0, kNoId} : qr.entry(p.screen_slot[std::size_t(q) * p.width + j], id);
-    valid += id != kNoId;
+    const std::size_t at = std::size_t(q) * p.width + j;
+    if (p.keys) {
+      buf[j] = p.keys[at];
+    } else {
+      const std::uint64_t id = p.screen_id[at];
+      buf[j] = id == kNoId ? RerankEntry{0, 0, 0, kNoId} : qr.entry(p.screen_slot[at], id);
+    }
+    valid += buf[j].id != kNoId;
   }
   __shared__ std::uint32_t listed;
   __shared__ int certified;
@@ -136,30 +256,16 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
   if (valid) atomicAdd(&listed, valid);
   __syncthreads();
   const std::uint32_t m = listed;
-  sort_entries(qr, buf, m);  // the padding entries sort last
+  if (p.width <= blockDim.x) {
+    rank_entries(qr, buf, p.width);
+  } else {
+    sort_entries(qr, buf, p.width);  // the padding entries sort last
+  }
 
   // A short list, or a width covering every slot, holds every visible point.
   const bool exhaustive = m < p.width || p.width >= p.store->slot_count;
-  if (threadIdx.x == 0) {
-    certified = 1;
-    if (!exhaustive) {
-      certified = 0;
-      if (p.width > p.k) {
-        const exact::Key kth = Query::key(buf[p.k - 1]), far = Query::key(buf[m - 1]);
-        double far_mag = 0, outside_mag = 0;
-        if (ip) {
-          const DevicePoint fp{p.store, buf[m - 1].slot};
-          double qn = 0;
-          for (std::uint32_t i = 0; i < p.stored_dim; ++i) {
-            far_mag = exact::fma64(fabs(double(qr.q[i])), fabs(double(fp(i))), far_mag);
-            qn = exact::fma64(double(qr.q[i]), double(qr.q[i]), qn);
-          }
-          outside_mag = sqrt(qn) * (1.0 + 0x1p-40) * p.store->max_norm;
-        }
-        certified = exact::screen_certified(kth, far, far_mag, outside_mag, exact::screen_bound(p.stored_dim), ip);
-      }
-    }
-  }
+  const double qn = ip && !exhaustive ? query_square_norm(qr.q, p.stored_dim) : 0.0;
+  if (threadIdx.x == 0) certified = exhaustive || list_certified(p, buf, m, qn);
   __syncthreads();
   std::uint32_t found = m;
   if (!certified) found = answer_from_store(qr, p, buf, capacity, upper(Query::key(buf[p.k - 1])), range);
@@ -176,7 +282,7 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
     } else {
       p.out_distance[row + j] = __int_as_float(0x7f800000);
       p.out_id[row + j] = kNoId;
-      p.out_slot[row + j] = 0;
+      p.out_slot[row + j] = ~0u;  // the padding slot the aggregate and KNN-Q kernels skip
     }
   }
   if (p.metric == exact::kHaversine) {  // faithful and non-decreasing (exact_rank.hpp, report)
@@ -192,17 +298,22 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
 
 }  // namespace
 
-void configure_rerank(std::size_t optin) {
+std::size_t configure_rerank(std::size_t optin) {
   // The dynamic share is what the opt-in limit leaves beside the kernel's static shared memory.
   cudaFuncAttributes attributes{};
   check_cuda(cudaFuncGetAttributes(&attributes, rerank_kernel), "cudaFuncGetAttributes(rerank_kernel)");
   const std::size_t dynamic_limit = optin > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
-  g_rerank_optin = dynamic_limit;
   check_cuda(cudaFuncSetAttribute(rerank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic_limit)),
              "cudaFuncSetAttribute(rerank_kernel)");
+  return dynamic_limit;
 }
 
-bool rerank_fits_shared(std::uint32_t width, std::uint32_t k) { return rerank_shared_bytes(width, k) <= g_rerank_optin; }
+void launch_rerank_keys(const RerankParams& p, std::uint32_t chunks, cudaStream_t stream) {
+  if (p.num_queries == 0) return;
+  const std::uint32_t group = rerank_key_group(chunks), per_block = kRerankThreads / group;
+  const dim3 grid((p.width + per_block - 1) / per_block, p.num_queries);
+  launch_chained("rerank_keys_kernel", rerank_keys_kernel, grid, kRerankThreads, 0, stream, p, group);
+}
 
 void launch_rerank(const RerankParams& p, cudaStream_t stream) {
   if (p.num_queries == 0) return;

@@ -28,7 +28,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cuda/kernels.hpp"
+#include "cuda/kernels/scan.hpp"
 #include "cuda/kernels/common.cuh"
 
 namespace streamknn::detail::gpu {
