@@ -239,6 +239,34 @@ class CudaBackend final : public Backend {
     }
   }
 
+  bool read_vectors(std::span<const std::uint32_t> slots, std::vector<float>& out) const override {
+    DeviceScope scope(device_);
+    out.assign(slots.size() * stored_dim_, 0.0f);
+    if (slots.empty()) return true;
+    const std::string what = concat("ReferenceSet: the stored rows of ", slots.size(), " points");
+    DeviceArray<std::uint32_t> chosen(slots.size(), what.c_str());
+    DeviceArray<float> rows(out.size(), what.c_str());
+    const Event copied;
+    {
+      std::lock_guard lock(mutex_);
+      DeviceBuffer& buffer = store_.buffer(store_.front());
+      cudaStream_t qs = query_stream_.get();
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      check_cuda(cudaMemcpyAsync(chosen.get(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, qs),
+                 "cudaMemcpyAsync", what);
+      launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
+                                      static_cast<std::uint32_t>(stored_dim_), chosen.get(),
+                                      static_cast<std::uint32_t>(slots.size()), rows.get()},
+                         qs);
+      check_cuda(cudaMemcpyAsync(out.data(), rows.get(), out.size() * 4, cudaMemcpyDeviceToHost, qs), "cudaMemcpyAsync",
+                 what);
+      copied.record(qs);
+      buffer.last_read.record(qs);
+    }
+    copied.wait();
+    return true;
+  }
+
   void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const override {
     StoreImage image;  // targets only: the rows of every slot, then those asked for
     DeviceScope scope(device_);

@@ -7,6 +7,7 @@
 #include "cuda/kernels/aggregate.hpp"
 #include "cuda/kernels/copy_in.hpp"
 #include "cuda/kernels/dense.hpp"
+#include "cuda/kernels/gather.hpp"
 #include "cuda/kernels/device_queries.hpp"
 #include "cuda/kernels/direct.hpp"
 #include "cuda/kernels/knnq.hpp"

@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <map>
 
+#include "core/engine_access.hpp"
 #include "cuda/kernels.hpp"
 #include "support/exact_reference.hpp"
 #include "support/test_support.hpp"
@@ -1352,6 +1353,31 @@ TEST_CASE("the exact re-rank's fallback: hundreds of duplicates tied at the k-th
         CHECK(compare(gpu, cpu, t.model, Metric::L2, queries) == 0);
         CHECK(check_exact(gpu, t.model, Metric::L2, queries, 2) == 0);
       }
+    }
+  }
+}
+
+TEST_CASE("both backends read the same stored rows for the sharded store's exact merge (points_of)") {
+  auto g = rng(5500);
+  for (Metric metric : {Metric::L2, Metric::Cosine, Metric::Haversine}) {
+    for (std::size_t dim : {1, 2, 5, 37}) {
+      if (metric == Metric::Haversine && dim != 2) continue;
+      CAPTURE(to_string(metric));
+      CAPTURE(dim);
+      Twin t(dim, metric, TargetSpec::classes(3));
+      for (PointId id = 0; id < 300; ++id) t.push(Update::insert(id, points_for(metric, g, 1, dim), int(id % 3)));
+      t.publish();
+      for (PointId id = 0; id < 300; id += 7) t.push(Update::erase(id));
+      for (PointId id = 1; id < 300; id += 5) t.push(Update::move(id, points_for(metric, g, 1, dim)));
+      t.publish();
+      std::vector<PointId> ids;
+      for (PointId id = 0; id < 320; id += 3) ids.push_back(id);  // erased and never-inserted ids too
+      std::vector<std::int32_t> cpu_labels, gpu_labels;
+      std::vector<float> cpu_values, gpu_values, cpu_rows, gpu_rows;
+      REQUIRE(streamknn::detail::EngineAccess::of(t.cpu).points_of(ids, cpu_labels, cpu_values, &cpu_rows));
+      REQUIRE(streamknn::detail::EngineAccess::of(t.gpu).points_of(ids, gpu_labels, gpu_values, &gpu_rows));
+      CHECK(cpu_labels == gpu_labels);
+      CHECK(cpu_rows == gpu_rows);
     }
   }
 }
