@@ -44,7 +44,8 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   rerank.out_distance = select.out_distance;
   rerank.out_id = select.out_id;
   rerank.out_slot = select.out_slot;
-  rerank.global_buffer = rerank_fits_shared(plan.width, plan.k, device_.rerank_shared) ? nullptr : c.rerank_buffer.get();
+  const bool in_shared = rerank_fits_shared(plan.width, plan.k, device_.rerank_shared);
+  rerank.global_buffer = in_shared ? nullptr : c.rerank_buffer.get();
   if (rerank_keys_apart(chunks_)) {
     rerank.keys = c.rerank_keys.get();
     launch_rerank_keys(rerank, chunks_, stream_);

@@ -18,9 +18,9 @@ class SpatialSchedule {
   /// or points on the unit sphere).
   SpatialSchedule(streamknn::SpatialIndex mode, bool covered) noexcept : mode_(mode), covered_(covered) {}
 
-  /// Whether a batch of `queries` whose lists hold `k` (the screen's width; with id ranges where `filtered`) over `buffer` (number
-  /// `b`, whose index is `index`) takes the index, and counts the batch where the answer rests on
-  /// the counts (Auto, stale index). See spatial_schedule.cpp for the rule.
+  /// Whether a batch of `queries` whose lists hold `k` entries (the screen's width; with id
+  /// ranges where `filtered`) over `buffer` (number `b`, whose index is `index`) takes the index,
+  /// and counts the batch where the answer rests on the counts (Auto, stale index). See spatial_schedule.cpp for the rule.
   bool wants(int b, const DeviceBuffer& buffer, SpatialTree& index, std::uint32_t queries, std::uint32_t k,
              bool filtered);
   /// The index of buffer `b` has been brought up to date: no queries wait on the scans.

@@ -225,7 +225,9 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_keys_kernel(RerankParam
     k.acc += __shfl_xor_sync(kFullMask, k.acc, int(d));
     k.mag += __shfl_xor_sync(kFullMask, k.mag, int(d));
   }
-  if (part == 0 && j < p.width) p.keys[at] = id == kNoId ? RerankEntry{0, 0, 0, kNoId} : make_entry(k, ip, p.stored_dim, slot, id);
+  if (part == 0 && j < p.width) {
+    p.keys[at] = id == kNoId ? RerankEntry{0, 0, 0, kNoId} : make_entry(k, ip, p.stored_dim, slot, id);
+  }
 }
 
 __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, std::uint32_t capacity) {
