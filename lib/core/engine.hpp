@@ -78,6 +78,8 @@ class Engine {
   // ---- durability (checkpoint_store.cpp) ----
   /// Writes the published snapshot to path (atomically); then restarts an open journal after it.
   void save(const std::string& path);
+  /// A copy of the published snapshot, serialised with publish() (KMeans::fit over a set).
+  StoreImage published_image() { return snapshot(nullptr, nullptr); }
   /// The checkpoint's bytes, in memory.
   std::vector<std::byte> save_bytes();
   void open_journal(const std::string& path, const JournalOptions& options);

@@ -1,0 +1,101 @@
+// streamknn/kmeans.hpp — exact K-means (Lloyd's algorithm) on the CPU or the CUDA backend.
+//
+// Every labelling is exact: each point gets its nearest centroid by (the exact squared L2
+// distance of the float32 values, centroid index), ties to the smaller index, as the search
+// ranks neighbours. Hamerly's bounds (kept per point across iterations) skip most distances of
+// the late iterations; they only save work and never change a label. Centroid sums are float64
+// in a fixed order (docs/kmeans.md), so results do not depend on the thread count, and both
+// backends return identical centroids, labels, inertia and iteration counts for the same start.
+//
+// Threading: a KMeans object is immutable after construction; fit() and predict() may be called
+// from any number of threads at once. Errors: bad arguments throw InvalidArgument naming the
+// argument and its value; BackendKind::Cuda without a usable device throws BackendUnavailable;
+// OutOfMemory and CudaError as the rest of the library.
+//
+//   streamknn::KMeansConfig c;
+//   c.clusters = 16;
+//   const auto r = streamknn::KMeans(c).fit(points, dim);  // r.centroids, r.labels, r.inertia
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "streamknn/config.hpp"
+#include "streamknn/update.hpp"
+
+namespace streamknn {
+
+class ReferenceSet;
+
+/// How the starting centroids are chosen.
+enum class KMeansInit : unsigned char {
+  KMeansPlusPlus,  ///< greedy k-means++ (2 + floor(ln k) trials per centroid, as scikit-learn), seeded
+  Random,          ///< `clusters` distinct points drawn uniformly, seeded
+  Given,           ///< KMeansConfig::initial_centroids (then n_init must be 1)
+};
+
+struct KMeansConfig {
+  std::size_t clusters = 8;        ///< k, from 1 to the number of points
+  std::size_t max_iter = 300;      ///< Lloyd iterations at most (at least 1)
+  /// Stop when the sum over centroids of their squared movement is at most tol times the mean
+  /// per-feature variance of the data (scikit-learn's rule); a labelling unchanged from the
+  /// previous iteration stops it too. 0 stops only on an unchanged labelling or max_iter.
+  double tol = 1e-4;
+  std::size_t n_init = 1;          ///< independent starts; the lowest inertia wins (ties: the first)
+  KMeansInit init = KMeansInit::KMeansPlusPlus;
+  std::vector<float> initial_centroids;  ///< clusters x dim, row-major (KMeansInit::Given)
+  std::uint64_t seed = 0;          ///< start i of n_init draws from seed + i
+  BackendKind backend = BackendKind::Auto;  ///< Auto: CUDA where a device is usable, else CPU
+  int cuda_device = 0;
+  /// Threads of the CPU backend, the calling thread included (at most kMaxCpuThreads); 0 = one
+  /// per hardware thread. Results do not depend on it.
+  std::size_t cpu_threads = 0;
+};
+
+struct KMeansResult {
+  std::size_t clusters = 0;
+  std::size_t dim = 0;
+  std::vector<float> centroids;       ///< clusters x dim: each the float64 mean of its points, rounded once
+  std::vector<std::uint32_t> labels;  ///< one per point: the exact nearest centroid
+  double inertia = 0;                 ///< sum of squared distances to the labelled centroids (float64)
+  std::size_t iterations = 0;         ///< Lloyd iterations of the winning start
+  bool converged = false;             ///< stopped by tol or an unchanged labelling, not max_iter
+  BackendKind backend = BackendKind::Cpu;  ///< Cpu or Cuda, never Auto
+  /// fit(ReferenceSet): the point of each label (same order) and the snapshot's epoch.
+  std::vector<PointId> ids;
+  std::uint64_t epoch = 0;
+};
+
+class KMeans {
+ public:
+  /// Validates the configuration (clusters >= 1, max_iter >= 1, tol finite and >= 0, n_init >= 1,
+  /// initial centroids finite and a multiple of clusters long for Given, n_init == 1 for Given,
+  /// cpu_threads <= kMaxCpuThreads, valid enum values); throws InvalidArgument naming the field.
+  explicit KMeans(KMeansConfig config);
+
+  /// Clusters n = points.size() / dim row-major float32 points. InvalidArgument for dim 0, a
+  /// length that is not a multiple of dim, clusters > n, a NaN/Inf coordinate (naming the row),
+  /// coordinates so large that a squared distance overflows float32 (streamknn/metric.hpp's bound),
+  /// or given centroids of another dimension.
+  KMeansResult fit(std::span<const float> points, std::size_t dim) const;
+
+  /// Clusters the points of the set's published snapshot (one epoch: publishes wait while the
+  /// points are copied out). L2 stores only; the vectors as stored, that is minus
+  /// StoreConfig::origin where one is set (so are the centroids). result.ids names each
+  /// labelled point, result.epoch the snapshot.
+  KMeansResult fit(const ReferenceSet& set) const;
+
+  /// The exact nearest of `centroids` (clusters x dim) for each point, on this configuration's
+  /// backend; InvalidArgument as fit().
+  std::vector<std::uint32_t> predict(std::span<const float> centroids, std::span<const float> points,
+                                     std::size_t dim) const;
+
+  const KMeansConfig& config() const noexcept { return config_; }
+
+ private:
+  KMeansConfig config_;
+};
+
+}  // namespace streamknn

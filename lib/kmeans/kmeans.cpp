@@ -1,0 +1,285 @@
+// KMeans: validation at the boundary, the starts (k-means++, random, given), the Lloyd loop with
+// scikit-learn's stopping rules and empty-cluster relocation, over either backend's steps
+// (lloyd_backend.hpp). Everything here runs on the host and is shared by both backends, so
+// the results do not depend on which one labelled and summed.
+#include "streamknn/kmeans.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "core/check.hpp"
+#include "core/engine_access.hpp"
+#include "core/metric_space.hpp"
+#include "core/thread_pool.hpp"
+#include "kmeans/kmeans_exact.hpp"
+#include "kmeans/kmeans_init.hpp"
+#include "kmeans/lloyd_backend.hpp"
+#include "kmeans/lloyd_cpu_scan.hpp"
+#include "streamknn/reference_set.hpp"
+
+namespace streamknn {
+
+namespace km = detail::kmeans;
+using detail::concat;
+using detail::fail_argument;
+
+namespace {
+
+const char* init_name(KMeansInit i) {
+  switch (i) {
+    case KMeansInit::KMeansPlusPlus: return "KMeansPlusPlus";
+    case KMeansInit::Random: return "Random";
+    case KMeansInit::Given: return "Given";
+  }
+  return "?";
+}
+
+/// Checks rows (n x dim) for NaN/Inf and for coordinates beyond the L2 bound; `what` names them.
+void check_rows(std::span<const float> rows, std::size_t dim, const char* caller, const char* what) {
+  const float bound = detail::coordinate_bound(Metric::L2, dim);
+  const std::size_t at = detail::first_beyond(rows, bound);
+  if (at == rows.size()) return;
+  const float v = rows[at];
+  if (!std::isfinite(v)) fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim);
+  fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim,
+                ", beyond the largest magnitude ", bound, " a float32 squared distance of dim ", dim, " allows");
+}
+
+/// The backend a configuration runs on (BackendUnavailable for Cuda where none is usable).
+BackendKind resolve(const KMeansConfig& c) {
+  if (c.backend == BackendKind::Cpu) return BackendKind::Cpu;
+  const bool gpu = km::cuda_lloyd_available(c.cuda_device);
+  if (c.backend == BackendKind::Cuda || gpu) return BackendKind::Cuda;
+  return BackendKind::Cpu;
+}
+
+std::unique_ptr<km::LloydBackend> make_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s) {
+  if (kind == BackendKind::Cuda) return km::make_cuda_lloyd(s, c.cuda_device);
+  if (!km::scan_supported()) {
+    throw BackendUnavailable("KMeans: the CPU scans were built for AVX2 + FMA and this CPU lacks them; rebuild "
+                             "with -DSTREAMKNN_CPU_ISA=portable");
+  }
+  return km::make_cpu_lloyd(s, c.cpu_threads);
+}
+
+/// scikit-learn's empty-cluster relocation, on the sums of the labels' clusters: the emptied
+/// clusters, in index order, take the points farthest from their (previous) centroids, farthest
+/// first (exact squared distance, ties to the smaller index); each such point's sum moves from its
+/// cluster to the empty one. Labels are left as they are: the next labelling settles them.
+void relocate(const km::LloydShape& s, std::span<const float> before, std::span<const std::uint32_t> labels,
+              std::vector<double>& sums, std::vector<std::uint64_t>& counts) {
+  std::vector<std::size_t> empty;
+  for (std::size_t c = 0; c < s.k; ++c) {
+    if (counts[c] == 0) empty.push_back(c);
+  }
+  const std::uint32_t d = std::uint32_t(s.d);
+  std::vector<double> dist(s.n);
+  for (std::size_t i = 0; i < s.n; ++i) dist[i] = km::squared_distance(s.points + i * d, before.data() + labels[i] * d, d);
+  const auto farther = [&](std::size_t a, std::size_t b) {
+    const double ea = dist[a] * (double(2 * d + 8) * 0x1p-53), eb = dist[b] * (double(2 * d + 8) * 0x1p-53);
+    if (dist[a] - ea > dist[b] + eb) return true;
+    if (dist[b] - eb > dist[a] + ea) return false;
+    detail::exact::ExactSum acc;  // exact S_a - S_b, each against its own centroid
+    for (std::uint32_t j = 0; j < d; ++j) {
+      detail::exact::add_square_term(acc, s.points[a * d + j], before[labels[a] * d + j], false);
+      detail::exact::add_square_term(acc, s.points[b * d + j], before[labels[b] * d + j], true);
+    }
+    const int sign = acc.sign();
+    return sign > 0 || (sign == 0 && a < b);
+  };
+  std::vector<std::size_t> order(s.n);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  const auto take = std::min(empty.size(), s.n);
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(take), order.end(), farther);
+  for (std::size_t e = 0; e < take; ++e) {
+    const std::size_t to = empty[e], p = order[e], from = labels[p];
+    for (std::size_t j = 0; j < d; ++j) {
+      const double v = double(s.points[p * d + j]);
+      sums[from * d + j] -= v;
+      sums[to * d + j] = v;
+    }
+    counts[to] = 1;
+    counts[from] -= 1;
+  }
+}
+
+/// One Lloyd run from `start` (k x d): scikit-learn's loop (labels, then the means; stop on an
+/// unchanged labelling or a total squared movement <= tol; relabel after a stop by tol or max_iter).
+KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<const float> start, std::size_t max_iter,
+                   double tol) {
+  const std::size_t k = s.k, d = s.d;
+  KMeansResult r;
+  r.clusters = k;
+  r.dim = d;
+  std::vector<std::uint64_t> counts(k);
+  std::vector<double> shift2(k), sums;
+  std::vector<float> before, next;
+  std::vector<std::uint32_t> labels;
+  be.start(start);
+  bool strict = false;
+  std::size_t it = 0;
+  for (; it < max_iter; ++it) {
+    const std::size_t changed = be.assign();
+    be.accumulate(counts);
+    if (std::find(counts.begin(), counts.end(), std::uint64_t(0)) == counts.end()) {
+      be.advance(shift2);
+    } else {
+      sums.resize(k * d);
+      before.resize(k * d);
+      labels.resize(s.n);
+      next.resize(k * d);
+      be.fetch_sums(sums);
+      be.fetch_centroids(before);
+      be.fetch_labels(labels);
+      relocate(s, before, labels, sums, counts);
+      for (std::size_t c = 0; c < k; ++c) {  // a cluster left with no point keeps its (unscaled) sum, as scikit-learn
+        for (std::size_t j = 0; j < d; ++j) {
+          next[c * d + j] = counts[c] ? km::mean(sums[c * d + j], counts[c]) : float(sums[c * d + j]);
+        }
+      }
+      be.move_to(next, shift2);
+    }
+    if (it > 0 && changed == 0) {
+      strict = true;
+      break;
+    }
+    double total = 0;
+    for (const double v : shift2) total += v;
+    if (total <= tol) break;
+  }
+  r.iterations = std::min(it + 1, max_iter);
+  r.converged = strict || it < max_iter;
+  if (!strict) be.assign();
+  r.inertia = be.inertia();
+  r.centroids.resize(k * d);
+  r.labels.resize(s.n);
+  be.fetch_centroids(r.centroids);
+  be.fetch_labels(r.labels);
+  return r;
+}
+
+}  // namespace
+
+KMeans::KMeans(KMeansConfig config) : config_(std::move(config)) {
+  const auto& c = config_;
+  if (c.clusters < 1) fail_argument("KMeans: clusters=", c.clusters, " must be at least 1");
+  if (c.clusters > std::numeric_limits<std::uint32_t>::max()) fail_argument("KMeans: clusters=", c.clusters, " is too large");
+  if (c.max_iter < 1) fail_argument("KMeans: max_iter=", c.max_iter, " must be at least 1");
+  if (!std::isfinite(c.tol) || c.tol < 0) fail_argument("KMeans: tol=", c.tol, " must be finite and non-negative");
+  if (c.n_init < 1) fail_argument("KMeans: n_init=", c.n_init, " must be at least 1");
+  if (c.init != KMeansInit::KMeansPlusPlus && c.init != KMeansInit::Random && c.init != KMeansInit::Given) {
+    fail_argument("KMeans: init=", int(c.init), " is not a KMeansInit (choose KMeansPlusPlus, Random or Given)");
+  }
+  if (c.backend != BackendKind::Auto && c.backend != BackendKind::Cpu && c.backend != BackendKind::Cuda) {
+    fail_argument("KMeans: backend=", int(c.backend), " is not a BackendKind (choose Auto, Cpu or Cuda)");
+  }
+  if (c.cpu_threads > kMaxCpuThreads) fail_argument("KMeans: cpu_threads=", c.cpu_threads, " exceeds ", kMaxCpuThreads);
+  if (c.init == KMeansInit::Given) {
+    if (c.n_init != 1) fail_argument("KMeans: n_init=", c.n_init, " must be 1 with init=Given (one start is given)");
+    if (c.initial_centroids.empty() || c.initial_centroids.size() % c.clusters != 0) {
+      fail_argument("KMeans: initial_centroids holds ", c.initial_centroids.size(), " values, not clusters=", c.clusters,
+                    " rows of one dimension");
+    }
+    const std::size_t dim = c.initial_centroids.size() / c.clusters;
+    check_rows(c.initial_centroids, dim, "KMeans", "initial_centroids");
+  } else if (!c.initial_centroids.empty()) {
+    fail_argument("KMeans: initial_centroids given (", c.initial_centroids.size(), " values) but init=",
+                  init_name(c.init), " (use init=Given)");
+  }
+}
+
+namespace {
+
+void check_points(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
+  if (dim == 0) fail_argument(caller, ": dim=0 must be at least 1");
+  if (points.size() % dim != 0) {
+    fail_argument(caller, ": points holds ", points.size(), " values, not a multiple of dim=", dim);
+  }
+  const std::size_t n = points.size() / dim;
+  if (n > std::numeric_limits<std::uint32_t>::max()) fail_argument(caller, ": ", n, " points exceed 2^32 - 1");
+  if (c.clusters > n) fail_argument(caller, ": clusters=", c.clusters, " exceeds the ", n, " points");
+  if (c.init == KMeansInit::Given && c.initial_centroids.size() != c.clusters * dim) {
+    fail_argument(caller, ": initial_centroids have dim=", c.initial_centroids.size() / c.clusters,
+                  " but the points have dim=", dim);
+  }
+  check_rows(points, dim, caller, "points");
+}
+
+KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, std::size_t dim) {
+  km::LloydShape s{points.data(), points.size() / dim, dim, c.clusters};
+  const BackendKind kind = resolve(c);
+  auto be = make_backend(c, kind, s);
+  const double tol = c.tol * km::mean_variance(s, c.cpu_threads);
+  KMeansResult best;
+  bool have = false;
+  for (std::size_t run = 0; run < c.n_init; ++run) {
+    std::vector<float> start = c.init == KMeansInit::Given ? c.initial_centroids
+                                                           : km::initial_centroids(s, c.init == KMeansInit::Random,
+                                                                                   c.seed + run, c.cpu_threads);
+    KMeansResult r = lloyd(*be, s, start, c.max_iter, tol);
+    if (!have || r.inertia < best.inertia) {
+      best = std::move(r);
+      have = true;
+    }
+  }
+  best.backend = kind;
+  return best;
+}
+
+}  // namespace
+
+KMeansResult KMeans::fit(std::span<const float> points, std::size_t dim) const {
+  check_points(config_, points, dim, "KMeans::fit");
+  return fit_checked(config_, points, dim);
+}
+
+KMeansResult KMeans::fit(const ReferenceSet& set) const {
+  const StoreConfig& sc = set.config();
+  if (sc.metric != Metric::L2) {
+    fail_argument("KMeans::fit: the reference set's metric is ", int(sc.metric), ", not L2 (K-means clusters L2 stores)");
+  }
+  // The snapshot read is serialised with publish() by the engine's lock, as save() const is.
+  auto& engine = const_cast<detail::Engine&>(detail::EngineAccess::of(set));
+  detail::StoreImage image = engine.published_image();
+  const std::size_t dim = sc.dim;
+  std::vector<PointId> ids;
+  std::size_t live = 0;
+  for (std::size_t slot = 0; slot < image.slot_count; ++slot) {
+    if (image.ids[slot] == kInvalidId) continue;
+    if (live != slot) std::copy_n(image.vectors.data() + slot * dim, dim, image.vectors.data() + live * dim);
+    ids.push_back(image.ids[slot]);
+    ++live;
+  }
+  image.vectors.resize(live * dim);
+  check_points(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
+  KMeansResult r = fit_checked(config_, image.vectors, dim);
+  r.ids = std::move(ids);
+  r.epoch = image.epoch;
+  return r;
+}
+
+std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std::span<const float> points,
+                                           std::size_t dim) const {
+  if (dim == 0) fail_argument("KMeans::predict: dim=0 must be at least 1");
+  if (centroids.empty() || centroids.size() % dim != 0) {
+    fail_argument("KMeans::predict: centroids hold ", centroids.size(), " values, not rows of dim=", dim);
+  }
+  if (points.size() % dim != 0) {
+    fail_argument("KMeans::predict: points holds ", points.size(), " values, not a multiple of dim=", dim);
+  }
+  check_rows(centroids, dim, "KMeans::predict", "centroids");
+  check_rows(points, dim, "KMeans::predict", "points");
+  std::vector<std::uint32_t> labels(points.size() / dim);
+  if (labels.empty()) return labels;
+  km::LloydShape s{points.data(), labels.size(), dim, centroids.size() / dim};
+  auto be = make_backend(config_, resolve(config_), s);
+  be->start(centroids);
+  be->assign();
+  be->fetch_labels(labels);
+  return labels;
+}
+
+}  // namespace streamknn

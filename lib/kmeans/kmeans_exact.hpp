@@ -1,0 +1,100 @@
+// K-means arithmetic shared by the CPU backend and the CUDA kernels (every function is
+// __host__ __device__ under nvcc), so both compute the same bits where results depend on them:
+//   - the labelling rule: the nearest centroid by (exact squared L2 of the float32 values, index),
+//     screened in float32 with exact_rank.hpp's proven bound, close calls re-ranked exactly;
+//   - rigorous bounds (upper / lower) on distances for Hamerly's pruning, rounded outward: they
+//     only decide which points are scanned again, never a label;
+//   - the fixed-order float64 sums (the fold tree, docs/kmeans.md), the mean, the movement.
+#pragma once
+
+#include <cstdint>
+
+#include "core/exact_rank.hpp"
+
+#if defined(__CUDACC__)
+#define STREAMKNN_KM_HD __host__ __device__ __forceinline__
+#else
+#define STREAMKNN_KM_HD inline
+#endif
+
+namespace streamknn::detail::kmeans {
+
+namespace ex = streamknn::detail::exact;
+
+/// Fan-out of the fold tree: a node is the left-to-right float64 sum of up to 32 children.
+inline constexpr std::uint32_t kFold = 32;
+
+/// A centroid or point row as exact_rank.hpp's accessors want it.
+struct Row {
+  const float* p;
+  STREAMKNN_KM_HD float operator()(std::uint32_t i) const { return p[i]; }
+};
+
+STREAMKNN_KM_HD double round_up(double x) { return x * (1.0 + 0x1p-50); }    // x >= 0
+STREAMKNN_KM_HD double round_down(double x) { return x * (1.0 - 0x1p-50); }  // x >= 0
+
+/// Bounds on the exact squared distance S of a pair whose float32 screen value is r.
+STREAMKNN_KM_HD double upper_sq(float r, const ex::ScreenBound& b) {
+  if (!(b.gamma < 0.5)) return 1.0 / 0.0;
+  return round_up((double(r) + b.tiny) / (1.0 - b.gamma));
+}
+STREAMKNN_KM_HD double lower_sq(float r, const ex::ScreenBound& b) {
+  const double x = double(r) - b.tiny;
+  if (!(x > 0) || !(b.gamma < 0.5)) return 0.0;
+  return round_down(x / (1.0 + b.gamma));
+}
+STREAMKNN_KM_HD double upper_dist(float r, const ex::ScreenBound& b) { return round_up(ex::sqrt64(upper_sq(r, b))); }
+STREAMKNN_KM_HD double lower_dist(float r, const ex::ScreenBound& b) { return round_down(ex::sqrt64(lower_sq(r, b))); }
+
+/// The float32 screen value of a pair (any summation order is covered by the bound; eight
+/// partial sums let the compiler vectorise without reassociating).
+STREAMKNN_KM_HD float screen(const float* x, const float* c, std::uint32_t d) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::uint32_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float t = x[i + l] - c[i + l];
+      acc[l] += t * t;
+    }
+  }
+  for (int l = 0; i < d; ++i, ++l) {
+    const float t = x[i] - c[i];
+    acc[l] += t * t;
+  }
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/// The float64 squared distance of a pair (exact_rank.hpp's key: fused multiply-adds in dimension
+/// order, so both backends get the same bits); the inertia adds these.
+STREAMKNN_KM_HD double squared_distance(const float* x, const float* c, std::uint32_t d) {
+  return ex::float64_key(x, Row{c}, d, false).key;
+}
+
+/// Exact (S_a, a) < (S_b, b) for the pairs (x, centroid a) and (x, centroid b).
+STREAMKNN_KM_HD bool exact_closer(const float* x, const float* ca, std::uint32_t a, const float* cb, std::uint32_t b,
+                                  std::uint32_t d) {
+  const ex::Key ka = ex::float64_key(x, Row{ca}, d, false), kb = ex::float64_key(x, Row{cb}, d, false);
+  return ex::exact_less(x, ka, a, Row{ca}, kb, b, Row{cb}, d, false);
+}
+
+/// Squared movement of a centroid (float64 of the float32 values, fused multiply-adds in dimension
+/// order: the convergence test adds these over the clusters in order on the host).
+STREAMKNN_KM_HD double squared_shift(const float* now, const float* before, std::uint32_t d) {
+  double acc = 0;
+  for (std::uint32_t i = 0; i < d; ++i) {
+    const double t = double(now[i]) - double(before[i]);
+    acc = ex::fma64(t, t, acc);
+  }
+  return acc;
+}
+/// An upper bound on the centroid's movement (Euclidean) from its squared_shift.
+STREAMKNN_KM_HD double movement_bound(double shift2, std::uint32_t d) {
+  return round_up(ex::sqrt64(round_up(shift2 * (1.0 + double(2 * d + 10) * 0x1p-53))));
+}
+
+/// A new centroid coordinate: the float64 mean rounded once to float32.
+STREAMKNN_KM_HD float mean(double sum, std::uint64_t count) { return float(sum / double(count)); }
+
+}  // namespace streamknn::detail::kmeans
+
+#undef STREAMKNN_KM_HD

@@ -1,0 +1,147 @@
+// K-means starts and the scale of tol (kmeans_init.hpp).
+#include "kmeans/kmeans_init.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "core/thread_pool.hpp"
+#include "kmeans/kmeans_exact.hpp"
+
+namespace streamknn::detail::kmeans {
+
+namespace {
+
+constexpr std::size_t kChunk = 8192;  // points per task (and per partial sum)
+
+std::size_t workers(std::size_t threads) {
+  if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  return threads - 1;
+}
+
+/// A uniform double in [0, 1) from 53 random bits (the same on every platform).
+double uniform01(std::mt19937_64& g) { return double(g() >> 11) * 0x1p-53; }
+
+/// The first index whose prefix sum of w reaches v (n - 1 when none does), from per-chunk sums.
+std::size_t search_prefix(const std::vector<double>& w, const std::vector<double>& chunk_sums, double v) {
+  double acc = 0;
+  for (std::size_t c = 0; c < chunk_sums.size(); ++c) {
+    const double next = acc + chunk_sums[c];
+    if (next >= v || c + 1 == chunk_sums.size()) {
+      const std::size_t lo = c * kChunk, hi = std::min(w.size(), lo + kChunk);
+      for (std::size_t i = lo; i < hi; ++i) {
+        acc += w[i];
+        if (acc >= v) return i;
+      }
+      if (c + 1 == chunk_sums.size()) return w.size() - 1;
+    }
+    acc = next;
+  }
+  return w.size() - 1;
+}
+
+std::vector<float> plus_plus(const LloydShape& s, std::uint64_t seed, ThreadPool& pool) {
+  const std::size_t n = s.n, d = s.d, k = s.k, chunks = (n + kChunk - 1) / kChunk;
+  const std::uint32_t dd = std::uint32_t(d);
+  const std::size_t trials = 2 + std::size_t(std::log(double(k)));
+  std::mt19937_64 g(seed);
+  std::vector<float> centroids(k * d);
+  std::size_t first = std::size_t(g() % n);
+  std::copy_n(s.points + first * d, d, centroids.begin());
+  std::vector<double> closest(n), sums(chunks);
+  pool.parallel_for(chunks, [&](std::size_t c) {
+    double acc = 0;
+    for (std::size_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
+      closest[i] = squared_distance(s.points + i * d, s.points + first * d, dd);
+      acc += closest[i];
+    }
+    sums[c] = acc;
+  });
+  std::vector<double> trial_d(trials * n), trial_sums(trials * chunks);
+  for (std::size_t c = 1; c < k; ++c) {
+    double pot = 0;
+    for (const double v : sums) pot += v;
+    std::vector<std::size_t> cand(trials);
+    for (std::size_t t = 0; t < trials; ++t) cand[t] = search_prefix(closest, sums, uniform01(g) * pot);
+    pool.parallel_for(chunks, [&](std::size_t ch) {
+      for (std::size_t t = 0; t < trials; ++t) {
+        double acc = 0;
+        const float* y = s.points + cand[t] * d;
+        for (std::size_t i = ch * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
+          const double v = std::min(closest[i], squared_distance(s.points + i * d, y, dd));
+          trial_d[t * n + i] = v;
+          acc += v;
+        }
+        trial_sums[t * chunks + ch] = acc;
+      }
+    });
+    std::size_t best = 0;
+    double best_pot = 0;
+    for (std::size_t t = 0; t < trials; ++t) {
+      double p = 0;
+      for (std::size_t ch = 0; ch < chunks; ++ch) p += trial_sums[t * chunks + ch];
+      if (t == 0 || p < best_pot) {
+        best = t;
+        best_pot = p;
+      }
+    }
+    std::copy_n(trial_d.begin() + std::ptrdiff_t(best * n), n, closest.begin());
+    std::copy_n(trial_sums.begin() + std::ptrdiff_t(best * chunks), chunks, sums.begin());
+    std::copy_n(s.points + cand[best] * d, d, centroids.begin() + std::ptrdiff_t(c * d));
+  }
+  return centroids;
+}
+
+std::vector<float> random_points(const LloydShape& s, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<std::uint32_t> order(s.n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::vector<float> centroids(s.k * s.d);
+  for (std::size_t c = 0; c < s.k; ++c) {
+    const std::size_t j = c + std::size_t(g() % (s.n - c));
+    std::swap(order[c], order[j]);
+    std::copy_n(s.points + std::size_t(order[c]) * s.d, s.d, centroids.begin() + std::ptrdiff_t(c * s.d));
+  }
+  return centroids;
+}
+
+}  // namespace
+
+std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, std::size_t threads) {
+  if (random) return random_points(s, seed);
+  ThreadPool pool(workers(threads));
+  return plus_plus(s, seed, pool);
+}
+
+double mean_variance(const LloydShape& s, std::size_t threads) {
+  ThreadPool pool(workers(threads));
+  const std::size_t n = s.n, d = s.d, chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(chunks * d, 0.0);
+  const auto pass = [&](const std::vector<double>* mean) {
+    pool.parallel_for(chunks, [&](std::size_t c) {
+      double* acc = part.data() + c * d;
+      std::fill_n(acc, d, 0.0);
+      for (std::size_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
+        for (std::size_t j = 0; j < d; ++j) {
+          const double v = double(s.points[i * d + j]) - (mean ? (*mean)[j] : 0.0);
+          acc[j] += mean ? v * v : v;
+        }
+      }
+    });
+    std::vector<double> total(d, 0.0);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      for (std::size_t j = 0; j < d; ++j) total[j] += part[c * d + j];
+    }
+    for (double& t : total) t /= double(n);
+    return total;
+  };
+  const std::vector<double> mean = pass(nullptr);
+  const std::vector<double> var = pass(&mean);
+  double sum = 0;
+  for (const double v : var) sum += v;
+  return sum / double(d);
+}
+
+}  // namespace streamknn::detail::kmeans

@@ -1,0 +1,51 @@
+// The steps of one Lloyd run that a backend performs (CPU: lloyd_cpu.cpp; CUDA:
+// lib/cuda/kmeans/), driven by kmeans.cpp, which owns the loop, the stopping rules, the
+// empty-cluster relocation and the starts. Points stay in the caller's memory (CPU) or are
+// copied to the device once per fit (CUDA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace streamknn::detail::kmeans {
+
+struct LloydShape {
+  const float* points = nullptr;  ///< n x d, row-major, host memory, valid for the backend's lifetime
+  std::size_t n = 0, d = 0, k = 0;
+};
+
+class LloydBackend {
+ public:
+  virtual ~LloydBackend() = default;
+
+  /// Makes `centroids` (k x d) current and forgets the bounds: the next assign() scans every point.
+  virtual void start(std::span<const float> centroids) = 0;
+  /// Labels every point with its exact nearest current centroid (by (distance, index)); returns
+  /// how many labels changed (every point after start()).
+  virtual std::size_t assign() = 0;
+  /// Counts (k) of the current labels; the backend keeps the per-cluster float64 sums (the fold
+  /// tree over each cluster's points in index order, kmeans_exact.hpp).
+  virtual void accumulate(std::span<std::uint64_t> counts) = 0;
+  /// The new centroids: mean(sum, count) per cluster (every count non-zero). Fills shift2 (k) with
+  /// each centroid's squared_shift; the bounds follow the movement.
+  virtual void advance(std::span<double> shift2) = 0;
+  /// The new centroids given by the caller (after an empty-cluster relocation), as advance().
+  virtual void move_to(std::span<const float> centroids, std::span<double> shift2) = 0;
+  /// Copies of the state: the sums of the last accumulate() (k x d), labels (n), centroids (k x d).
+  virtual void fetch_sums(std::span<double> out) = 0;
+  virtual void fetch_labels(std::span<std::uint32_t> out) = 0;
+  virtual void fetch_centroids(std::span<float> out) = 0;
+  /// Sum over the points, in the fold tree's order over point indices, of the float64 squared
+  /// distance to the labelled centroid.
+  virtual double inertia() = 0;
+};
+
+std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, std::size_t threads);
+/// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device.
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device);
+/// True when make_cuda_lloyd can succeed for this device.
+bool cuda_lloyd_available(int device) noexcept;
+
+}  // namespace streamknn::detail::kmeans

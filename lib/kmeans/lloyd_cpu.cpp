@@ -1,0 +1,213 @@
+// The CPU backend of K-means: Hamerly's bounds (one upper bound per point on the distance to its
+// centroid, one lower bound on the distance to every other centroid, moved by the centroids'
+// movement each iteration), float32 screens with exact_rank.hpp's proven bound, exact re-ranks of
+// close calls, and the fold tree's float64 sums. Points are processed in fixed chunks on the
+// library's thread pool; nothing a result depends on is summed across chunks except through the
+// fold tree, so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "core/check.hpp"
+#include "core/thread_pool.hpp"
+#include "kmeans/fold_tree.hpp"
+#include "kmeans/kmeans_exact.hpp"
+#include "kmeans/lloyd_backend.hpp"
+#include "kmeans/lloyd_cpu_scan.hpp"
+
+namespace streamknn::detail::kmeans {
+
+namespace {
+
+constexpr std::size_t kChunk = 1024;  // points per task
+
+class CpuLloyd final : public LloydBackend {
+ public:
+  CpuLloyd(const LloydShape& s, std::size_t threads)
+      : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(threads - 1),
+        centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
+        counts_(s.k), sums_(s.k * s.d), offsets_(s.k + 1), members_(s.n) {}
+
+  void start(std::span<const float> c) override {
+    std::copy(c.begin(), c.end(), centroids_.begin());
+    bounded_ = false;
+    moved_ = false;
+  }
+
+  std::size_t assign() override {
+    if (bounded_) half_gaps();
+    const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+    std::vector<std::size_t> changed(chunks, 0);
+    pool_.parallel_for(chunks, [&](std::size_t c) {
+      std::vector<float> r(k_);
+      const std::size_t lo = c * kChunk, hi = std::min(n_, lo + kChunk);
+      std::size_t moved = 0;
+      for (std::size_t i = lo; i < hi; ++i) moved += label_point(i, r.data()) ? 1 : 0;
+      changed[c] = moved;
+    });
+    std::size_t total = 0;
+    for (const std::size_t m : changed) total += m;
+    const bool first = !bounded_;
+    bounded_ = true;
+    moved_ = false;
+    return first ? n_ : total;
+  }
+
+  void accumulate(std::span<std::uint64_t> counts) override {
+    // A stable counting sort: each cluster's points in index order.
+    std::fill(counts_.begin(), counts_.end(), 0);
+    for (std::size_t i = 0; i < n_; ++i) ++counts_[labels_[i]];
+    offsets_[0] = 0;
+    for (std::size_t c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts_[c];
+    std::vector<std::uint64_t> at(offsets_.begin(), offsets_.end() - 1);
+    for (std::size_t i = 0; i < n_; ++i) members_[at[labels_[i]]++] = std::uint32_t(i);
+    // Level-2 nodes of every cluster in parallel, then the levels above per cluster.
+    std::vector<std::size_t> first_unit(k_ + 1, 0);
+    for (std::size_t c = 0; c < k_; ++c) first_unit[c + 1] = first_unit[c] + (counts_[c] + kUnit - 1) / kUnit;
+    const std::size_t units = first_unit[k_];
+    std::vector<double> nodes(units * d_);
+    std::vector<std::size_t> unit_cluster(units);
+    for (std::size_t c = 0; c < k_; ++c) {
+      for (std::size_t u = first_unit[c]; u < first_unit[c + 1]; ++u) unit_cluster[u] = c;
+    }
+    pool_.parallel_for(units, [&](std::size_t u) {
+      const std::size_t c = unit_cluster[u], j = (u - first_unit[c]) * kUnit;
+      const std::uint32_t* m = members_.data() + offsets_[c];
+      std::vector<double> scratch(2 * d_);
+      const auto row = [&](std::size_t t) { return x_ + std::size_t(m[t]) * d_; };
+      fold_unit(row, j, std::min<std::size_t>(counts_[c], j + kUnit), d_, nodes.data() + u * d_, scratch.data());
+    });
+    std::fill(sums_.begin(), sums_.end(), 0.0);
+    pool_.parallel_for(k_, [&](std::size_t c) {
+      const std::size_t count = first_unit[c + 1] - first_unit[c];
+      if (count == 0) return;
+      std::vector<double> mine(nodes.begin() + std::ptrdiff_t(first_unit[c] * d_),
+                               nodes.begin() + std::ptrdiff_t(first_unit[c + 1] * d_));
+      const double* root = fold_levels(mine, count, d_);
+      std::copy_n(root, d_, sums_.data() + c * d_);
+    });
+    std::copy(counts_.begin(), counts_.end(), counts.begin());
+  }
+
+  void advance(std::span<double> shift2) override {
+    std::vector<float> next(k_ * d_);
+    for (std::size_t c = 0; c < k_; ++c) {
+      for (std::size_t i = 0; i < d_; ++i) next[c * d_ + i] = mean(sums_[c * d_ + i], counts_[c]);
+    }
+    move_to(next, shift2);
+  }
+
+  void move_to(std::span<const float> next, std::span<double> shift2) override {
+    double max1 = 0, max2 = 0;
+    std::size_t arg = 0;
+    for (std::size_t c = 0; c < k_; ++c) {
+      shift2[c] = squared_shift(next.data() + c * d_, centroids_.data() + c * d_, std::uint32_t(d_));
+      delta_[c] = movement_bound(shift2[c], std::uint32_t(d_));
+      if (delta_[c] > max1) {
+        max2 = max1;
+        max1 = delta_[c];
+        arg = c;
+      } else if (delta_[c] > max2) {
+        max2 = delta_[c];
+      }
+    }
+    max1_ = max1;
+    max2_ = max2;
+    argmax_ = arg;
+    std::copy(next.begin(), next.end(), centroids_.begin());
+    moved_ = true;
+  }
+
+  void fetch_sums(std::span<double> out) override { std::copy(sums_.begin(), sums_.end(), out.begin()); }
+  void fetch_labels(std::span<std::uint32_t> out) override { std::copy(labels_.begin(), labels_.end(), out.begin()); }
+  void fetch_centroids(std::span<float> out) override { std::copy(centroids_.begin(), centroids_.end(), out.begin()); }
+
+  double inertia() override {
+    std::vector<double> v(n_);
+    const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+    pool_.parallel_for(chunks, [&](std::size_t c) {
+      for (std::size_t i = c * kChunk, hi = std::min(n_, i + kChunk); i < hi; ++i) {
+        v[i] = squared_distance(x_ + i * d_, centroids_.data() + labels_[i] * d_, std::uint32_t(d_));
+      }
+    });
+    const std::size_t units = (n_ + kUnit - 1) / kUnit;
+    std::vector<double> nodes(units);
+    pool_.parallel_for(units, [&](std::size_t u) {
+      double scratch[2];
+      fold_unit([&](std::size_t t) { return v.data() + t; }, u * kUnit, std::min(n_, (u + 1) * kUnit), 1,
+                nodes.data() + u, scratch);
+    });
+    return *fold_levels(nodes, units, 1);
+  }
+
+ private:
+  /// half_gap_[c]: half a lower bound on the distance from centroid c to its nearest other one.
+  void half_gaps() {
+    pool_.parallel_for(k_, [&](std::size_t c) {
+      double best = std::numeric_limits<double>::infinity();
+      std::vector<float> r(k_);
+      screen_all(centroids_.data() + c * d_, centroids_.data(), k_, d_, r.data());
+      for (std::size_t o = 0; o < k_; ++o) {
+        if (o != c) best = std::min(best, lower_dist(r[o], bound_));
+      }
+      half_gap_[c] = round_down(0.5 * best);
+    });
+  }
+
+  /// Labels point i (Hamerly's test first, where bounds exist); true when its label changed.
+  bool label_point(std::size_t i, float* r) {
+    const float* x = x_ + i * d_;
+    const std::uint32_t old = labels_[i];
+    if (bounded_) {
+      const std::uint32_t a = old;
+      double u = moved_ ? round_up(upper_[i] + delta_[a]) : upper_[i];
+      double l = moved_ ? round_down(lower_[i] - (a == argmax_ ? max2_ : max1_)) : lower_[i];
+      if (!(l > 0)) l = 0;
+      const double keep_below = std::max(half_gap_[a], l);
+      if (u < keep_below) {
+        upper_[i] = u;
+        lower_[i] = l;
+        return false;
+      }
+      u = upper_dist(screen(x, centroids_.data() + a * d_, std::uint32_t(d_)), bound_);
+      if (u < keep_below) {
+        upper_[i] = u;
+        lower_[i] = l;
+        return false;
+      }
+    }
+    const Labelled got = scan_point(x, centroids_.data(), k_, d_, bound_, r);
+    labels_[i] = got.label;
+    upper_[i] = got.upper;
+    lower_[i] = got.lower;
+    return got.label != old;
+  }
+
+  const float* x_;
+  std::size_t n_, d_, k_;
+  ex::ScreenBound bound_;
+  ThreadPool pool_;
+  std::vector<float> centroids_;
+  std::vector<std::uint32_t> labels_;
+  std::vector<double> upper_, lower_;  // Hamerly's bounds (distances, not squared)
+  std::vector<double> half_gap_, delta_;
+  double max1_ = 0, max2_ = 0;  // the two largest movements of the last move, argmax_ the first's
+  std::size_t argmax_ = 0;
+  bool bounded_ = false;  // bounds exist (an assign since start())
+  bool moved_ = false;    // the centroids moved since the bounds were set
+  std::vector<std::uint64_t> counts_;
+  std::vector<double> sums_;
+  std::vector<std::uint64_t> offsets_;
+  std::vector<std::uint32_t> members_;
+};
+
+}  // namespace
+
+std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, std::size_t threads) {
+  if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  return std::make_unique<CpuLloyd>(shape, threads);
+}
+
+}  // namespace streamknn::detail::kmeans

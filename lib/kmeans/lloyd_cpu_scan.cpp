@@ -1,0 +1,93 @@
+// The CPU's full scans of K-means: float32 screens four centroids at a time (the point's values
+// loaded once for the four, eight partial sums each, which the compiler keeps in vector
+// registers), then the exact label from exact_rank.hpp's arithmetic.
+#include "kmeans/lloyd_cpu_scan.hpp"
+
+#include <limits>
+
+#include "kmeans/kmeans_exact.hpp"
+
+namespace streamknn::detail::kmeans {
+
+namespace {
+
+/// Screens of x against four consecutive centroids (rows c, c + d, c + 2d, c + 3d).
+void screen4(const float* x, const float* c, std::size_t d, float* r) {
+  float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
+  const float* c1 = c + d;
+  const float* c2 = c + 2 * d;
+  const float* c3 = c + 3 * d;
+  std::size_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float v = x[i + l];
+      const float t0 = v - c[i + l], t1 = v - c1[i + l], t2 = v - c2[i + l], t3 = v - c3[i + l];
+      a0[l] += t0 * t0;
+      a1[l] += t1 * t1;
+      a2[l] += t2 * t2;
+      a3[l] += t3 * t3;
+    }
+  }
+  for (int l = 0; i < d; ++i, ++l) {
+    const float v = x[i];
+    const float t0 = v - c[i], t1 = v - c1[i], t2 = v - c2[i], t3 = v - c3[i];
+    a0[l] += t0 * t0;
+    a1[l] += t1 * t1;
+    a2[l] += t2 * t2;
+    a3[l] += t3 * t3;
+  }
+  const auto total = [](const float* a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); };
+  r[0] = total(a0);
+  r[1] = total(a1);
+  r[2] = total(a2);
+  r[3] = total(a3);
+}
+
+}  // namespace
+
+void screen_all(const float* x, const float* centroids, std::size_t k, std::size_t d, float* r) {
+  std::size_t j = 0;
+  for (; j + 4 <= k; j += 4) screen4(x, centroids + j * d, d, r + j);
+  for (; j < k; ++j) r[j] = screen(x, centroids + j * d, std::uint32_t(d));
+}
+
+Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::size_t d, const exact::ScreenBound& b,
+                    float* r) {
+  screen_all(x, centroids, k, d, r);
+  std::size_t j1 = 0;
+  for (std::size_t j = 1; j < k; ++j) {
+    if (r[j] < r[j1]) j1 = j;
+  }
+  float r2 = std::numeric_limits<float>::infinity();
+  for (std::size_t j = 0; j < k; ++j) {
+    if (j != j1 && r[j] < r2) r2 = r[j];
+  }
+  const double top = upper_sq(r[j1], b);
+  std::size_t best = j1;
+  if (!(lower_sq(r2, b) > top)) {  // a close call: re-rank every candidate the bound cannot separate exactly
+    const std::uint32_t n = std::uint32_t(d);
+    for (std::size_t j = 0; j < k; ++j) {
+      if (j == j1 || lower_sq(r[j], b) > top) continue;
+      if (exact_closer(x, centroids + j * d, std::uint32_t(j), centroids + best * d, std::uint32_t(best), n)) best = j;
+    }
+  }
+  Labelled out;
+  out.label = std::uint32_t(best);
+  out.upper = upper_dist(r[best], b);
+  float second = std::numeric_limits<float>::infinity();
+  for (std::size_t j = 0; j < k; ++j) {
+    if (j != best && r[j] < second) second = r[j];
+  }
+  out.lower = k == 1 ? std::numeric_limits<double>::infinity() : lower_dist(second, b);
+  return out;
+}
+
+bool scan_supported() noexcept {
+#if defined(__x86_64__) && defined(__AVX2__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return true;
+#endif
+}
+
+}  // namespace streamknn::detail::kmeans

@@ -1,0 +1,394 @@
+// K-means on the CPU backend (streamknn/kmeans.hpp) against a float64 brute-force Lloyd written
+// from the definitions (docs/kmeans.md): labels by (squared distance, index), centroid sums by the
+// fold tree written recursively, scikit-learn's stopping rules and empty-cluster relocation. Data
+// on small integer grids make every distance exact in float64, so ties are real ties. Plus bad
+// input, determinism across thread counts, fits over a reference set's snapshot, k-means++.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "streamknn/kmeans.hpp"
+#include "support/test_support.hpp"
+
+using namespace test;
+
+namespace {
+
+struct Ref {
+  std::vector<float> centroids;
+  std::vector<std::uint32_t> labels;
+  double inertia = 0;
+  std::size_t iterations = 0;
+};
+
+double sq(const float* x, const float* c, std::size_t d) {  // float64, fused, in dimension order
+  double acc = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    const double t = double(x[j]) - double(c[j]);
+    acc = std::fma(t, t, acc);
+  }
+  return acc;
+}
+
+/// The fold tree from its definition: groups of 32, left to right, until one node is left.
+std::vector<double> fold(std::vector<std::vector<double>> nodes) {
+  do {
+    std::vector<std::vector<double>> up;
+    for (std::size_t g = 0; g < nodes.size(); g += 32) {
+      std::vector<double> acc = nodes[g];
+      for (std::size_t c = g + 1; c < std::min(nodes.size(), g + 32); ++c) {
+        for (std::size_t j = 0; j < acc.size(); ++j) acc[j] += nodes[c][j];
+      }
+      up.push_back(acc);
+    }
+    nodes = std::move(up);
+  } while (nodes.size() > 1);
+  return nodes[0];
+}
+
+std::vector<std::uint32_t> ref_labels(const std::vector<float>& x, const std::vector<float>& c, std::size_t d) {
+  const std::size_t n = x.size() / d, k = c.size() / d;
+  std::vector<std::uint32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t best = 0;
+    for (std::size_t j = 1; j < k; ++j) {
+      if (sq(&x[i * d], &c[j * d], d) < sq(&x[i * d], &c[best * d], d)) best = j;
+    }
+    out[i] = std::uint32_t(best);
+  }
+  return out;
+}
+
+/// scikit-learn's Lloyd loop with tol = tol_abs (already scaled).
+Ref ref_lloyd(const std::vector<float>& x, std::size_t d, std::vector<float> c, std::size_t max_iter, double tol_abs) {
+  const std::size_t n = x.size() / d, k = c.size() / d;
+  std::vector<std::uint32_t> labels, old(n, ~0u);
+  bool strict = false;
+  std::size_t it = 0;
+  for (; it < max_iter; ++it) {
+    labels = ref_labels(x, c, d);
+    std::vector<std::uint64_t> count(k, 0);
+    std::vector<double> sums(k * d, 0.0);
+    for (std::size_t cl = 0; cl < k; ++cl) {
+      std::vector<std::vector<double>> rows;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (labels[i] == cl) rows.emplace_back(x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t(i * d + d));
+      }
+      count[cl] = rows.size();
+      if (!rows.empty()) {
+        const auto s = fold(rows);
+        std::copy(s.begin(), s.end(), sums.begin() + std::ptrdiff_t(cl * d));
+      }
+    }
+    std::vector<std::size_t> empty;
+    for (std::size_t cl = 0; cl < k; ++cl) {
+      if (count[cl] == 0) empty.push_back(cl);
+    }
+    if (!empty.empty()) {  // farthest from their centroid first, ties to the smaller index
+      std::vector<std::size_t> order(n);
+      std::iota(order.begin(), order.end(), std::size_t(0));
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return sq(&x[a * d], &c[labels[a] * d], d) > sq(&x[b * d], &c[labels[b] * d], d);
+      });
+      for (std::size_t e = 0; e < empty.size(); ++e) {
+        const std::size_t p = order[e], from = labels[p], to = empty[e];
+        for (std::size_t j = 0; j < d; ++j) {
+          sums[from * d + j] -= double(x[p * d + j]);
+          sums[to * d + j] = double(x[p * d + j]);
+        }
+        count[to] = 1;
+        --count[from];
+      }
+    }
+    std::vector<float> next(k * d);
+    double shift = 0;
+    for (std::size_t cl = 0; cl < k; ++cl) {
+      double s2 = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        next[cl * d + j] = count[cl] ? float(sums[cl * d + j] / double(count[cl])) : float(sums[cl * d + j]);
+        const double t = double(next[cl * d + j]) - double(c[cl * d + j]);
+        s2 = std::fma(t, t, s2);
+      }
+      shift += s2;
+    }
+    c = next;
+    if (labels == old) {
+      strict = true;
+      break;
+    }
+    if (shift <= tol_abs) break;
+    old = labels;
+  }
+  Ref r;
+  r.iterations = std::min(it + 1, max_iter);
+  if (!strict) labels = ref_labels(x, c, d);
+  std::vector<std::vector<double>> per;
+  for (std::size_t i = 0; i < n; ++i) per.push_back({sq(&x[i * d], &c[labels[i] * d], d)});
+  r.inertia = fold(per)[0];
+  r.centroids = c;
+  r.labels = labels;
+  return r;
+}
+
+/// n points of d small-integer coordinates in [0, span): exact float64 distances, many ties.
+std::vector<float> grid(std::mt19937_64& g, std::size_t n, std::size_t d, int span) {
+  std::uniform_int_distribution<int> u(0, span - 1);
+  std::vector<float> v(n * d);
+  for (auto& x : v) x = float(u(g));
+  return v;
+}
+
+/// Blobs: k centres in [-10, 10]^d, points around them (float32 values, not on a grid).
+std::vector<float> blobs(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t k) {
+  const auto centres = uniform(g, k * d, -10, 10);
+  std::normal_distribution<float> noise(0, 1.5f);
+  std::vector<float> v(n * d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c = g() % k;
+    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = centres[c * d + j] + noise(g);
+  }
+  return v;
+}
+
+KMeansConfig given(const std::vector<float>& x, std::size_t d, std::size_t k, std::size_t max_iter, std::size_t threads) {
+  KMeansConfig c;
+  c.clusters = k;
+  c.max_iter = max_iter;
+  c.tol = 0;
+  c.init = KMeansInit::Given;
+  c.initial_centroids.assign(x.begin(), x.begin() + std::ptrdiff_t(k * d));  // the first k points
+  c.backend = BackendKind::Cpu;
+  c.cpu_threads = threads;
+  return c;
+}
+
+void check_equal(const KMeansResult& r, const Ref& ref) {
+  CHECK(r.iterations == ref.iterations);
+  CHECK(r.labels == ref.labels);
+  CHECK(r.centroids == ref.centroids);
+  CHECK(r.inertia == ref.inertia);
+}
+
+}  // namespace
+
+TEST_CASE("kmeans: equals a float64 brute-force Lloyd on blobs and on tied grids") {
+  auto g = rng(101);
+  for (int round = 0; round < 6; ++round) {
+    const std::size_t d = 1 + g() % 9, k = 1 + g() % 12, n = k + g() % 700;
+    const bool tied = round % 2 == 1;
+    const auto x = tied ? grid(g, n, d, 4) : blobs(g, n, d, 1 + g() % 8);
+    CAPTURE(round);
+    CAPTURE(n);
+    CAPTURE(d);
+    CAPTURE(k);
+    const auto c = given(x, d, k, 60, 2);
+    const KMeansResult r = KMeans(c).fit(x, d);
+    check_equal(r, ref_lloyd(x, d, c.initial_centroids, 60, 0.0));
+    CHECK(r.backend == BackendKind::Cpu);
+    CHECK(KMeans(c).predict(r.centroids, x, d) == r.labels);
+  }
+}
+
+TEST_CASE("kmeans: duplicates and ties go to the smaller centroid index") {
+  // Points on a line, centroids 0 and 2 (twice): every point at 1 ties; duplicated centroids tie.
+  const std::vector<float> x = {1, 1, 1, 0, 2, 2, 0, 1};
+  const std::vector<float> cents = {0, 2, 2, 0};
+  KMeansConfig c;
+  c.clusters = 4;
+  c.init = KMeansInit::Given;
+  c.initial_centroids = cents;
+  c.backend = BackendKind::Cpu;
+  const auto labels = KMeans(c).predict(cents, x, 1);
+  CHECK(labels == std::vector<std::uint32_t>{0, 0, 0, 0, 1, 1, 0, 0});
+  c.max_iter = 1;
+  const auto r = KMeans(c).fit(x, 1);
+  check_equal(r, ref_lloyd(x, 1, cents, 1, 0.0));
+}
+
+TEST_CASE("kmeans: empty clusters take the farthest points, as scikit-learn's") {
+  auto g = rng(102);
+  for (int round = 0; round < 4; ++round) {
+    const std::size_t d = 2 + round, n = 300, k = 6;
+    auto x = grid(g, n, d, 5);
+    KMeansConfig c = given(x, d, k, 40, 2);
+    for (std::size_t j = 0; j < d; ++j) {  // two centroids far from everything: empty at once
+      c.initial_centroids[1 * d + j] = 1000.0f;
+      c.initial_centroids[4 * d + j] = -1000.0f + float(j);
+    }
+    const auto r = KMeans(c).fit(x, d);
+    check_equal(r, ref_lloyd(x, d, c.initial_centroids, 40, 0.0));
+    for (std::size_t cl = 0; cl < k; ++cl) CHECK(std::count(r.labels.begin(), r.labels.end(), cl) > 0);
+  }
+}
+
+TEST_CASE("kmeans: results do not depend on the thread count") {
+  auto g = rng(103);
+  // 70,000 points in two clusters: each holds more than one level-2 node of the fold tree.
+  const std::size_t n = 70000, d = 3;
+  const auto x = blobs(g, n, d, 2);
+  KMeansConfig c;
+  c.clusters = 2;
+  c.backend = BackendKind::Cpu;
+  c.seed = 7;
+  c.cpu_threads = 1;
+  const auto one = KMeans(c).fit(x, d);
+  for (const std::size_t t : {2u, 3u, 5u}) {
+    c.cpu_threads = t;
+    const auto r = KMeans(c).fit(x, d);
+    CHECK(r.labels == one.labels);
+    CHECK(r.centroids == one.centroids);
+    CHECK(r.inertia == one.inertia);
+    CHECK(r.iterations == one.iterations);
+  }
+  // and against the definition, from the same start
+  auto cg = given(x, d, 2, 30, 3);
+  check_equal(KMeans(cg).fit(x, d), ref_lloyd(x, d, cg.initial_centroids, 30, 0.0));
+}
+
+TEST_CASE("kmeans: many clusters, long runs (the bounds prune; labels stay exact)") {
+  auto g = rng(104);
+  const std::size_t n = 4000, d = 16, k = 40;
+  const auto x = blobs(g, n, d, 25);
+  const auto c = given(x, d, k, 100, 2);
+  check_equal(KMeans(c).fit(x, d), ref_lloyd(x, d, c.initial_centroids, 100, 0.0));
+}
+
+TEST_CASE("kmeans: k-means++, random starts and n_init are seeded and reproducible") {
+  auto g = rng(105);
+  const std::size_t n = 2000, d = 4;
+  const auto x = blobs(g, n, d, 5);
+  for (const KMeansInit init : {KMeansInit::KMeansPlusPlus, KMeansInit::Random}) {
+    KMeansConfig c;
+    c.clusters = 5;
+    c.init = init;
+    c.n_init = 3;
+    c.seed = 11;
+    c.backend = BackendKind::Cpu;
+    const auto a = KMeans(c).fit(x, d), b = KMeans(c).fit(x, d);
+    CHECK(a.centroids == b.centroids);
+    CHECK(a.labels == b.labels);
+    CHECK(a.converged);
+    // the best of three starts is no worse than each start alone
+    for (std::uint64_t s = 11; s < 14; ++s) {
+      KMeansConfig one = c;
+      one.n_init = 1;
+      one.seed = s;
+      CHECK(a.inertia <= KMeans(one).fit(x, d).inertia);
+    }
+  }
+}
+
+TEST_CASE("kmeans: tol stops early, then labels the final centroids") {
+  auto g = rng(106);
+  const std::size_t n = 3000, d = 6;
+  const auto x = blobs(g, n, d, 6);
+  KMeansConfig c = given(x, d, 6, 300, 2);
+  c.tol = 1e-2;
+  const auto loose = KMeans(c).fit(x, d);
+  c.tol = 0;
+  const auto tight = KMeans(c).fit(x, d);
+  CHECK(loose.converged);
+  CHECK(loose.iterations <= tight.iterations);
+  CHECK(KMeans(c).predict(loose.centroids, x, d) == loose.labels);
+  c.max_iter = 2;
+  const auto capped = KMeans(c).fit(x, d);
+  CHECK(capped.iterations == 2);
+  check_equal(capped, ref_lloyd(x, d, c.initial_centroids, 2, 0.0));
+}
+
+TEST_CASE("kmeans: over a reference set's published snapshot") {
+  auto g = rng(107);
+  const std::size_t n = 500, d = 3;
+  const auto x = blobs(g, n, d, 4);
+  StoreConfig sc;
+  sc.dim = d;
+  sc.backend = BackendKind::Cpu;
+  ReferenceSet set(sc);
+  for (std::size_t i = 0; i < n; ++i) set.insert(PointId(1000 + i), std::span<const float>(&x[i * d], d));
+  set.publish();
+  for (std::size_t i = 0; i < n; i += 7) set.erase(PointId(1000 + i));
+  set.publish();
+  set.insert(PointId(5), std::span<const float>(&x[0], d));  // queued, not published: not clustered
+  KMeansConfig c;
+  c.clusters = 4;
+  c.seed = 3;
+  c.backend = BackendKind::Cpu;
+  const auto r = KMeans(c).fit(set);
+  REQUIRE(r.ids.size() == n - (n + 6) / 7);
+  CHECK(r.epoch == set.epoch());
+  std::vector<float> live;
+  for (const PointId id : r.ids) {
+    CHECK(id != 5);
+    const std::size_t i = std::size_t(id - 1000);
+    live.insert(live.end(), x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t(i * d + d));
+  }
+  const auto m = KMeans(c).fit(live, d);
+  CHECK(m.labels == r.labels);
+  CHECK(m.centroids == r.centroids);
+  StoreConfig ip = sc;
+  ip.metric = Metric::InnerProduct;
+  CHECK_THROWS_AS(KMeans(c).fit(ReferenceSet(ip)), InvalidArgument);
+}
+
+TEST_CASE("kmeans: bad input is refused, naming the argument") {
+  const std::vector<float> x = {0, 0, 1, 1, 2, 2};
+  const auto refuses = [](auto&& call, const char* word) {
+    try {
+      call();
+      FAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      CAPTURE(what);
+      CHECK(what.find(word) != std::string::npos);
+    }
+  };
+  KMeansConfig c;
+  c.backend = BackendKind::Cpu;
+  c.clusters = 0;
+  refuses([&] { KMeans{c}; }, "clusters=0");
+  c.clusters = 4;
+  refuses([&] { KMeans(c).fit(x, 2); }, "clusters=4");
+  c.clusters = 2;
+  c.max_iter = 0;
+  refuses([&] { KMeans{c}; }, "max_iter=0");
+  c.max_iter = 10;
+  c.tol = std::nan("");
+  refuses([&] { KMeans{c}; }, "tol=");
+  c.tol = -1;
+  refuses([&] { KMeans{c}; }, "tol=-1");
+  c.tol = 0;
+  c.n_init = 0;
+  refuses([&] { KMeans{c}; }, "n_init=0");
+  c.n_init = 1;
+  refuses([&] { KMeans(c).fit(x, 4); }, "dim=4");
+  refuses([&] { KMeans(c).fit(x, 0); }, "dim=0");
+  auto bad = x;
+  bad[3] = std::numeric_limits<float>::infinity();
+  refuses([&] { KMeans(c).fit(bad, 2); }, "row 1");
+  bad[3] = std::nanf("");
+  refuses([&] { KMeans(c).fit(bad, 2); }, "row 1");
+  bad[3] = 3e38f;
+  refuses([&] { KMeans(c).fit(bad, 2); }, "largest magnitude");
+  c.init = KMeansInit::Given;
+  c.initial_centroids = {0, 0, 1};
+  refuses([&] { KMeans{c}; }, "initial_centroids");
+  c.initial_centroids = {0, 0, 1, 1};
+  c.n_init = 2;
+  refuses([&] { KMeans{c}; }, "n_init=2");
+  c.n_init = 1;
+  refuses([&] { KMeans(c).fit(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, 4); }, "initial_centroids have dim=2");
+  c.initial_centroids = {0, 0, 1, std::nanf("")};
+  refuses([&] { KMeans{c}; }, "initial_centroids row 1");
+  c.init = KMeansInit::Random;
+  c.initial_centroids = {0, 0, 1, 1};
+  refuses([&] { KMeans{c}; }, "init=Random");
+  c.initial_centroids.clear();
+  c.init = static_cast<KMeansInit>(9);
+  refuses([&] { KMeans{c}; }, "init=9");
+  c.init = KMeansInit::Random;
+  refuses([&] { KMeans(c).predict(std::vector<float>{0, 0, 1}, x, 2); }, "centroids");
+  if (!cuda_available()) {
+    c.backend = BackendKind::Cuda;
+    CHECK_THROWS_AS(KMeans(c).fit(x, 2), BackendUnavailable);
+  }
+}
