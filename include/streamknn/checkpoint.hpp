@@ -24,10 +24,12 @@
 
 namespace streamknn {
 
-/// Format version written into every checkpoint; load() refuses any other.
-inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
-/// Format version written into every journal; replay refuses any other.
-inline constexpr std::uint32_t kJournalFormatVersion = 1;
+/// Format version written into every checkpoint; load() reads it and version 1 (the same layout
+/// without attribute words) and refuses any other.
+inline constexpr std::uint32_t kCheckpointFormatVersion = 2;
+/// Format version written into every new journal; replay reads it and version 1 (records without
+/// an attribute channel; an existing version-1 journal is continued in version 1) and refuses any other.
+inline constexpr std::uint32_t kJournalFormatVersion = 2;
 
 /// A checkpoint or journal could not be written or read back. section() is "header", "CONF",
 /// "IDS", "VECS", "TARG", "ATTR", "record <n>" (journal) or "" for an I/O failure of the whole

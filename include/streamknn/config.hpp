@@ -48,6 +48,9 @@ enum class SpatialIndex : unsigned char { Auto, Always, Off };
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
 inline constexpr std::size_t kMaxCpuThreads = 1024;
 
+/// Most attribute words a point may carry (StoreConfig::attribute_words).
+inline constexpr std::size_t kMaxAttributeWords = 4;
+
 struct StoreConfig {
   std::size_t dim = 0;                        ///< vector dimension (2 for Haversine: lat, lon)
   Metric metric = Metric::L2;
@@ -77,6 +80,11 @@ struct StoreConfig {
   /// the shift); the library never returns vectors, so nothing is shifted back. The bound on
   /// coordinates (max_coordinate) applies to the shifted values. Saved with the store.
   std::vector<double> origin;
+  /// 32-bit attribute words each point carries (0 to kMaxAttributeWords): flags such as "available"
+  /// or a vehicle class, or a number such as the time a point was last seen. Given at insert
+  /// (zeros where an insert gives none), changed by Update::set_attributes, tested by the queries'
+  /// predicates (streamknn/predicate.hpp) inside the search. Saved with the store.
+  std::size_t attribute_words = 0;
   /// Debug mode (slow; for tests and bug hunts): the CUDA backend fills its result buffers
   /// with garbage before every search, so a result the kernels fail to write cannot pass
   /// unnoticed, and synchronises after every kernel so an error names the kernel that failed.

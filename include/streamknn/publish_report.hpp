@@ -14,7 +14,7 @@
 namespace streamknn {
 
 enum class RejectReason : unsigned char {
-  UnknownId,    ///< move / erase / set-target of an id that is not in the store
+  UnknownId,    ///< move / erase / set-target / set-attributes of an id that is not in the store
   DuplicateId,  ///< insert of an id that is already in the store
 };
 
@@ -33,6 +33,7 @@ struct PublishReport {
   std::size_t drained = 0;         ///< operations taken from the queue
   std::size_t applied = 0;         ///< operations applied (drained - rejected)
   std::size_t inserted = 0, moved = 0, erased = 0, retargeted = 0;
+  std::size_t attributed = 0;      ///< set_attributes applied
   std::vector<Rejection> rejected; ///< every operation that was not applied, in queue order
   std::size_t size = 0;            ///< points in the store after this publish
 };

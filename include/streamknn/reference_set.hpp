@@ -22,8 +22,10 @@
 
 #include "streamknn/checkpoint.hpp"
 #include "streamknn/config.hpp"
+#include "streamknn/predicate.hpp"
 #include "streamknn/publish_report.hpp"
 #include "streamknn/q_update.hpp"
+#include "streamknn/radius.hpp"
 #include "streamknn/search.hpp"
 #include "streamknn/ticket.hpp"
 #include "streamknn/update.hpp"
@@ -73,6 +75,7 @@ class ReferenceSet {
   void erase(PointId id) { push(Update::erase(id)); }
   void set_target(PointId id, std::int32_t label) { push(Update::set_target(id, label)); }
   void set_target(PointId id, std::span<const float> values) { push(Update::set_target(id, values)); }
+  void set_attributes(PointId id, std::span<const std::uint32_t> words) { push(Update::set_attributes(id, words)); }
 
   // ---- publisher ---------------------------------------------------------------------------
   /// Applies every update pushed before this call began and makes them visible as a new epoch.
@@ -86,15 +89,35 @@ class ReferenceSet {
   // ---- queries -------------------------------------------------------------------------------
   /// Exact k nearest neighbours of queries (row-major, Q x dim) on the current snapshot.
   /// visible, if not empty, holds one IdRange per query restricting what that query sees.
+  /// where, if not empty, holds one Predicate for every query or one per query
+  /// (streamknn/predicate.hpp): the answers are the k nearest among the points that pass it.
   Neighbors search(std::span<const float> queries, std::size_t k,
-                   std::span<const IdRange> visible = {}) const;
+                   std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
   /// Asynchronous search: returns at once; the inputs are copied before it returns.
   Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k,
-                           std::span<const IdRange> visible = {}) const;
+                           std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
   /// The same from double queries: minus StoreConfig::origin in double, then rounded once to
   /// float32 (without an origin, simply rounded).
-  Neighbors search(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {}) const;
-  Ticket<Neighbors> submit(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {}) const;
+  Neighbors search(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {},
+                   std::span<const Predicate> where = {}) const;
+  Ticket<Neighbors> submit(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible = {},
+                           std::span<const Predicate> where = {}) const;
+  /// The k nearest neighbours no farther than radius (streamknn/radius.hpp states "within"): a
+  /// search() whose rows end with padding where fewer than k points lie within the radius.
+  Neighbors search_within(std::span<const float> queries, std::size_t k, double radius,
+                          std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
+  Neighbors search_within(std::span<const double> queries, std::size_t k, double radius,
+                          std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
+  /// Every point within radius of each query (streamknn/radius.hpp), nearest first; with
+  /// max_results (at least 1), each query's nearest max_results of them and a flag where more
+  /// lay within. radius: finite, >= 0 (haversine: metres). visible and where as for search().
+  RadiusNeighbors radius_search(std::span<const float> queries, double radius, std::size_t max_results = kNoLimit,
+                                std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
+  RadiusNeighbors radius_search(std::span<const double> queries, double radius, std::size_t max_results = kNoLimit,
+                                std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
+  Ticket<RadiusNeighbors> submit_radius(std::span<const float> queries, double radius,
+                                        std::size_t max_results = kNoLimit, std::span<const IdRange> visible = {},
+                                        std::span<const Predicate> where = {}) const;
 
   // ---- KNN-Q -------------------------------------------------------------------------------
   /// KNN-Q lookup and write-back for a batch, in one call, on a store of outputs(n_actions).

@@ -17,7 +17,7 @@ using PointId = std::uint64_t;
 /// Reserved id: never a valid point; pads results when fewer than k points exist.
 inline constexpr PointId kInvalidId = std::numeric_limits<PointId>::max();
 
-enum class UpdateKind : unsigned char { Insert, Move, Erase, SetTarget };
+enum class UpdateKind : unsigned char { Insert, Move, Erase, SetTarget, SetAttributes };
 
 struct Update {
   UpdateKind kind = UpdateKind::Erase;
@@ -29,6 +29,16 @@ struct Update {
   /// Insert and Move: dim doubles, in place of `vector` (the store subtracts its origin in double
   /// before rounding to float32: StoreConfig::origin). Give one of the two.
   std::span<const double> vector64 = {};
+  /// Insert (optional: zeros where empty) and SetAttributes: StoreConfig::attribute_words words.
+  std::span<const std::uint32_t> attributes = {};
+
+  /// This update with attribute words (an Insert on a store with StoreConfig::attribute_words):
+  /// `ReferenceSet::push(Update::insert(id, v).with_attributes(words))`.
+  Update with_attributes(std::span<const std::uint32_t> words) const noexcept {
+    Update u = *this;
+    u.attributes = words;
+    return u;
+  }
 
   /// Insert into a store whose points carry no target.
   static Update insert(PointId id, std::span<const float> vector) noexcept {
@@ -65,6 +75,10 @@ struct Update {
   }
   static Update set_target(PointId id, std::span<const float> values) noexcept {
     return {UpdateKind::SetTarget, id, {}, values, -1, true};
+  }
+  /// Replaces an existing point's attribute words (all StoreConfig::attribute_words of them).
+  static Update set_attributes(PointId id, std::span<const std::uint32_t> words) noexcept {
+    return {UpdateKind::SetAttributes, id, {}, {}, -1, false, {}, words};
   }
 };
 

@@ -16,7 +16,9 @@
 #include "streamknn/classifier.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/error.hpp"
+#include "streamknn/predicate.hpp"
 #include "streamknn/q_update.hpp"
+#include "streamknn/radius.hpp"
 #include "streamknn/regressor.hpp"
 #include "streamknn/search.hpp"
 #include "streamknn/ticket.hpp"
@@ -31,6 +33,16 @@ struct AggregateSpec {
   RegressionAggregate regression = RegressionAggregate::Mean;
 };
 
+/// A radius bound on a query batch (ReferenceSet::radius_search, search_within), converted by the
+/// engine into a bound on the exact key the backends rank by (core/radius_rule.hpp): a point is
+/// within when its exact key is at most limit_hi + limit_lo (two doubles on ExactSum's grid).
+struct RadiusSpec {
+  bool active = false;
+  bool all = false;             ///< every point within (variable-length results); else the k nearest within
+  double limit_hi = 0, limit_lo = 0;
+  std::size_t cap = kNoLimit;   ///< all: the most points kept per query
+};
+
 struct QueryRequest {
   /// num_queries x stored_dim, stored form. Read only during Backend::submit (both backends
   /// consume the rows before it returns): a view of the caller's rows where those are the stored
@@ -40,7 +52,14 @@ struct QueryRequest {
   std::size_t num_queries = 0;
   std::size_t k = 0;
   std::vector<IdRange> visible;   ///< empty, or one per query
+  std::vector<Predicate> where;   ///< empty, one for every query, or one per query
+  RadiusSpec radius;
   AggregateSpec aggregate;
+
+  /// Query q's predicate, or nullptr.
+  const Predicate* predicate_of(std::size_t q) const noexcept {
+    return where.empty() ? nullptr : where.data() + (where.size() == 1 ? 0 : q);
+  }
 
   // Move-only: a copy's `queries` would still view the original's `converted`.
   QueryRequest() = default;
@@ -50,8 +69,10 @@ struct QueryRequest {
   QueryRequest& operator=(const QueryRequest&) = delete;
 };
 
-/// Exactly one member is filled, chosen by QueryRequest::aggregate.output.
+/// Exactly one member is filled, chosen by QueryRequest::aggregate.output (radius: by
+/// QueryRequest::radius.all).
 struct QueryResult {
+  RadiusNeighbors radius;
   Neighbors neighbors;
   ClassPredictions classes;
   RegressionPredictions regression;
@@ -111,6 +132,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const noexcept = 0;
   virtual std::string name() const = 0;
+  /// Whether submit() takes predicates (QueryRequest::where) and radius bounds; the engine refuses
+  /// them, naming the feature, on a backend that does not.
+  virtual bool filters_supported() const noexcept { return false; }
   /// Ensures the next apply() can write a batch of up to `batch_ops` operations into a buffer
   /// of `slots` slots. May throw OutOfMemory, in which case nothing visible changed.
   virtual void reserve(std::size_t slots, std::size_t batch_ops) = 0;

@@ -52,6 +52,7 @@ Catalog::Catalog(const StoreConfig& config)
     : config_(config),
       stored_dim_(stored_dim(config.metric, config.dim)),
       value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      attribute_words_(config.attribute_words),
       publish_threads_(publish_threads_for(config)) {}
 
 void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index) {
@@ -64,12 +65,12 @@ void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index) {
 }
 
 Catalog::BatchShape Catalog::shape_of(std::span<const QueuedOp> ops) const noexcept {
-  std::size_t inserts = 0, erases = 0;
+  std::size_t inserts = 0, others = 0;
   for (const QueuedOp& op : ops) {
     inserts += op.kind == UpdateKind::Insert;
-    erases += op.kind == UpdateKind::Erase;
+    others += op.kind == UpdateKind::Erase || op.kind == UpdateKind::SetAttributes;
   }
-  return {ops.size(), std::size_t(high_water_) + inserts, inserts == 0 && erases == 0};
+  return {ops.size(), std::size_t(high_water_) + inserts, inserts == 0 && others == 0};
 }
 
 void Catalog::reserve_for(const BatchShape& shape) {
@@ -79,7 +80,7 @@ void Catalog::reserve_for(const BatchShape& shape) {
   }
   ids_.reserve(ids_.size() + (slots - high_water_));
   free_.reserve(slots);
-  for (auto* v : {&vector_marks_, &target_marks_, &id_marks_}) {
+  for (auto* v : {&vector_marks_, &target_marks_, &id_marks_, &attribute_marks_}) {
     if (v->size() < slots) v->resize(std::max(slots, v->size() * 2));
   }
   if (on_pool(shape)) {
@@ -266,7 +267,7 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
 void Catalog::finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept {
   batch.slot_count = high_water_;
   report.drained += drained;
-  report.applied = report.inserted + report.moved + report.erased + report.retargeted;
+  report.applied = report.inserted + report.moved + report.erased + report.retargeted + report.attributed;
   report.size = ids_.size();
 }
 
@@ -294,6 +295,12 @@ void Catalog::resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue&
       std::copy(v.begin(), v.end(), batch.values.begin() + static_cast<std::ptrdiff_t>(e * value_count_));
     }
   };
+  auto write_attributes = [&](std::uint32_t slot, const QueuedOp& op) {
+    if (attribute_words_ == 0) return;
+    const std::size_t e = channel_entry(slot, batch_stamp_, attribute_marks_, batch.attribute_slots);
+    if (e * attribute_words_ == batch.attributes.size()) batch.attributes.resize(batch.attributes.size() + attribute_words_);
+    queue.copy_attributes(op, batch.attributes.data() + e * attribute_words_);
+  };
   auto write_id = [&](std::uint32_t slot, PointId id) {
     const std::size_t e = channel_entry(slot, batch_stamp_, id_marks_, batch.id_slots);
     if (e == batch.ids.size()) batch.ids.push_back(kInvalidId);
@@ -309,8 +316,10 @@ void Catalog::resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue&
       const QueuedOp& later = ops[i + kPrefetchAhead / 2];
       if (later.kind != UpdateKind::Insert) {
         if (const auto slot = ids_.find(later.id)) {
-          const auto& marks = later.kind == UpdateKind::Move ? vector_marks_
-                              : later.kind == UpdateKind::SetTarget ? target_marks_ : id_marks_;
+          const auto& marks = later.kind == UpdateKind::Move            ? vector_marks_
+                              : later.kind == UpdateKind::SetTarget     ? target_marks_
+                              : later.kind == UpdateKind::SetAttributes ? attribute_marks_
+                                                                        : id_marks_;
           __builtin_prefetch(&marks[*slot]);
         }
       }
@@ -326,6 +335,7 @@ void Catalog::resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue&
         ids_.insert(op.id, slot);
         write_vector(slot, op);
         write_target(slot, op);
+        write_attributes(slot, op);
         write_id(slot, op.id);
         ++report.inserted;
         break;
@@ -359,6 +369,16 @@ void Catalog::resolve_in_order(std::span<const QueuedOp> ops, const UpdateQueue&
         }
         write_target(*slot, op);
         ++report.retargeted;
+        break;
+      }
+      case UpdateKind::SetAttributes: {
+        const auto slot = ids_.find(op.id);
+        if (!slot) {
+          reject(op, RejectReason::UnknownId);
+          continue;
+        }
+        write_attributes(*slot, op);
+        ++report.attributed;
         break;
       }
     }

@@ -32,7 +32,7 @@ class Catalog {
   struct BatchShape {
     std::size_t ops = 0;
     std::size_t slots = 0;    ///< slots the buffers must hold (an upper bound: every insert may need a new one)
-    bool moves_only = false;  ///< moves and target changes only: no id or slot changes
+    bool moves_only = false;  ///< moves and target changes only: no id, slot or attribute changes
   };
   BatchShape shape_of(std::span<const QueuedOp> ops) const noexcept;
   /// Makes room in the host structures for a batch of that shape, so that resolve() cannot fail
@@ -68,6 +68,7 @@ class Catalog {
   StoreConfig config_;
   std::size_t stored_dim_;
   std::size_t value_count_;
+  std::size_t attribute_words_;
   IdIndex ids_;
   FreeSlots free_;                 ///< free slots below high_water_
   std::uint32_t high_water_ = 0;
@@ -79,7 +80,7 @@ class Catalog {
     std::uint32_t pos = 0;
     std::uint32_t src = 0;
   };
-  std::vector<ChannelMark> vector_marks_, target_marks_, id_marks_;
+  std::vector<ChannelMark> vector_marks_, target_marks_, id_marks_, attribute_marks_;
   std::uint64_t batch_stamp_ = 0;
 
   std::size_t publish_threads_;          ///< threads of the pool, the publisher's included

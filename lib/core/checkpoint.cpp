@@ -1,6 +1,8 @@
-// The checkpoint format, version 1 (docs/durability.md has it byte by byte): a 48-byte header,
+// The checkpoint format, version 2 (docs/durability.md has it byte by byte): a 48-byte header,
 // then five sections (CONF, IDS, VECS, TARG, ATTR), each a 16-byte header (tag, CRC-32C of the
-// payload, payload length) and its payload. Little-endian throughout.
+// payload, payload length) and its payload. Little-endian throughout. ATTR holds the attribute
+// words per point (u32 W) and then slot_count x W words; version 1 is the same with W = 0, and
+// is still read.
 #include "core/checkpoint.hpp"
 
 #include <algorithm>
@@ -54,6 +56,15 @@ class Reader {
     fail_checkpoint(caller_, in_.name(), section, offset, what);
   }
 
+  /// The payload length the section at offset_ declares (0 where the file ends before its header;
+  /// section() then names the problem).
+  std::uint64_t declared_length() const {
+    if (in_.size() - offset_ < kSectionHeaderBytes) return 0;
+    unsigned char head[kSectionHeaderBytes];
+    in_.read(offset_, head, sizeof head);
+    return get<std::uint64_t>(head + 8);
+  }
+
   /// Reads the section at offset_ into payload (exactly `expected` bytes), checking its tag,
   /// length, room in the file and checksum; advances past it.
   void section(const char (&name)[5], void* payload, std::uint64_t expected) {
@@ -101,7 +112,8 @@ class Reader {
   std::uint64_t body_ = 0;
 };
 
-void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch, std::uint32_t& flags) {
+void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch, std::uint32_t& flags,
+                 std::uint32_t& version_out) {
   if (in.size() < kHeaderBytes) {
     r.fail("header", in.size(), concat("the file holds ", in.size(), " bytes, fewer than the 48-byte header (truncated)"));
   }
@@ -113,9 +125,9 @@ void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch, st
     r.fail("header", 12, "written on a machine of the other byte order; this build reads little-endian checkpoints");
   }
   if (mark != kEndianMark) r.fail("header", 12, concat("the byte-order mark is 0x", std::hex, mark, " (corrupted)"));
-  if (version != kCheckpointFormatVersion) {
+  if (version != kCheckpointFormatVersion && version != 1) {
     r.fail("header", 8, concat("format version ", version, "; this library (", version_string(), ") reads version ",
-                               kCheckpointFormatVersion, " (written by ", get<std::uint32_t>(h + 16), ".",
+                               kCheckpointFormatVersion, " and 1 (written by ", get<std::uint32_t>(h + 16), ".",
                                get<std::uint32_t>(h + 20), ".", get<std::uint32_t>(h + 24), ")"));
   }
   const std::uint32_t computed = crc32c(h, 44);
@@ -123,11 +135,12 @@ void read_header(const ByteSource& in, const Reader& r, std::uint64_t& epoch, st
     r.fail("header", 44, concat("checksum mismatch (stored 0x", std::hex, get<std::uint32_t>(h + 44), ", computed 0x",
                                 computed, std::dec, "): the header is corrupted"));
   }
+  version_out = version;
   flags = get<std::uint32_t>(h + 40);
   if ((flags & ~kFlagOrigin) != 0) r.fail("header", 40, "unknown flags set");
   const std::uint32_t sections = kSectionCount + ((flags & kFlagOrigin) ? 1 : 0);
   if (get<std::uint32_t>(h + 28) != sections) {
-    r.fail("header", 28, concat(get<std::uint32_t>(h + 28), " sections where version 1 has ", sections,
+    r.fail("header", 28, concat(get<std::uint32_t>(h + 28), " sections where version ", version, " has ", sections,
                                 (flags & kFlagOrigin) ? " (with an origin)" : ""));
   }
   epoch = get<std::uint64_t>(h + 32);
@@ -173,6 +186,27 @@ void parse_conf(const unsigned char* c, const Reader& r, std::uint64_t at, Store
   config.backend = static_cast<BackendKind>(backend);
   config.spatial_index = static_cast<SpatialIndex>(spatial);
   config.debug = debug != 0;
+}
+
+/// The ATTR section: u32 W (0 to kMaxAttributeWords; 0 in version 1), then slot_count x W words.
+void read_attributes(Reader& r, const ByteSource& in, std::uint32_t version, StoreConfig& config, StoreImage& image) {
+  const std::size_t n = image.slot_count;
+  const std::uint64_t length = r.declared_length();
+  const std::uint64_t words = length >= 4 && n > 0 ? (length - 4) / (4 * std::uint64_t(n)) : 0;
+  const std::uint64_t expected = 4 + 4 * std::uint64_t(n) * std::min<std::uint64_t>(words, kMaxAttributeWords);
+  if (expected > in.size()) r.fail("ATTR", r.offset(), "the section is longer than the file (corrupted)");
+  std::vector<std::uint32_t> attr(static_cast<std::size_t>(expected / 4));
+  r.section("ATTR", attr.data(), expected);
+  if (attr[0] > kMaxAttributeWords || (n > 0 && attr[0] != words)) {
+    r.fail("ATTR", r.body(), concat(attr[0], " attribute words per point where the section's length implies ", words,
+                                    " (at most ", kMaxAttributeWords, ")"));
+  }
+  if (version == 1 && attr[0] != 0) {
+    r.fail("ATTR", r.body(), concat(attr[0], " attribute words per point; version 1 stores none"));
+  }
+  config.attribute_words = attr[0];
+  image.attribute_words = attr[0];
+  image.attributes.assign(attr.begin() + 1, attr.end());
 }
 
 /// Index of the first non-finite float of data, or data.size().
@@ -223,16 +257,21 @@ void encode_checkpoint(const StoreConfig& config, const StoreImage& image, ByteS
   } else {
     write_section(out, "TARG", image.values.data(), n * outputs * sizeof(float));
   }
-  const std::uint32_t attribute_words = 0;  // reserved: per-point attribute words, none yet
-  write_section(out, "ATTR", &attribute_words, sizeof attribute_words);
+  {
+    const std::size_t words = config.attribute_words;
+    std::vector<std::uint32_t> attr(1 + n * words, 0u);
+    attr[0] = std::uint32_t(words);
+    if (words) std::copy_n(image.attributes.data(), std::min(image.attributes.size(), n * words), attr.data() + 1);
+    write_section(out, "ATTR", attr.data(), attr.size() * sizeof(std::uint32_t));
+  }
   if (origin) write_section(out, "ORIG", config.origin.data(), config.origin.size() * sizeof(double));
 }
 
 void decode_checkpoint(const ByteSource& in, const char* caller, StoreConfig& config, StoreImage& image,
                        IdIndex& index) {
   Reader r(in, caller);
-  std::uint32_t flags = 0;
-  read_header(in, r, image.epoch, flags);
+  std::uint32_t flags = 0, version = 0;
+  read_header(in, r, image.epoch, flags, version);
   r.skip_header();
   unsigned char c[kConfBytes];
   r.section("CONF", c, kConfBytes);
@@ -261,11 +300,7 @@ void decode_checkpoint(const ByteSource& in, const char* caller, StoreConfig& co
     r.section("TARG", image.values.data(), std::uint64_t(n) * outputs * 4);
   }
   const std::uint64_t targ_at = r.body();
-  std::uint32_t attribute_words = 0;
-  r.section("ATTR", &attribute_words, 4);
-  if (attribute_words != 0) {
-    r.fail("ATTR", r.body(), concat(attribute_words, " attribute words per point; version 1 stores none"));
-  }
+  read_attributes(r, in, version, config, image);
   config.origin.clear();
   if (flags & kFlagOrigin) {
     if (config.metric != Metric::L2) r.fail("header", 40, "an origin on a store whose metric is not l2 (corrupted)");

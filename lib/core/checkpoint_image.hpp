@@ -20,9 +20,13 @@ struct StoreImage {
   std::vector<float> vectors;        ///< slot_count x stored_dim, stored form; free slots zero
   std::vector<std::int32_t> labels;  ///< classification stores: slot_count (free slots 0)
   std::vector<float> values;         ///< regression stores: slot_count x outputs (free slots 0)
+  std::size_t attribute_words = 0;   ///< StoreConfig::attribute_words
+  /// slot_count x attribute_words (free slots 0); may be empty where every word is 0 (from_points)
+  std::vector<std::uint32_t> attributes;
 
   /// Grows (or shrinks) to n slots; new slots are free and zero.
   void resize(std::size_t n, std::size_t stored_dim, bool classes, std::size_t outputs) {
+    attributes.resize(n * attribute_words, 0u);
     ids.resize(n, kInvalidId);
     vectors.resize(n * stored_dim, 0.0f);
     labels.resize(classes ? n : 0, 0);
@@ -34,10 +38,15 @@ struct StoreImage {
   /// unusable) when a point would be left at or above the batch's slot count.
   bool apply(const ResolvedBatch& batch, std::size_t stored_dim, bool classes, std::size_t outputs) {
     std::size_t top = batch.slot_count;
-    for (const auto* s : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+    for (const auto* s : {&batch.vector_slots, &batch.target_slots, &batch.id_slots, &batch.attribute_slots}) {
       for (const std::uint32_t slot : *s) top = std::max<std::size_t>(top, std::size_t(slot) + 1);
     }
     if (top > ids.size()) resize(top, stored_dim, classes, outputs);
+    attributes.resize(ids.size() * attribute_words, 0u);
+    for (std::size_t i = 0; i < batch.attribute_slots.size(); ++i) {
+      std::copy_n(batch.attributes.data() + i * attribute_words, attribute_words,
+                  attributes.data() + batch.attribute_slots[i] * attribute_words);
+    }
     for (std::size_t i = 0; i < batch.vector_slots.size(); ++i) {
       std::copy_n(batch.vectors.data() + i * stored_dim, stored_dim, vectors.data() + batch.vector_slots[i] * stored_dim);
     }
@@ -61,6 +70,7 @@ struct StoreImage {
       std::fill_n(vectors.data() + s * stored_dim, stored_dim, 0.0f);
       if (classes) labels[s] = 0;
       std::fill_n(values.data() + s * outputs, outputs, 0.0f);
+      std::fill_n(attributes.data() + s * attribute_words, attribute_words, 0u);
     }
     return true;
   }
@@ -70,11 +80,15 @@ struct StoreImage {
   ResolvedBatch take_batch(std::size_t stored_dim, bool classes, std::size_t outputs) {
     ResolvedBatch b;
     b.slot_count = slot_count;
+    const std::size_t words = attribute_words;
+    attributes.resize(std::size_t(slot_count) * words, 0u);
     if (std::find(ids.begin(), ids.end(), kInvalidId) == ids.end()) {
       b.vector_slots.resize(slot_count);
       for (std::uint32_t s = 0; s < slot_count; ++s) b.vector_slots[s] = s;
       if (classes || outputs) b.target_slots = b.vector_slots;
       b.id_slots = b.vector_slots;
+      if (words) b.attribute_slots = b.vector_slots;
+      b.attributes = std::move(attributes);
       b.vectors = std::move(vectors);
       b.labels = std::move(labels);
       b.values = std::move(values);
@@ -83,7 +97,7 @@ struct StoreImage {
       return b;
     }
     const std::size_t live = static_cast<std::size_t>(std::count_if(ids.begin(), ids.end(), [](PointId id) { return id != kInvalidId; }));
-    b.reserve(live, stored_dim, outputs);
+    b.reserve(live, stored_dim, outputs, words);
     for (std::uint32_t s = 0; s < slot_count; ++s) {
       // Every slot's id is written, free slots' as kInvalidId: a backend's new arrays need not
       // hold the free marker (the CUDA store's are zeroed), and a snapshot reads ids slot by slot.
@@ -98,6 +112,11 @@ struct StoreImage {
       if (outputs) {
         b.values.insert(b.values.end(), values.begin() + std::ptrdiff_t(s * outputs),
                         values.begin() + std::ptrdiff_t((s + 1) * outputs));
+      }
+      if (words) {
+        b.attribute_slots.push_back(s);
+        b.attributes.insert(b.attributes.end(), attributes.begin() + std::ptrdiff_t(s * words),
+                            attributes.begin() + std::ptrdiff_t((s + 1) * words));
       }
     }
     return b;

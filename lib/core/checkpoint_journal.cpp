@@ -28,33 +28,40 @@ constexpr std::uint32_t kRecordTag = 0x44434552u;  // "RECD"
 std::size_t outputs_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Outputs ? c.target.count : 0; }
 bool classes_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Classes; }
 
-void make_header(unsigned char* h, const StoreConfig& config, std::uint64_t base) {
+/// Version 2 keeps the attribute words per point in the metric field's upper half (0 in version 1,
+/// so a version-1 header of a store without attributes reads the same).
+void make_header(unsigned char* h, const StoreConfig& config, std::uint64_t base, std::uint32_t version) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kMagic, sizeof kMagic);
-  put<std::uint32_t>(h + 8, kJournalFormatVersion);
+  put<std::uint32_t>(h + 8, version);
   put<std::uint32_t>(h + 12, kEndianMark);
   put<std::uint64_t>(h + 16, base);
   put<std::uint32_t>(h + 24, std::uint32_t(config.dim));
-  put<std::uint32_t>(h + 28, std::uint32_t(config.metric));
+  put<std::uint32_t>(h + 28, std::uint32_t(config.metric) | std::uint32_t(config.attribute_words) << 16);
   put<std::uint32_t>(h + 32, std::uint32_t(config.target.kind));
   put<std::uint32_t>(h + 36, config.target.count);
   put<std::uint32_t>(h + 40, std::uint32_t(stored_dim(config.metric, config.dim)));
   put<std::uint32_t>(h + 44, crc32c(h, 44));
 }
 
-/// Bytes of a record's payload for these channel sizes.
-std::uint64_t payload_bytes(std::uint64_t nvec, std::uint64_t ntarget, std::uint64_t nid, std::size_t sdim,
-                            bool classes, std::size_t outputs) {
-  return 16 + nvec * (4 + 4 * sdim) + ntarget * (4 + (classes ? 4 : 4 * outputs)) + nid * 12;
+/// Bytes of a record's payload for these channel sizes: version 1 has four counts and no
+/// attribute channel, version 2 five counts and the attribute channel last.
+std::uint64_t payload_bytes(std::uint64_t nvec, std::uint64_t ntarget, std::uint64_t nid, std::uint64_t nattr,
+                            std::size_t sdim, bool classes, std::size_t outputs, std::size_t words,
+                            std::uint32_t version) {
+  const std::uint64_t base = nvec * (4 + 4 * sdim) + ntarget * (4 + (classes ? 4 : 4 * outputs)) + nid * 12;
+  return version == 1 ? 16 + base : 20 + base + nattr * (4 + 4 * std::uint64_t(words));
 }
+std::uint32_t counts_bytes(std::uint32_t version) { return version == 1 ? 16 : 20; }
 
 /// Encodes a record (header and payload) into out.
-void encode_record(std::uint64_t epoch, const ResolvedBatch& b, const StoreConfig& config,
+void encode_record(std::uint64_t epoch, const ResolvedBatch& b, const StoreConfig& config, std::uint32_t version,
                    std::vector<unsigned char>& out) {
   const std::size_t sdim = stored_dim(config.metric, config.dim), outputs = outputs_of(config);
+  const std::size_t words = config.attribute_words;
   const bool classes = classes_of(config);
-  const std::uint64_t length =
-      payload_bytes(b.vector_slots.size(), b.target_slots.size(), b.id_slots.size(), sdim, classes, outputs);
+  const std::uint64_t length = payload_bytes(b.vector_slots.size(), b.target_slots.size(), b.id_slots.size(),
+                                             b.attribute_slots.size(), sdim, classes, outputs, words, version);
   out.resize(kRecordHeaderBytes + length);
   unsigned char* p = out.data();
   put<std::uint32_t>(p, kRecordTag);
@@ -65,9 +72,10 @@ void encode_record(std::uint64_t epoch, const ResolvedBatch& b, const StoreConfi
     if (n) std::memcpy(q, src, n);
     q += n;
   };
-  const std::uint32_t counts[4] = {b.slot_count, std::uint32_t(b.vector_slots.size()),
-                                   std::uint32_t(b.target_slots.size()), std::uint32_t(b.id_slots.size())};
-  bytes(counts, sizeof counts);
+  const std::uint32_t counts[5] = {b.slot_count, std::uint32_t(b.vector_slots.size()),
+                                   std::uint32_t(b.target_slots.size()), std::uint32_t(b.id_slots.size()),
+                                   std::uint32_t(b.attribute_slots.size())};
+  bytes(counts, counts_bytes(version));
   bytes(b.vector_slots.data(), b.vector_slots.size() * 4);
   bytes(b.vectors.data(), b.vector_slots.size() * sdim * 4);
   bytes(b.target_slots.data(), b.target_slots.size() * 4);
@@ -78,6 +86,10 @@ void encode_record(std::uint64_t epoch, const ResolvedBatch& b, const StoreConfi
   }
   bytes(b.id_slots.data(), b.id_slots.size() * 4);
   bytes(b.ids.data(), b.id_slots.size() * 8);
+  if (version != 1) {
+    bytes(b.attribute_slots.data(), b.attribute_slots.size() * 4);
+    bytes(b.attributes.data(), b.attribute_slots.size() * words * 4);
+  }
   put<std::uint32_t>(p + 4, crc32c(p + 8, kRecordHeaderBytes - 8 + length));
 }
 
@@ -86,6 +98,7 @@ struct Scan {
   std::uint64_t valid_end = kHeaderBytes;
   std::size_t records = 0;
   bool torn = false;
+  std::uint32_t version = kJournalFormatVersion;
 };
 
 using Visit = std::function<void(std::uint64_t epoch, const ResolvedBatch& batch, std::size_t index, std::uint64_t at)>;
@@ -110,27 +123,31 @@ void check_header(const ByteSource& in, const char* caller, const StoreConfig& c
   const auto mark = get<std::uint32_t>(h + 12);
   if (mark == kSwappedEndianMark) fail(12, "written on a machine of the other byte order");
   if (mark != kEndianMark) fail(12, "the byte-order mark is corrupted");
-  if (get<std::uint32_t>(h + 8) != kJournalFormatVersion) {
-    fail(8, concat("format version ", get<std::uint32_t>(h + 8), "; this library reads version ", kJournalFormatVersion));
+  const std::uint32_t version = get<std::uint32_t>(h + 8);
+  if (version != kJournalFormatVersion && version != 1) {
+    fail(8, concat("format version ", version, "; this library reads versions ", kJournalFormatVersion, " and 1"));
   }
   if (crc32c(h, 44) != get<std::uint32_t>(h + 44)) fail(44, "checksum mismatch: the header is corrupted");
+  scan.version = version;
   unsigned char want[kHeaderBytes];
-  make_header(want, config, 0);
+  make_header(want, config, 0, version);
   if (std::memcmp(h + 24, want + 24, 20) != 0) {
     fail(24, concat("the journal is of another store (dim ", get<std::uint32_t>(h + 24), ", metric ",
-                    get<std::uint32_t>(h + 28), ", target kind ", get<std::uint32_t>(h + 32), " x ",
+                    get<std::uint32_t>(h + 28) & 0xffffu, ", attribute words ", get<std::uint32_t>(h + 28) >> 16,
+                    ", target kind ", get<std::uint32_t>(h + 32), " x ",
                     get<std::uint32_t>(h + 36), ")"));
   }
   scan.base = scan.last = get<std::uint64_t>(h + 16);
 }
 
 /// Decodes a payload whose length matched its counts.
-void decode_payload(const unsigned char* q, const StoreConfig& config, ResolvedBatch& b) {
+void decode_payload(const unsigned char* q, const StoreConfig& config, std::uint32_t version, ResolvedBatch& b) {
   const std::size_t sdim = stored_dim(config.metric, config.dim), outputs = outputs_of(config);
   const bool classes = classes_of(config);
   b.slot_count = get<std::uint32_t>(q);
   const std::size_t nv = get<std::uint32_t>(q + 4), nt = get<std::uint32_t>(q + 8), ni = get<std::uint32_t>(q + 12);
-  q += 16;
+  const std::size_t na = version == 1 ? 0 : get<std::uint32_t>(q + 16);
+  q += counts_bytes(version);
   auto take = [&](auto& v, std::size_t n) {
     v.resize(n);
     if (n) std::memcpy(v.data(), q, n * sizeof(v[0]));
@@ -143,6 +160,8 @@ void decode_payload(const unsigned char* q, const StoreConfig& config, ResolvedB
   take(b.values, classes ? 0 : nt * outputs);
   take(b.id_slots, ni);
   take(b.ids, ni);
+  take(b.attribute_slots, na);
+  take(b.attributes, na * config.attribute_words);
 }
 
 /// Reads every whole record after the header, in order, calling visit; stops at a torn tail.
@@ -185,12 +204,17 @@ Scan scan_journal(const ByteSource& in, const char* caller, const StoreConfig& c
       fail(tagged ? at + 4 : at, tagged ? "checksum mismatch with records after it: the journal is corrupted"
                       : "no record tag: the journal is corrupted");
     }
-    if (length < 16) fail(at + 8, concat("a payload of ", length, " bytes is shorter than its counts"));
-    const std::uint64_t expect = payload_bytes(get<std::uint32_t>(payload.data() + 4), get<std::uint32_t>(payload.data() + 8),
-                                               get<std::uint32_t>(payload.data() + 12), sdim, classes, outputs);
+    if (length < counts_bytes(scan.version)) {
+      fail(at + 8, concat("a payload of ", length, " bytes is shorter than its counts"));
+    }
+    const std::uint64_t expect =
+        payload_bytes(get<std::uint32_t>(payload.data() + 4), get<std::uint32_t>(payload.data() + 8),
+                      get<std::uint32_t>(payload.data() + 12),
+                      scan.version == 1 ? 0 : get<std::uint32_t>(payload.data() + 16), sdim, classes, outputs,
+                      config.attribute_words, scan.version);
     if (expect != length) fail(at + 8, concat("the payload holds ", length, " bytes where its counts imply ", expect));
     if (epoch != scan.last + 1) fail(at + 16, concat("epoch ", epoch, " follows epoch ", scan.last, " (records missing)"));
-    decode_payload(payload.data(), config, batch);
+    decode_payload(payload.data(), config, scan.version, batch);
     visit(epoch, batch, scan.records, at);
     scan.last = epoch;
     ++scan.records;
@@ -217,6 +241,7 @@ Journal::Journal(const std::string& path, const StoreConfig& config, std::uint64
       exists = false;
     } else {
       const Scan scan = scan_journal(in, caller, config, [](std::uint64_t, const ResolvedBatch&, std::size_t, std::uint64_t) {});
+      version_ = scan.version;  // records appended to a version-1 journal stay version 1
       if (scan.last != epoch) {
         throw CheckpointError(concat(caller, ": ", path, ": the journal ends at epoch ", scan.last,
                                      " but the store is at epoch ", epoch,
@@ -230,7 +255,7 @@ Journal::Journal(const std::string& path, const StoreConfig& config, std::uint64
   }
   if (!exists) {
     unsigned char h[kHeaderBytes];
-    make_header(h, config, epoch);
+    make_header(h, config, epoch, version_);
     write_file_atomically(path, caller, [&](ByteSink& out) { out.write(h, sizeof h); });
     end_ = kHeaderBytes;
     open_for_append();
@@ -248,7 +273,7 @@ void Journal::open_for_append() {
 }
 
 void Journal::append(std::uint64_t epoch, const ResolvedBatch& batch) {
-  encode_record(epoch, batch, config_, scratch_);
+  encode_record(epoch, batch, config_, version_, scratch_);
   std::size_t done = 0;
   while (done < scratch_.size()) {
     const ssize_t w = ::pwrite(fd_, scratch_.data() + done, scratch_.size() - done, off_t(end_ + done));
@@ -276,7 +301,7 @@ void Journal::restart(std::uint64_t epoch, std::uint64_t from) {
     in.read(from, kept.data(), kept.size());
   }
   unsigned char h[kHeaderBytes];
-  make_header(h, config_, epoch);
+  make_header(h, config_, epoch, version_);
   write_file_atomically(path_, "ReferenceSet::save (journal)", [&](ByteSink& out) {
     out.write(h, sizeof h);
     if (!kept.empty()) out.write(kept.data(), kept.size());
@@ -306,7 +331,7 @@ void replay_journal(const std::string& path, const char* caller, const StoreConf
     started = true;
     // Every slot stays below what the batch could reach: the slots before it plus one per id write.
     const std::uint64_t bound = std::uint64_t(std::max(image.slot_count, b.slot_count)) + b.id_slots.size();
-    for (const auto* slots : {&b.vector_slots, &b.target_slots, &b.id_slots}) {
+    for (const auto* slots : {&b.vector_slots, &b.target_slots, &b.id_slots, &b.attribute_slots}) {
       for (const std::uint32_t s : *slots) {
         if (s >= bound) fail(concat("slot ", s, " lies beyond the store (corrupted)"));
       }

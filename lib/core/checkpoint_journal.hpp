@@ -46,6 +46,7 @@ class Journal {
   int fd_ = -1;
   std::uint64_t end_ = 0;
   std::vector<unsigned char> scratch_;
+  std::uint32_t version_ = kJournalFormatVersion;  ///< the file's format version (1: an older journal continued)
 };
 
 /// Replays the journal at path onto a checkpoint's image and id index: records past

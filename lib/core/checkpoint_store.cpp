@@ -23,6 +23,15 @@ StoreImage Engine::snapshot(std::uint64_t* journal_mark, std::uint64_t* journal_
                              config_.dim, " out of the store"));
   }
   image.epoch = epoch();
+  image.attribute_words = config_.attribute_words;
+  if (config_.attribute_words > 0) {  // the engine's copy (engine_filters.cpp), free slots zero
+    const std::size_t words = config_.attribute_words;
+    image.attributes.assign(std::size_t(image.slot_count) * words, 0u);
+    for (std::size_t s = 0; s < image.slot_count; ++s) {
+      if (image.ids[s] == kInvalidId || (s + 1) * words > attributes_.size()) continue;
+      std::copy_n(attributes_.data() + s * words, words, image.attributes.data() + s * words);
+    }
+  }
   if (journal_mark) *journal_mark = journal_ ? journal_->end() : 0;
   if (journal_opened) *journal_opened = journal_opened_;
   return image;

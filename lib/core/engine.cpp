@@ -81,6 +81,9 @@ const StoreConfig& validated(const StoreConfig& config) {
   if (config.publish_threads > kMaxCpuThreads) {
     fail_argument(where, ": publish_threads=", config.publish_threads, " exceeds the limit of ", kMaxCpuThreads);
   }
+  if (config.attribute_words > kMaxAttributeWords) {
+    fail_argument(where, ": attribute_words=", config.attribute_words, " exceeds the limit of ", kMaxAttributeWords);
+  }
   if (config.queue_capacity < 1) fail_argument(where, ": queue_capacity must be at least 1");
   if (config.queue_capacity > (1u << 24)) {
     fail_argument(where, ": queue_capacity=", config.queue_capacity, " exceeds the limit of 16777216");
@@ -111,13 +114,17 @@ Engine::Engine(const StoreConfig& config)
       stored_dim_(stored_dim(config.metric, config.dim)),
       coordinate_bound_(coordinate_bound(config.metric, config.dim)),
       backend_(make_backend(config_)),
-      queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric, config_.origin),
+      queue_(config_.queue_capacity, stored_dim_, value_floats(config_), config_.metric, config_.origin,
+             config_.attribute_words),
       catalog_(config_) {
   backend_->reserve(config_.capacity_hint, 0);
 }
 
 Engine::Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index) : Engine(config) {
   catalog_.restore(image.ids, std::move(index));
+  image.attribute_words = config_.attribute_words;
+  attributes_ = image.attributes;
+  attributes_.resize(std::size_t(image.slot_count) * config_.attribute_words, 0u);
   if (image.epoch == 0 && image.slot_count == 0) return;
   const std::size_t live = catalog_.size();
   const std::uint64_t epoch = image.epoch;
@@ -209,7 +216,10 @@ std::vector<float> Engine::stored_rows(std::span<const float> rows, const char* 
 // formatting the context (caller, kind, id) cost more than the rest of a push. At least as
 // strict as validate(): when it says no, validate() runs and throws the named error.
 bool Engine::update_is_valid(const Update& u) const noexcept {
-  if (u.id == kInvalidId || static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetTarget)) return false;
+  if (u.id == kInvalidId || static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetAttributes)) {
+    return false;
+  }
+  if (!attributes_valid(u)) return false;
   const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
   const bool shifted = !u.vector64.empty() || !config_.origin.empty();
   if (needs_vector ? !(shifted ? shifted_is_valid(u) : point_is_valid(u.vector)) : !(u.vector.empty() && u.vector64.empty())) {
@@ -230,15 +240,17 @@ bool Engine::update_is_valid(const Update& u) const noexcept {
 
 void Engine::validate(const Update& u, const char* caller) const {
   if (update_is_valid(u)) return;
-  if (static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetTarget)) {
+  if (static_cast<unsigned>(u.kind) > static_cast<unsigned>(UpdateKind::SetAttributes)) {
     // Refused here: the publish would otherwise drain it and apply nothing, silently.
-    fail_enum(concat(caller, "(id=", u.id, ")"), "Update::kind", u.kind, "UpdateKind", "Insert, Move, Erase, SetTarget");
+    fail_enum(concat(caller, "(id=", u.id, ")"), "Update::kind", u.kind, "UpdateKind",
+              "Insert, Move, Erase, SetTarget, SetAttributes");
   }
   const char* kind = to_string(u.kind);
   if (u.id == kInvalidId) {
     fail_argument(caller, "(", kind, "): id ", u.id, " is reserved (kInvalidId marks padding)");
   }
   const std::string where = concat(caller, "(", kind, " id=", u.id, ")");
+  validate_attributes(u, where);
   const bool needs_vector = u.kind == UpdateKind::Insert || u.kind == UpdateKind::Move;
   if (needs_vector && !u.vector.empty() && !u.vector64.empty()) {
     fail_argument(where, ": give the vector as floats or as doubles (vector64), not both");
@@ -335,7 +347,7 @@ PublishReport Engine::publish() {
   const std::size_t slots = shape.slots;
   try {
     catalog_.reserve_for(shape);
-    batch_.reserve(drained_.size(), stored_dim_, value_floats(config_));
+    batch_.reserve(drained_.size(), stored_dim_, value_floats(config_), config_.attribute_words);
     report.rejected.reserve(drained_.size());
     backend_->reserve(slots, drained_.size());
   } catch (const std::bad_alloc&) {
@@ -354,7 +366,10 @@ PublishReport Engine::publish() {
 
   const bool changed = report.applied > 0;
   const std::uint64_t next = changed ? epoch() + 1 : epoch();
-  if (changed) backend_->apply(batch_, next);
+  if (changed) {
+    backend_->apply(batch_, next);
+    note_attributes(batch_);
+  }
   epoch_.store(next, std::memory_order_release);
   size_.store(catalog_.size(), std::memory_order_release);
   report.epoch = next;
@@ -367,7 +382,7 @@ void Engine::reserve(std::size_t inserts, std::size_t ops) {
   const Catalog::BatchShape shape{ops, std::size_t(catalog_.slot_count()) + inserts, false};
   try {
     catalog_.reserve_for(shape);
-    batch_.reserve(ops, stored_dim_, value_floats(config_));
+    batch_.reserve(ops, stored_dim_, value_floats(config_), config_.attribute_words);
     backend_->reserve(shape.slots, ops);
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(concat("ReferenceSet::reserve: host memory exhausted while growing to ", shape.slots, " slots"));
@@ -445,18 +460,29 @@ bool Engine::shifted_is_valid(const Update& u) const noexcept {
 
 Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                                   AggregateSpec aggregate, const char* caller) const {
-  if (config_.origin.empty()) return query_rows(queries, k, visible, aggregate, caller);
-  return query_rows(shifted_rows(queries, "query", caller), k, visible, aggregate, caller);
+  return query(queries, k, QueryFilters{visible}, aggregate, caller);
 }
 
 Ticket<QueryResult> Engine::query(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible,
                                   AggregateSpec aggregate, const char* caller) const {
-  return query_rows(shifted_rows(queries, "query", caller), k, visible, aggregate, caller);
+  return query(queries, k, QueryFilters{visible}, aggregate, caller);
 }
 
-Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+Ticket<QueryResult> Engine::query(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
+                                  AggregateSpec aggregate, const char* caller) const {
+  if (config_.origin.empty()) return query_rows(queries, k, filters, aggregate, caller);
+  return query_rows(shifted_rows(queries, "query", caller), k, filters, aggregate, caller);
+}
+
+Ticket<QueryResult> Engine::query(std::span<const double> queries, std::size_t k, const QueryFilters& filters,
+                                  AggregateSpec aggregate, const char* caller) const {
+  return query_rows(shifted_rows(queries, "query", caller), k, filters, aggregate, caller);
+}
+
+Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
                                        AggregateSpec aggregate, const char* caller) const {
-  check_k(k, caller);
+  const std::span<const IdRange> visible = filters.visible;
+  if (!(filters.radius_on && filters.radius_all)) check_k(k, caller);
   if (queries.size() % config_.dim != 0) {
     fail_argument(caller, ": queries has ", queries.size(), " floats, not a multiple of dim=", config_.dim);
   }
@@ -464,11 +490,12 @@ Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size
   if (!visible.empty() && visible.size() != num_queries) {
     fail_argument(caller, ": visible has ", visible.size(), " ranges for ", num_queries, " queries (give one per query or none)");
   }
-  refuse_oversized_results(num_queries, k, aggregate, caller);
+  if (!(filters.radius_on && filters.radius_all)) refuse_oversized_results(num_queries, k, aggregate, caller);
   QueryRequest request;
   request.num_queries = num_queries;
   request.k = k;
   request.aggregate = aggregate;
+  take_filters(filters, num_queries, request, caller);
   try {
     // The rows as given where they are the stored form: the backend reads them before submit()
     // returns, so they need no copy (50 KB for 16 MNIST-like queries, on the caller's thread
@@ -490,6 +517,8 @@ Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size
   }
   if (num_queries == 0) {  // nothing to search: an empty, already resolved answer
     QueryResult empty;
+    empty.radius.offsets.assign(1, 0);
+    empty.radius.epoch = epoch();
     empty.neighbors.k = k;
     empty.neighbors.epoch = empty.classes.epoch = empty.regression.epoch = epoch();
     empty.classes.num_classes = config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;

@@ -25,6 +25,20 @@ namespace streamknn::detail {
 
 class Journal;
 
+/// What restricts a query batch besides k: visibility ranges, predicates and a radius
+/// (ReferenceSet::search, search_within, radius_search). Checked by Engine::query.
+struct QueryFilters {
+  QueryFilters() = default;
+  explicit QueryFilters(std::span<const IdRange> v, std::span<const Predicate> w = {}) : visible(v), where(w) {}
+
+  std::span<const IdRange> visible;
+  std::span<const Predicate> where;   ///< empty, one for every query, or one per query
+  bool radius_on = false;
+  bool radius_all = false;             ///< every point within (radius_search); else the k nearest within
+  double radius = 0;                   ///< as given (metres for haversine)
+  std::size_t cap = kNoLimit;          ///< radius_all: the most points per query (at least 1)
+};
+
 class Engine {
  public:
   explicit Engine(const StoreConfig& config);
@@ -59,6 +73,11 @@ class Engine {
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;
   Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, std::span<const IdRange> visible,
+                            AggregateSpec aggregate, const char* caller) const;
+  /// The same with predicates and a radius (QueryFilters).
+  Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
+                            AggregateSpec aggregate, const char* caller) const;
+  Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, const QueryFilters& filters,
                             AggregateSpec aggregate, const char* caller) const;
 
   /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
@@ -111,8 +130,17 @@ class Engine {
   template <class T>
   std::vector<float> shifted_rows(std::span<const T> rows, const char* label, const char* caller) const;
   /// The query batch once shifted (the body of query()).
-  Ticket<QueryResult> query_rows(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+  Ticket<QueryResult> query_rows(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
                                  AggregateSpec aggregate, const char* caller) const;
+  /// Checks the predicates and the radius of a batch of num_queries (engine_filters.cpp) and
+  /// puts them into request; InvalidArgument names the argument, BackendUnavailable the feature.
+  void take_filters(const QueryFilters& filters, std::size_t num_queries, QueryRequest& request,
+                    const char* caller) const;
+  /// An update's attribute words are as the store expects (engine_filters.cpp).
+  bool attributes_valid(const Update& update) const noexcept;
+  void validate_attributes(const Update& update, const std::string& where) const;
+  /// Writes a published batch's attribute channel into attributes_ (publish lock held).
+  void note_attributes(const ResolvedBatch& batch);
   /// An Insert / Move vector given as doubles or against an origin: valid once shifted.
   bool shifted_is_valid(const Update& update) const noexcept;
 
@@ -135,6 +163,10 @@ class Engine {
   ResolvedBatch batch_;
   std::unique_ptr<Journal> journal_;  // null unless open_journal(); guarded by publish_mutex_
   std::uint64_t journal_opened_ = 0;  // open_journal() calls so far (save() restarts the one it copied for)
+
+  // Each slot's attribute words as last published (slot_count x attribute_words): the copy a
+  // checkpoint saves, whichever backend searches them. Guarded by publish_mutex_.
+  std::vector<std::uint32_t> attributes_;
 
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};

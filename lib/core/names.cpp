@@ -59,6 +59,7 @@ const char* to_string(UpdateKind kind) noexcept {
     case UpdateKind::Move: return "move";
     case UpdateKind::Erase: return "erase";
     case UpdateKind::SetTarget: return "set_target";
+    case UpdateKind::SetAttributes: return "set_attributes";
   }
   return "?";
 }

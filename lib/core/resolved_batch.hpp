@@ -20,10 +20,18 @@ struct ResolvedBatch {
   std::vector<float> values;            ///< regression: target_slots.size() x outputs
   std::vector<std::uint32_t> id_slots;
   std::vector<PointId> ids;             ///< kInvalidId marks the slot as erased
+  std::vector<std::uint32_t> attribute_slots;
+  std::vector<std::uint32_t> attributes;  ///< attribute_slots.size() x StoreConfig::attribute_words
 
-  bool empty() const noexcept { return vector_slots.empty() && target_slots.empty() && id_slots.empty(); }
+  bool empty() const noexcept {
+    return vector_slots.empty() && target_slots.empty() && id_slots.empty() && attribute_slots.empty();
+  }
   /// Room for a batch of `ops` operations, so that filling it cannot allocate.
-  void reserve(std::size_t ops, std::size_t stored_dim, std::size_t outputs) {
+  void reserve(std::size_t ops, std::size_t stored_dim, std::size_t outputs, std::size_t attribute_words = 0) {
+    if (attribute_words > 0) {
+      attribute_slots.reserve(ops);
+      attributes.reserve(ops * attribute_words);
+    }
     vector_slots.reserve(ops);
     vectors.reserve(ops * stored_dim);
     target_slots.reserve(ops);
@@ -34,7 +42,7 @@ struct ResolvedBatch {
   }
   void clear() noexcept {
     vector_slots.clear(); vectors.clear(); target_slots.clear(); labels.clear(); values.clear();
-    id_slots.clear(); ids.clear();
+    id_slots.clear(); ids.clear(); attribute_slots.clear(); attributes.clear();
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <cstring>
 #include <new>
 #include <thread>
 
@@ -44,17 +45,18 @@ inline void cpu_relax() noexcept {
 }  // namespace
 
 UpdateQueue::UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric,
-                         std::vector<double> origin) try
+                         std::vector<double> origin, std::size_t attribute_words) try
     : capacity_(capacity),
       metric_(metric),
       origin_(std::move(origin)),
       vector_floats_(vector_floats),
       value_floats_(value_floats),
-      slot_floats_(vector_floats + value_floats),
+      attribute_words_(attribute_words),
+      slot_floats_(vector_floats + value_floats + attribute_words),
       lap_(std::bit_ceil(std::uint64_t(capacity) + 1)),
       index_mask_(lap_ - 1),
       lap_shift_(unsigned(std::countr_zero(lap_))),
-      pool_(checked_pool_floats(capacity, vector_floats, value_floats, sizeof(Cell))),
+      pool_(checked_pool_floats(capacity, vector_floats, value_floats + attribute_words, sizeof(Cell))),
       cells_(new Cell[capacity]()) {
   // Cell i is free for the push at position i (lap 0).
   for (std::size_t i = 0; i < capacity; ++i) cells_[i].sequence.store(i, std::memory_order_relaxed);
@@ -103,6 +105,14 @@ void UpdateQueue::fill(std::uint64_t pos, const Update& update) noexcept {
     to_stored_form(metric_, update.vector, payload);
   }
   if (!update.values.empty()) std::copy(update.values.begin(), update.values.end(), payload + vector_floats_);
+  if (attribute_words_ > 0) {
+    float* words = payload + vector_floats_ + value_floats_;
+    if (update.attributes.size() == attribute_words_) {
+      std::memcpy(words, update.attributes.data(), attribute_words_ * sizeof(std::uint32_t));
+    } else {
+      std::memset(words, 0, attribute_words_ * sizeof(std::uint32_t));  // an insert without attributes
+    }
+  }
   Cell& cell = cells_[index];
   cell.record = QueuedOp{update.id, index, update.label, update.kind, update.has_target};
   cell.sequence.store(pos + 1, std::memory_order_release);  // publishes payload and record

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -52,8 +53,10 @@ class UpdateQueue {
   /// vector's stored form (to_stored_form) into its cell, so the conversion (sin/cos for
   /// Haversine, a norm for Cosine) runs on the producers' threads, not in publish().
   /// origin: subtracted in double from every vector before it is rounded (StoreConfig::origin).
+  /// attribute_words: StoreConfig::attribute_words; each cell's payload holds them after the
+  /// target (zeros where an insert gives none).
   UpdateQueue(std::size_t capacity, std::size_t vector_floats, std::size_t value_floats, Metric metric = Metric::L2,
-              std::vector<double> origin = {});
+              std::vector<double> origin = {}, std::size_t attribute_words = 0);
   UpdateQueue(const UpdateQueue&) = delete;
   UpdateQueue& operator=(const UpdateQueue&) = delete;
 
@@ -77,6 +80,12 @@ class UpdateQueue {
   }
   std::span<const float> values_of(const QueuedOp& op) const noexcept {
     return {pool_.data() + std::size_t(op.payload) * slot_floats_ + vector_floats_, value_floats_};
+  }
+  /// Copies the op's attribute words (StoreConfig::attribute_words of them) to out.
+  void copy_attributes(const QueuedOp& op, std::uint32_t* out) const noexcept {
+    if (attribute_words_ == 0) return;
+    std::memcpy(out, pool_.data() + std::size_t(op.payload) * slot_floats_ + vector_floats_ + value_floats_,
+                attribute_words_ * sizeof(std::uint32_t));
   }
   /// Frees the cells of drained records, waking producers blocked in push(). ops must be the
   /// oldest drained records not yet released, in drain order (several drains may precede one
@@ -120,6 +129,7 @@ class UpdateQueue {
   std::vector<double> origin_;
   std::size_t vector_floats_;
   std::size_t value_floats_;
+  std::size_t attribute_words_;  ///< held in the payload as raw 32-bit words (memcpy, not as floats)
   std::size_t slot_floats_;
   std::uint64_t lap_;         ///< smallest power of two above capacity_
   std::uint64_t index_mask_;  ///< lap_ - 1

@@ -36,10 +36,12 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const StoreConfig& config)
       : config_(config),
         stored_dim_(stored_dim(config.metric, config.dim)),
-        buffers_{Buffer(stored_dim_, config.target), Buffer(stored_dim_, config.target)},
+        buffers_{Buffer(stored_dim_, config.target, config.attribute_words),
+                 Buffer(stored_dim_, config.target, config.attribute_words)},
         pool_(threads_for(config) - 1) {}
 
   BackendKind kind() const noexcept override { return BackendKind::Cpu; }
+  bool filters_supported() const noexcept override { return true; }
 
   std::string name() const override {
     const std::size_t threads = pool_.concurrency();
@@ -52,7 +54,8 @@ class CpuBackend final : public Backend {
     try {
       // Room to keep a copy of the coming batch, so that apply() cannot fail half-way.
       pending_.reserve(batch_ops, stored_dim_,
-                       config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0);
+                       config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0,
+                       config_.attribute_words);
       const std::size_t needed = std::max(slots, pending_slots_);
       refuse_beyond_memory(double(needed) * double(row_stride(stored_dim_)) * sizeof(float),
                            "ReferenceSet: ", needed, " points of dim ", config_.dim, " on the CPU backend");
@@ -80,7 +83,7 @@ class CpuBackend final : public Backend {
     // slot the batch writes. That can be more than the next batch's high-water mark: slots
     // inserted and erased within this batch lie above the mark it leaves behind.
     pending_slots_ = 0;
-    for (const auto* slots : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+    for (const auto* slots : {&batch.vector_slots, &batch.target_slots, &batch.id_slots, &batch.attribute_slots}) {
       for (const std::uint32_t s : *slots) pending_slots_ = std::max<std::size_t>(pending_slots_, std::size_t(s) + 1);
     }
   }
@@ -220,7 +223,8 @@ class CpuBackend final : public Backend {
 
  private:
   struct Buffer {
-    Buffer(std::size_t stored_dim, TargetSpec target) : store(stored_dim, target) {}
+    Buffer(std::size_t stored_dim, TargetSpec target, std::size_t attribute_words)
+        : store(stored_dim, target, attribute_words) {}
     HostStore store;
     std::uint64_t epoch = 0;
     mutable int readers = 0;  // guarded by mutex_
@@ -241,9 +245,24 @@ class CpuBackend final : public Backend {
   /// reported distances where `distances` is given. The queries are padded to the store's row
   /// stride and aligned like its rows first.
   void find_neighbours(const HostStore& store, const float* queries, std::size_t nq, std::size_t k,
-                       const IdRange* visible, std::vector<Candidate>& found, std::vector<float>* distances = nullptr) const {
+                       const IdRange* visible, std::vector<Candidate>& found, std::vector<float>* distances = nullptr,
+                       const QueryRequest* request = nullptr) const {
+    AlignedVector<float> padded;
+    const ExactInput input = exact_input(store, queries, nq, k, visible, request, padded);
+    std::vector<float> unused;
+    exact_neighbours(input, pool_, found, distances ? *distances : unused);
+    if (request && request->radius.active) {
+      limit_to_radius(input, request->radius.limit_hi, request->radius.limit_lo, pool_, found,
+                      distances ? *distances : unused);
+    }
+  }
+
+  /// The exact search's input: the queries padded to the store's row stride (into padded) and
+  /// aligned like its rows, the request's predicates where it has any.
+  ExactInput exact_input(const HostStore& store, const float* queries, std::size_t nq, std::size_t k,
+                         const IdRange* visible, const QueryRequest* request, AlignedVector<float>& padded) const {
     const std::size_t stride = store.stride();
-    AlignedVector<float> padded(nq * stride, 0.0f);
+    padded.assign(nq * stride, 0.0f);
     for (std::size_t q = 0; q < nq; ++q) {
       std::memcpy(padded.data() + q * stride, queries + q * stored_dim_, stored_dim_ * sizeof(float));
     }
@@ -252,13 +271,16 @@ class CpuBackend final : public Backend {
     input.screen.queries = padded.data();
     input.screen.num_queries = nq;
     input.screen.visible = visible;
+    if (request && !request->where.empty()) {
+      input.screen.where = request->where.data();
+      input.screen.where_per_query = request->where.size() > 1;
+    }
     input.screen.inner_product = config_.metric == Metric::InnerProduct;
     input.k = k;
     input.metric = static_cast<int>(config_.metric);
     input.stored_dim = stored_dim_;
     input.max_norm = max_norm_.load(std::memory_order_acquire);
-    std::vector<float> unused;
-    exact_neighbours(input, pool_, found, distances ? *distances : unused);
+    return input;
   }
 
   /// Raises max_norm_ to cover every vector of a batch (before the batch can be read).
@@ -298,10 +320,19 @@ class CpuBackend final : public Backend {
   QueryResult run(const Buffer& buffer, const QueryRequest& request) const {
     const HostStore& store = buffer.store;
     const std::size_t nq = request.num_queries, k = request.k;
+    const IdRange* visible = request.visible.empty() ? nullptr : request.visible.data();
+    if (request.radius.active && request.radius.all) {
+      QueryResult result;
+      AlignedVector<float> padded;
+      const ExactInput input = exact_input(store, request.queries.data(), nq, 0, visible, &request, padded);
+      radius_neighbours(input, request.radius.limit_hi, request.radius.limit_lo, request.radius.cap, pool_,
+                        result.radius);
+      result.radius.epoch = buffer.epoch;
+      return result;
+    }
     std::vector<Candidate> found;
     std::vector<float> distances;
-    find_neighbours(store, request.queries.data(), nq, k, request.visible.empty() ? nullptr : request.visible.data(),
-                    found, &distances);
+    find_neighbours(store, request.queries.data(), nq, k, visible, found, &distances, &request);
 
     QueryResult result;
     const auto output = request.aggregate.output;

@@ -7,6 +7,7 @@
 
 #include "core/exact_rank.hpp"
 #include "core/memory.hpp"
+#include "core/radius_rule.hpp"
 #include "cpu/cpu_search.hpp"
 
 namespace streamknn::detail {
@@ -56,12 +57,13 @@ class QueryRanker {
     for (std::uint32_t i = 0; i < n_; ++i) s = std::fma(double(q_[i]), double(q_[i]), s);
     return std::sqrt(s) * (1.0 + 0x1p-40);
   }
-  /// Every visible stored point whose key may lie at or below `bound` (the fallback's gather).
-  std::vector<Entry> gather(double bound, const IdRange* visible) const {
+  /// Every stored point query 0 of `one` sees whose key may lie at or below `bound` (the
+  /// fallback's gather).
+  std::vector<Entry> gather(double bound, const CpuSearchInput& one) const {
     std::vector<Entry> out;
     for (std::size_t s = 0; s < store_.slot_count(); ++s) {
       const PointId id = store_.id(s);
-      if (id == kInvalidId || (visible && (id < visible->begin || id >= visible->end))) continue;
+      if (id == kInvalidId || !one.admits(0, s, id)) continue;
       const Entry e = entry(static_cast<std::uint32_t>(s), id);
       if (e.key.key - e.key.err <= bound) out.push_back(e);
     }
@@ -76,6 +78,11 @@ class QueryRanker {
     return exact::round_once(e.key, false, 1.0, exact::ExactMinus<StoredPoint>{q_, &p, n_, ip_});
   }
   bool inner_product() const noexcept { return ip_; }
+  /// Whether the pair's exact key is at most hi + lo (core/radius_rule.hpp).
+  bool within(const Entry& e, double hi, double lo) const {
+    const StoredPoint p{&store_, e.slot};
+    return exact::within_limit(e.key, hi, lo, exact::ExactMinusPair<StoredPoint>{q_, &p, n_, ip_});
+  }
   /// Starts the loads of the candidates' vectors (random rows: one at a time they wait on memory).
   void prefetch(const Candidate* c, std::size_t n) const {
     for (std::size_t j = 0; j < n; ++j) {
@@ -124,15 +131,18 @@ std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, co
   screen.k = width;
   AlignedVector<float> rows;
   std::vector<IdRange> ranges;
-  if (!which.empty()) {  // a retry: the failed queries' rows (and ranges) only
+  std::vector<Predicate> predicates;
+  if (!which.empty()) {  // a retry: the failed queries' rows (ranges, predicates) only
     rows.assign(which.size() * stride, 0.0f);
     for (std::size_t i = 0; i < which.size(); ++i) {
       std::copy_n(in.screen.queries + which[i] * stride, stride, rows.data() + i * stride);
       if (in.screen.visible) ranges.push_back(in.screen.visible[which[i]]);
+      if (in.screen.where && in.screen.where_per_query) predicates.push_back(in.screen.where[which[i]]);
     }
     screen.queries = rows.data();
     screen.num_queries = which.size();
     screen.visible = in.screen.visible ? ranges.data() : nullptr;
+    if (in.screen.where_per_query) screen.where = in.screen.where ? predicates.data() : nullptr;
   }
   std::vector<Candidate> screened;
   exact_search(screen, pool, screened);
@@ -197,6 +207,7 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
     one.queries = in.screen.queries + q * in.screen.store->stride();
     one.num_queries = 1;
     one.visible = in.screen.visible ? in.screen.visible + q : nullptr;
+    if (in.screen.where && in.screen.where_per_query) one.where = in.screen.where + q;
     one.k = k;
     std::vector<Candidate> first;
     ThreadPool single(0);
@@ -206,9 +217,84 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
       if (c.id != kInvalidId) list.push_back(ranker.entry(c.slot, c.id));
     }
     ranker.sort(list);
-    if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one.visible);
+    if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one);
     ranker.sort(list);
     ranker.write(list, found.data() + q * k, distances.data() + q * k);
+  });
+}
+
+void limit_to_radius(const ExactInput& in, double hi, double lo, ThreadPool& pool, std::vector<Candidate>& found,
+                     std::vector<float>& distances) {
+  const std::size_t k = in.k;
+  pool.parallel_for(in.screen.num_queries, [&](std::size_t q) {
+    const QueryRanker ranker(in, q);
+    // The row is in exact key order and "within" is a bound on that key: the first answer past
+    // the radius ends the row.
+    for (std::size_t j = 0; j < k; ++j) {
+      Candidate& c = found[q * k + j];
+      if (c.id == kInvalidId) break;
+      if (ranker.within(ranker.entry(c.slot, c.id), hi, lo)) continue;
+      for (std::size_t i = j; i < k; ++i) {
+        found[q * k + i] = Candidate{};
+        distances[q * k + i] = std::numeric_limits<float>::infinity();
+      }
+      break;
+    }
+  });
+}
+
+void radius_neighbours(const ExactInput& in, double hi, double lo, std::size_t cap, ThreadPool& pool,
+                       RadiusNeighbors& out) {
+  const std::size_t nq = in.screen.num_queries, slots = in.screen.store->slot_count();
+  const HostStore& store = *in.screen.store;
+  // Tasks: (query, slot chunk); a few queries split the store between the threads.
+  const std::size_t threads = pool.concurrency();
+  const std::size_t chunks = nq >= threads ? 1 : std::clamp<std::size_t>(slots / 16384, 1, (threads + nq - 1) / nq);
+  const std::size_t chunk_len = (slots + chunks - 1) / chunks;
+  std::vector<std::vector<Entry>> found(nq * chunks);
+  pool.parallel_for(nq * chunks, [&](std::size_t task) {
+    const std::size_t q = task / chunks, c = task % chunks;
+    const std::size_t begin = std::min(slots, c * chunk_len), end = std::min(slots, begin + chunk_len);
+    const QueryRanker ranker(in, q);
+    std::vector<Entry>& list = found[task];
+    for (std::size_t s = begin; s < end; ++s) {
+      const PointId id = store.id(s);
+      if (id == kInvalidId || !in.screen.admits(q, s, id)) continue;
+      const Entry e = ranker.entry(static_cast<std::uint32_t>(s), id);
+      if (ranker.within(e, hi, lo)) list.push_back(e);
+    }
+  });
+  std::vector<std::size_t> counts(nq, 0);
+  out.num_queries = nq;
+  out.cap_hit.assign(nq, 0);
+  pool.parallel_for(nq, [&](std::size_t q) {
+    std::vector<Entry>& list = found[q * chunks];
+    for (std::size_t c = 1; c < chunks; ++c) {
+      list.insert(list.end(), found[q * chunks + c].begin(), found[q * chunks + c].end());
+      std::vector<Entry>().swap(found[q * chunks + c]);
+    }
+    QueryRanker(in, q).sort(list);
+    if (list.size() > cap) {
+      list.resize(cap);
+      out.cap_hit[q] = 1;
+    }
+    counts[q] = list.size();
+  });
+  out.offsets.assign(nq + 1, 0);
+  for (std::size_t q = 0; q < nq; ++q) out.offsets[q + 1] = out.offsets[q] + counts[q];
+  out.ids.resize(out.offsets[nq]);
+  out.distances.resize(out.offsets[nq]);
+  pool.parallel_for(nq, [&](std::size_t q) {
+    const QueryRanker ranker(in, q);
+    const std::vector<Entry>& list = found[q * chunks];
+    float previous = 0;
+    for (std::size_t j = 0; j < list.size(); ++j) {
+      float d = ranker.reported(list[j]);
+      if (in.metric == exact::kHaversine) d = std::max(d, previous);  // as write() does
+      previous = d;
+      out.ids[out.offsets[q] + j] = list[j].id;
+      out.distances[out.offsets[q] + j] = d;
+    }
   });
 }
 

@@ -341,10 +341,6 @@ constexpr std::size_t kScreenMinQueries = 24, kScreenMinStride = 16;
 /// How far ahead the first pass over a tile prefetches each of its row streams (bytes).
 constexpr std::size_t kPrefetchBytes = 8192;
 
-inline bool visible_to(const IdRange* visible, std::size_t q, PointId id) noexcept {
-  return !visible || (id >= visible[q].begin && id < visible[q].end);
-}
-
 /// One task's view: queries [q0, q1) against slots [begin, end), feeding heaps[q - q0].
 /// limits[q - q0] mirrors heaps[q - q0].limit() (padded by 16 for the vector loads).
 template <bool kInnerProduct>
@@ -434,7 +430,7 @@ class Scanner {
   /// The exact rank of one pair (the recipe at the top), offered to the query's heap.
   void rank_exactly(std::size_t q, std::size_t slot) {
     const PointId id = store_.id(slot);
-    if (id == kInvalidId || !visible_to(in_.visible, q, id)) return;
+    if (id == kInvalidId || !in_.admits(q, slot, id)) return;
     const float* qs[1] = {in_.queries + q * stride_};
     Vec r;
     pair_ranks<kInnerProduct, 1, 1>(qs, store_.row(slot), 0, stride_, &r);
@@ -502,7 +498,7 @@ class Scanner {
     const PointId id = store_.id(slot);
     if (id == kInvalidId) return;  // free slot
     TopK& heap = heaps_[q - q0_];
-    if (heap.admits(rank, id) && visible_to(in_.visible, q, id)) {
+    if (heap.admits(rank, id) && in_.admits(q, slot, id)) {
       heap.push(rank, static_cast<std::uint32_t>(slot), id);
       limits_[q - q0_] = heap.limit();
     }

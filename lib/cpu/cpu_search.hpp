@@ -14,6 +14,8 @@
 
 #include "cpu/host_store.hpp"
 #include "core/thread_pool.hpp"
+#include "streamknn/predicate.hpp"
+#include "streamknn/radius.hpp"
 #include "streamknn/search.hpp"
 
 namespace streamknn::detail {
@@ -35,7 +37,18 @@ struct CpuSearchInput {
   std::size_t num_queries = 0;
   std::size_t k = 0;
   const IdRange* visible = nullptr; ///< nullptr or one per query
+  const Predicate* where = nullptr; ///< nullptr, or one for every query (where_per_query false) or one per query
+  bool where_per_query = false;
   bool inner_product = false;       ///< rank by -<q,p> instead of squared L2
+
+  /// Whether query q sees the point in slot (id its id, not kInvalidId): its IdRange and its
+  /// predicate on the slot's attribute words, tested as the scan meets the point.
+  bool admits(std::size_t q, std::size_t slot, PointId id) const noexcept {
+    if (visible && (id < visible[q].begin || id >= visible[q].end)) return false;
+    if (!where) return true;
+    const Predicate& p = where[where_per_query ? q : 0];
+    return p.passes({store->attributes(slot), store->attribute_words()});
+  }
 };
 
 /// What exact_neighbours needs beyond the screen's input.
@@ -53,6 +66,18 @@ struct ExactInput {
 /// exact key rounded once to float32; distances[q * k + j] the reported distance (+inf for padding).
 void exact_neighbours(const ExactInput& input, ThreadPool& pool, std::vector<Candidate>& found,
                       std::vector<float>& distances);
+
+/// Pads each row of found / distances (exact_neighbours' answers) from its first answer whose exact
+/// key exceeds hi + lo (core/radius_rule.hpp): the k nearest within a radius.
+void limit_to_radius(const ExactInput& input, double hi, double lo, ThreadPool& pool, std::vector<Candidate>& found,
+                     std::vector<float>& distances);
+
+/// Every point each query sees whose exact key is at most hi + lo, in (exact key, id) order, at most
+/// cap per query (cap_hit set where more were within); distances reported as exact_neighbours
+/// reports them. input.k is ignored. The scan computes each seen pair's float64 key (the float32
+/// screen is not used), so its cost is one float64 pass over the store per query.
+void radius_neighbours(const ExactInput& input, double hi, double lo, std::size_t cap, ThreadPool& pool,
+                       RadiusNeighbors& out);
 
 /// Returns the instruction-set level the search kernels were compiled for, e.g. "x86-64-v3".
 const char* cpu_search_isa() noexcept;

@@ -4,11 +4,12 @@
 
 namespace streamknn::detail {
 
-HostStore::HostStore(std::size_t stored_dim, TargetSpec target)
+HostStore::HostStore(std::size_t stored_dim, TargetSpec target, std::size_t attribute_words)
     : stored_dim_(stored_dim),
       stride_(row_stride(stored_dim)),
       target_(target),
-      value_count_(target.kind == TargetSpec::Kind::Outputs ? target.count : 0) {}
+      value_count_(target.kind == TargetSpec::Kind::Outputs ? target.count : 0),
+      attribute_words_(attribute_words) {}
 
 void HostStore::reserve(std::size_t slots) {
   if (slots <= capacity()) return;
@@ -28,7 +29,10 @@ void HostStore::reserve(std::size_t slots) {
   std::copy(ids_.begin(), ids_.end(), ids.begin());
   std::copy(labels_.begin(), labels_.end(), labels.begin());
   std::copy(values_.begin(), values_.end(), values.begin());
+  std::vector<std::uint32_t> attributes(grown * attribute_words_, 0u);
+  std::copy(attributes_.begin(), attributes_.end(), attributes.begin());
   vectors_.swap(vectors);
+  attributes_.swap(attributes);
   ids_.swap(ids);
   labels_.swap(labels);
   values_.swap(values);
@@ -52,6 +56,10 @@ void HostStore::apply(const ResolvedBatch& batch) {
     } else {
       std::copy_n(batch.values.data() + i * value_count_, value_count_, values_.data() + slot * value_count_);
     }
+  }
+  for (std::size_t i = 0; i < batch.attribute_slots.size(); ++i) {
+    std::copy_n(batch.attributes.data() + i * attribute_words_, attribute_words_,
+                attributes_.data() + std::size_t(batch.attribute_slots[i]) * attribute_words_);
   }
   for (std::size_t i = 0; i < batch.id_slots.size(); ++i) ids_[batch.id_slots[i]] = batch.ids[i];
   slot_count_ = batch.slot_count;

@@ -45,7 +45,7 @@ inline std::size_t row_stride(std::size_t stored_dim) noexcept {
 
 class HostStore {
  public:
-  HostStore(std::size_t stored_dim, TargetSpec target);
+  HostStore(std::size_t stored_dim, TargetSpec target, std::size_t attribute_words = 0);
 
   /// Grows to hold `slots` slots (capacity stays a multiple of 8), keeping the contents.
   /// Throws std::bad_alloc.
@@ -68,6 +68,9 @@ class HostStore {
   const PointId* ids() const noexcept { return ids_.data(); }
   std::int32_t label(std::size_t slot) const noexcept { return labels_[slot]; }
   const float* values(std::size_t slot) const noexcept { return values_.data() + slot * value_count_; }
+  /// The slot's attribute words (attribute_words() of them; StoreConfig::attribute_words).
+  const std::uint32_t* attributes(std::size_t slot) const noexcept { return attributes_.data() + slot * attribute_words_; }
+  std::size_t attribute_words() const noexcept { return attribute_words_; }
 
  private:
   std::size_t stored_dim_;
@@ -79,6 +82,8 @@ class HostStore {
   std::vector<PointId> ids_;
   std::vector<std::int32_t> labels_;
   std::vector<float> values_;
+  std::size_t attribute_words_;
+  std::vector<std::uint32_t> attributes_;
 };
 
 }  // namespace streamknn::detail

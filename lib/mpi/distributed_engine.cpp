@@ -85,6 +85,10 @@ void check_mpi_initialised() {
 
 DistributedEngine::DistributedEngine(MPI_Comm comm, const StoreConfig& config) {
   check_mpi_initialised();
+  if (config.attribute_words > 0) {
+    fail_argument("DistributedReferenceSet(StoreConfig): attribute_words=", config.attribute_words,
+                  ": the sharded store does not carry attribute words yet (use a ReferenceSet)");
+  }
   comm_ = std::make_unique<mpi::Comm>(comm);
   local_rank_ = mpi::local_rank(comm_->get());
   check_configs(config);
