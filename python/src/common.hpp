@@ -140,5 +140,6 @@ void bind_errors(py::module_& m);
 void bind_reference_set(py::module_& m);
 void bind_models(py::module_& m);
 void bind_checkpoint(py::module_& m);
+void bind_kmeans(py::module_& m);
 
 }  // namespace streamknn::python

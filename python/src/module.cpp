@@ -197,6 +197,7 @@ PYBIND11_MODULE(_streamknn, m) {
   sp::bind_reference_set(m);
   sp::bind_models(m);
   sp::bind_checkpoint(m);
+  sp::bind_kmeans(m);
   m.def("cuda_available", &streamknn::cuda_available,
         "True when this build has the CUDA backend and a CUDA device is usable.");
   m.attr("__version__") = streamknn::version_string();

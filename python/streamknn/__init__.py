@@ -47,7 +47,7 @@ __all__ = [
     "BackendUnavailable", "CudaError", "Error", "InvalidArgument", "KnnClassifier", "KnnQ",
     "KnnRegressor", "OutOfMemory", "PublishReport", "QueueFull", "ReferenceSet", "Rejection",
     "SlidingWindowKNNClassifier", "SlidingWindowKNNRegressor", "built_with_cuda", "cuda_available",
-    "earth_radius_metres", "invalid_id", "max_cpu_threads", "max_k", *_SKLEARN_NAMES,
+    "earth_radius_metres", "invalid_id", "max_cpu_threads", "max_k", *_SKLEARN_NAMES, "KMeans",
 ]
 
 
@@ -57,6 +57,10 @@ def __getattr__(name):
         from . import _sklearn
 
         return getattr(_sklearn, name)
+    if name == "KMeans":  # a scikit-learn estimator too (imports scikit-learn on first use)
+        from ._kmeans import KMeans
+
+        return KMeans
     if name == "DistributedReferenceSet":  # imports mpi4py (initialising MPI): on first use only
         from ._distributed import DistributedReferenceSet
 
@@ -65,4 +69,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SKLEARN_NAMES))
+    return sorted(set(globals()) | set(_SKLEARN_NAMES) | {"KMeans"})

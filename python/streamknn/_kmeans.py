@@ -1,0 +1,137 @@
+"""``streamknn.KMeans``: scikit-learn's ``KMeans`` (Lloyd) on the library's exact K-means.
+
+The data are clustered as float32 (as the library stores vectors). Every labelling is exact: each
+point gets its nearest centroid by (exact squared distance of the float32 values, centroid index),
+ties to the smaller index. The centroids are float64 means rounded once to float32 (given back in
+the input's dtype). The loop is scikit-learn's: stop when the labels do not change, or when the
+total squared movement of the centroids is at most ``tol`` times the data's mean per-feature
+variance; empty clusters take the points farthest from their centroids. With the same starting
+centroids, labels and inertia equal scikit-learn's ``KMeans(algorithm='lloyd')`` up to the float32
+rounding of the centroids (docs/kmeans.md).
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from . import _streamknn
+from ._sklearn_base import _validate_data
+
+_BACKENDS = ("auto", "cpu", "cuda")
+
+
+class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Exact K-means (Lloyd's algorithm with Hamerly's bounds) on the CPU or a CUDA device.
+
+    Parameters follow scikit-learn's ``KMeans``: ``n_clusters``, ``init`` ('k-means++', 'random',
+    an array (n_clusters, n_features) or a callable ``init(X, n_clusters, random_state)``),
+    ``n_init`` ('auto': 1 for 'k-means++' and given centroids, 10 for 'random'), ``max_iter``,
+    ``tol``, ``random_state``; plus ``backend`` ('auto', 'cpu', 'cuda') and ``cpu_threads``
+    (0: one per hardware thread; results do not depend on it).
+
+    Attributes: ``cluster_centers_``, ``labels_``, ``inertia_``, ``n_iter_``, ``n_features_in_``,
+    ``backend_`` (the backend that ran).
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
+                 random_state=None, backend="auto", cpu_threads=0):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.backend = backend
+        self.cpu_threads = cpu_threads
+
+    # ---- parameters -------------------------------------------------------------------------
+    def _check_params(self, X):
+        if not isinstance(self.n_clusters, numbers.Integral) or self.n_clusters < 1:
+            raise ValueError(f"n_clusters={self.n_clusters!r} must be an integer >= 1")
+        if X.shape[0] < self.n_clusters:
+            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
+        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
+            raise ValueError(f"max_iter={self.max_iter!r} must be an integer >= 1")
+        if not isinstance(self.tol, numbers.Real) or not np.isfinite(self.tol) or self.tol < 0:
+            raise ValueError(f"tol={self.tol!r} must be a finite number >= 0")
+        if self.backend not in _BACKENDS:
+            raise ValueError(f"backend={self.backend!r} must be one of {_BACKENDS}")
+        given = not isinstance(self.init, str)
+        if isinstance(self.init, str) and self.init not in ("k-means++", "random"):
+            raise ValueError(f"init={self.init!r} must be 'k-means++', 'random', an array or a callable")
+        if self.n_init == "auto":
+            n_init = 10 if isinstance(self.init, str) and self.init == "random" else 1
+        elif isinstance(self.n_init, numbers.Integral) and self.n_init >= 1:
+            n_init = int(self.n_init)
+        else:
+            raise ValueError(f"n_init={self.n_init!r} must be 'auto' or an integer >= 1")
+        if given and n_init != 1:
+            warnings.warn(f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
+                          f"instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
+            n_init = 1
+        return n_init
+
+    def _given_centroids(self, X, random_state):
+        init = self.init(X, self.n_clusters, random_state) if callable(self.init) else self.init
+        centers = np.asarray(init, dtype=np.float64)
+        if centers.shape != (self.n_clusters, X.shape[1]):
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of clusters "
+                             f"{self.n_clusters} and features {X.shape[1]}.")
+        return np.ascontiguousarray(centers, dtype=np.float32)
+
+    # ---- fitting ----------------------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Clusters X (n_samples, n_features); returns self."""
+        X = _validate_data(self, X, accept_sparse=False, dtype=[np.float64, np.float32], order="C")
+        n_init = self._check_params(X)
+        random_state = check_random_state(self.random_state)
+        X32 = np.ascontiguousarray(X, dtype=np.float32)
+        if isinstance(self.init, str):
+            kind, given = self.init, None
+        else:
+            kind, given = "given", self._given_centroids(X, random_state)
+        seed = int(random_state.randint(np.iinfo(np.int32).max))
+        centers, labels, inertia, n_iter, _, backend, _, _ = _streamknn.kmeans_fit(
+            X32, self.n_clusters, max_iter=self.max_iter, tol=float(self.tol), n_init=n_init, init=kind,
+            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads)
+        self.cluster_centers_ = centers.astype(X.dtype)
+        self.labels_ = labels
+        self.inertia_ = float(inertia)
+        self.n_iter_ = int(n_iter)
+        self.backend_ = backend
+        return self
+
+    def fit_predict(self, X, y=None):
+        """fit(X).labels_."""
+        return self.fit(X).labels_
+
+    # ---- using the centroids ------------------------------------------------------------------
+    def _checked(self, X):
+        check_is_fitted(self)
+        return _validate_data(self, X, accept_sparse=False, dtype=[np.float64, np.float32], order="C", reset=False)
+
+    def _labels(self, X):
+        return _streamknn.kmeans_predict(np.ascontiguousarray(self.cluster_centers_, dtype=np.float32),
+                                         np.ascontiguousarray(X, dtype=np.float32), backend=self.backend,
+                                         cpu_threads=self.cpu_threads)
+
+    def predict(self, X):
+        """The exact nearest centroid of each row of X (ties to the smaller index)."""
+        return self._labels(self._checked(X))
+
+    def transform(self, X):
+        """Euclidean distances of each row of X to every centroid, (n_samples, n_clusters)."""
+        X = self._checked(X)
+        return euclidean_distances(X, self.cluster_centers_.astype(X.dtype))
+
+    def score(self, X, y=None):
+        """Minus the inertia of X on the fitted centroids (float64)."""
+        X = self._checked(X)
+        labels = self._labels(X)
+        diff = np.asarray(X, dtype=np.float64) - self.cluster_centers_.astype(np.float64)[labels]
+        return -float(np.einsum("ij,ij->", diff, diff))

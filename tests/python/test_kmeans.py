@@ -1,0 +1,109 @@
+"""streamknn.KMeans against scikit-learn's KMeans(algorithm='lloyd') on real data sets, from the
+same starting centroids, and scikit-learn's check_estimator.
+
+Both cluster the same float32 values (scikit-learn gets them as float64). scikit-learn keeps float64
+centroids; ours are float64 means rounded once to float32, and its distances come from a matrix
+product (|x|^2 - 2<x, c> + |c|^2) while ours are exact. So the labels and iteration counts are
+required equal, and the inertia and the centroids equal up to that rounding (relative 1e-6).
+Exact ties are decided by index here and by rounding there, so the data sets have none (digits
+is jittered).
+"""
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+from sklearn.cluster import KMeans as SkKMeans  # noqa: E402
+from sklearn.datasets import load_digits, load_iris, load_wine, make_blobs  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import streamknn  # noqa: E402
+from streamknn import _streamknn  # noqa: E402
+from conftest import BACKEND  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _needs_backend(backend):
+    """Skips on the GPU run when no device is usable."""
+
+
+def _datasets():
+    iris = load_iris().data
+    # Digits' pixels are small integers: exact ties between centroids are common there, and
+    # scikit-learn's matrix-product distances break them by rounding, not by index. A fixed jitter
+    # of a thousandth keeps the data's shape and leaves no ties.
+    digits = load_digits().data + np.random.default_rng(0).uniform(-1e-3, 1e-3, size=(1797, 64))
+    wine = load_wine().data
+    blobs, _ = make_blobs(n_samples=3000, n_features=12, centers=9, random_state=3)
+    return [("iris", iris, 3), ("iris", iris, 8), ("digits", digits, 10), ("digits", digits, 30),
+            ("wine", wine, 4), ("blobs", blobs, 9)]
+
+
+@pytest.mark.parametrize("name,X,k", _datasets(), ids=lambda v: str(v) if not hasattr(v, "shape") else "")
+@pytest.mark.parametrize("start", [0, 1, 2])
+def test_equals_sklearn_lloyd_from_the_same_start(name, X, k, start):
+    X32 = np.ascontiguousarray(X, dtype=np.float32)
+    rng = np.random.default_rng([start, k])
+    init = X32[rng.choice(len(X32), size=k, replace=False)]
+    ours = streamknn.KMeans(k, init=init, n_init=1, max_iter=300, tol=1e-4, backend=BACKEND).fit(X32)
+    sk = SkKMeans(k, init=init.astype(np.float64), n_init=1, max_iter=300, tol=1e-4, algorithm="lloyd").fit(
+        X32.astype(np.float64))
+    np.testing.assert_array_equal(ours.labels_, sk.labels_)
+    assert ours.n_iter_ == sk.n_iter_
+    np.testing.assert_allclose(ours.inertia_, sk.inertia_, rtol=1e-6)
+    np.testing.assert_allclose(ours.cluster_centers_, sk.cluster_centers_.astype(np.float32), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(ours.predict(X32), ours.labels_)
+    np.testing.assert_allclose(ours.score(X32), sk.score(X32.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_allclose(ours.transform(X32.astype(np.float64)), sk.transform(X32.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_kmeans_plus_plus_is_seeded_and_good():
+    X, y = make_blobs(n_samples=2000, n_features=5, centers=6, cluster_std=0.5, random_state=0)
+    a = streamknn.KMeans(6, random_state=4, backend=BACKEND).fit(X)
+    b = streamknn.KMeans(6, random_state=4, backend=BACKEND).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    sk = SkKMeans(6, n_init=10, random_state=0).fit(X)
+    assert a.inertia_ <= sk.inertia_ * 1.05
+    assert a.fit_predict(X).dtype == np.int32
+    assert a.cluster_centers_.dtype == np.float64
+
+
+def test_ties_go_to_the_smaller_index():
+    X = np.array([[1.0], [1.0], [0.0], [2.0]])
+    km = streamknn.KMeans(2, init=np.array([[0.0], [2.0]]), max_iter=1, backend=BACKEND).fit(X)
+    np.testing.assert_array_equal(km.predict(np.array([[1.0], [3.0], [-1.0]])), [0, 1, 0])
+
+
+def test_bad_input():
+    X = np.zeros((5, 2))
+    with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=6"):
+        streamknn.KMeans(6, backend=BACKEND).fit(X)
+    with pytest.raises(ValueError, match="max_iter"):
+        streamknn.KMeans(2, max_iter=0, backend=BACKEND).fit(X)
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        streamknn.KMeans(2, backend=BACKEND).fit(np.array([[0.0, np.nan], [1.0, 1.0]]))
+    with pytest.raises(ValueError, match="shape of the initial centers"):
+        streamknn.KMeans(2, init=np.zeros((3, 2)), backend=BACKEND).fit(X)
+    with pytest.raises(streamknn.InvalidArgument, match="clusters=0"):
+        _streamknn.kmeans_fit(np.zeros((3, 2), np.float32), 0, backend=BACKEND)
+    with pytest.warns(RuntimeWarning, match="only one init"):
+        streamknn.KMeans(2, init=np.zeros((2, 2)), n_init=3, backend=BACKEND).fit(X)
+
+
+def test_over_a_reference_set_snapshot():
+    X, _ = make_blobs(n_samples=400, n_features=3, centers=4, random_state=1)
+    X32 = X.astype(np.float32)
+    store = streamknn.ReferenceSet.from_points(np.arange(10, 410, dtype=np.uint64), X32, backend=BACKEND)
+    centers, labels, inertia, n_iter, converged, _, ids, epoch = _streamknn.kmeans_fit_set(
+        store, 4, seed=5, backend=BACKEND)
+    np.testing.assert_array_equal(ids, np.arange(10, 410))
+    assert epoch == store.epoch
+    direct = _streamknn.kmeans_fit(X32, 4, seed=5, backend=BACKEND)
+    np.testing.assert_array_equal(direct[1], labels)
+    np.testing.assert_array_equal(direct[0], centers)
+
+
+@parametrize_with_checks([streamknn.KMeans(backend=BACKEND)])
+def test_sklearn_estimator_check(estimator, check):
+    check(estimator)
