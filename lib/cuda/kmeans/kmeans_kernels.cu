@@ -1,0 +1,369 @@
+// The K-means kernels (launchers in kmeans_kernels.hpp). The arithmetic a result depends on (the
+// exact labelling rule, the fold tree's sums, the means, the movements) comes from
+// lib/kmeans/kmeans_exact.hpp, which the CPU backend compiles too, so both get the same bits.
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/kmeans_exact.hpp"
+
+namespace streamknn::detail::gpu::kmeans {
+
+namespace km = streamknn::detail::kmeans;
+namespace ex = streamknn::detail::exact;
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kScanThreads = 128;
+constexpr int kTileC = 32;   // centroids per shared-memory tile
+constexpr int kTileD = 128;  // dimensions per shared-memory tile
+
+unsigned blocks_for(std::size_t n, int threads) { return unsigned((n + std::size_t(threads) - 1) / std::size_t(threads)); }
+
+void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+__device__ void write_bounds(const LabelArgs& a, std::uint32_t i, double u, double l) {
+  a.upper[i] = __double2float_ru(u);
+  a.lower[i] = __double2float_rd(l);
+}
+
+__global__ void bounds_kernel(LabelArgs a, bool moved, double max1, double max2, std::uint32_t argmax) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= a.n) return;
+  const std::uint32_t c = a.labels[i];
+  double u = a.upper[i], l = a.lower[i];
+  if (moved) {
+    u = km::round_up(u + a.delta[c]);
+    l = km::round_down(l - (c == argmax ? max2 : max1));
+    if (!(l > 0)) l = 0;
+  }
+  const double keep = fmax(double(a.half_gap[c]), l);
+  if (!(u < keep)) {
+    const float r = km::screen(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d);
+    u = km::upper_dist(r, ex::screen_bound(a.d));
+  }
+  if (u < keep) {
+    write_bounds(a, i, u, l);
+    return;
+  }
+  a.list[atomicAdd(a.list_count, 1u)] = i;
+}
+
+/// The exact label of x when the screen's best and second cannot be told apart: every centroid
+/// recomputed (no shared memory: a rare path, taken by single threads).
+__device__ void close_call(const LabelArgs& a, const float* x, double top, const ex::ScreenBound& b,
+                           std::uint32_t& best, double& u, double& l) {
+  for (std::uint32_t j = 0; j < a.k; ++j) {
+    if (j == best) continue;
+    const float* cj = a.centroids + std::size_t(j) * a.d;
+    if (km::lower_sq(km::screen(x, cj, a.d), b) > top) continue;
+    if (km::exact_closer(x, cj, j, a.centroids + std::size_t(best) * a.d, best, a.d)) best = j;
+  }
+  double second = 1.0 / 0.0;
+  for (std::uint32_t j = 0; j < a.k; ++j) {
+    if (j != best) second = fmin(second, km::lower_dist(km::screen(x, a.centroids + std::size_t(j) * a.d, a.d), b));
+  }
+  u = km::upper_dist(km::screen(x, a.centroids + std::size_t(best) * a.d, a.d), b);
+  l = second;
+}
+
+/// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
+__global__ void __launch_bounds__(kScanThreads) scan_kernel(LabelArgs a, bool all) {
+  __shared__ float tile[kTileC][kTileD];
+  const std::uint32_t count = all ? a.n : *a.list_count;
+  if (blockIdx.x * blockDim.x >= count) return;  // the whole block: no shared tile to load
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool active = t < count;
+  const std::uint32_t i = active ? (all ? t : a.list[t]) : 0;
+  const float* x = a.x + std::size_t(i) * a.d;
+  float r1 = 1.0f / 0.0f, r2 = 1.0f / 0.0f;
+  std::uint32_t j1 = 0;
+  for (std::uint32_t c0 = 0; c0 < a.k; c0 += kTileC) {
+    float acc[kTileC];
+#pragma unroll
+    for (int c = 0; c < kTileC; ++c) acc[c] = 0;
+    for (std::uint32_t d0 = 0; d0 < a.d; d0 += kTileD) {
+      const std::uint32_t span = min(std::uint32_t(kTileD), a.d - d0);
+      __syncthreads();
+      for (std::uint32_t e = threadIdx.x; e < kTileC * span; e += blockDim.x) {
+        const std::uint32_t c = e / span, j = e % span;
+        tile[c][j] = c0 + c < a.k ? a.centroids[std::size_t(c0 + c) * a.d + d0 + j] : 0.0f;
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (std::uint32_t j = 0; j < span; ++j) {
+        const float v = x[d0 + j];
+#pragma unroll
+        for (int c = 0; c < kTileC; ++c) {
+          const float diff = v - tile[c][j];
+          acc[c] = fmaf(diff, diff, acc[c]);
+        }
+      }
+    }
+    if (!active) continue;
+#pragma unroll
+    for (int c = 0; c < kTileC; ++c) {
+      if (c0 + c >= a.k) break;
+      if (acc[c] < r1) {
+        r2 = r1;
+        r1 = acc[c];
+        j1 = c0 + c;
+      } else if (acc[c] < r2) {
+        r2 = acc[c];
+      }
+    }
+  }
+  if (!active) return;
+  const ex::ScreenBound b = ex::screen_bound(a.d);
+  const double top = km::upper_sq(r1, b);
+  std::uint32_t best = j1;
+  double u = km::upper_dist(r1, b);
+  double l = a.k == 1 ? 1.0 / 0.0 : km::lower_dist(r2, b);
+  if (a.k > 1 && !(km::lower_sq(r2, b) > top)) close_call(a, x, top, b, best, u, l);
+  if (!all && a.labels[i] != best) atomicAdd(a.changed, 1u);
+  a.labels[i] = best;
+  write_bounds(a, i, u, l);
+}
+
+__global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap) {
+  __shared__ double best[kThreads / 32];
+  const std::uint32_t c = blockIdx.x;
+  const ex::ScreenBound b = ex::screen_bound(d);
+  double m = 1.0 / 0.0;
+  for (std::uint32_t o = threadIdx.x; o < k; o += blockDim.x) {
+    if (o != c) m = fmin(m, km::lower_dist(km::screen(centroids + std::size_t(c) * d, centroids + std::size_t(o) * d, d), b));
+  }
+  for (int s = 16; s > 0; s /= 2) m = fmin(m, __shfl_down_sync(0xffffffffu, m, s));
+  if (threadIdx.x % 32 == 0) best[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x / 32); ++w) m = fmin(m, best[w]);
+    half_gap[c] = __double2float_rd(km::round_down(0.5 * m));
+  }
+}
+
+__global__ void histogram_kernel(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
+                                 bool shared) {
+  extern __shared__ std::uint32_t local[];
+  if (shared) {
+    for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) local[c] = 0;
+    __syncthreads();
+  }
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    atomicAdd(shared ? &local[labels[i]] : &counts[labels[i]], 1u);
+  }
+  if (shared) {
+    __syncthreads();
+    for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
+      if (local[c]) atomicAdd(&counts[c], local[c]);
+    }
+  }
+}
+
+/// One block of 1024 threads: exclusive scans over the clusters, chunk by chunk.
+__global__ void __launch_bounds__(1024) tree_tables_kernel(const std::uint32_t* counts, std::uint32_t k,
+                                                           std::uint32_t levels, std::uint32_t* moff,
+                                                           std::uint32_t* offs) {
+  using Scan = cub::BlockScan<std::uint32_t, 1024>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ std::uint32_t carry[9];
+  if (threadIdx.x <= levels) carry[threadIdx.x] = 0;
+  __syncthreads();
+  for (std::uint32_t base = 0; base < k; base += 1024) {
+    const std::uint32_t c = base + threadIdx.x;
+    std::uint32_t v = c < k ? counts[c] : 0;
+    for (std::uint32_t level = 0; level <= levels; ++level) {
+      // level 0 of the loop: the members; level L + 1: the fold tree's level-L nodes
+      std::uint32_t prefix, total;
+      Scan(temp).ExclusiveSum(v, prefix, total);
+      std::uint32_t* out = level == 0 ? moff : offs + (level - 1) * (k + 1);
+      if (c < k) out[c] = carry[level] + prefix;
+      __syncthreads();
+      if (threadIdx.x == 0) carry[level] += total;
+      __syncthreads();
+      v = (v + km::kFold - 1) / km::kFold;
+    }
+  }
+  if (threadIdx.x == 0) {
+    moff[k] = carry[0];
+    for (std::uint32_t level = 1; level <= levels; ++level) offs[(level - 1) * (k + 1) + k] = carry[level];
+  }
+}
+
+/// The cluster whose range [offs[c], offs[c + 1]) holds node (offs: k + 1 non-decreasing).
+__device__ std::uint32_t cluster_of(const std::uint32_t* offs, std::uint32_t k, std::uint32_t node) {
+  std::uint32_t lo = 0, hi = k;  // the last c with offs[c] <= node
+  while (hi - lo > 1) {
+    const std::uint32_t mid = (lo + hi) / 2;
+    if (offs[mid] <= node) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+template <class T>
+__global__ void fold_leaves_kernel(const T* values, const std::uint32_t* members, const std::uint32_t* moff,
+                                   const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, double* out) {
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint32_t node = std::uint32_t(t / d), j = std::uint32_t(t % d);
+  if (node >= offs0[k]) return;
+  const std::uint32_t c = cluster_of(offs0, k, node);
+  const std::uint32_t first = (node - offs0[c]) * km::kFold, m = moff[c + 1] - moff[c];
+  const std::uint32_t end = min(m, first + km::kFold);
+  const auto row = [&](std::uint32_t p) {
+    const std::uint32_t at = moff[c] + p;
+    return std::size_t(members ? members[at] : at);
+  };
+  double acc = double(values[row(first) * d + j]);
+  for (std::uint32_t p = first + 1; p < end; ++p) acc += double(values[row(p) * d + j]);
+  out[std::size_t(node) * d + j] = acc;
+}
+
+__global__ void fold_level_kernel(const double* below, const std::uint32_t* offs_below,
+                                  const std::uint32_t* offs_level, std::uint32_t k, std::uint32_t d, double* out) {
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint32_t node = std::uint32_t(t / d), j = std::uint32_t(t % d);
+  if (node >= offs_level[k]) return;
+  const std::uint32_t c = cluster_of(offs_level, k, node);
+  const std::uint32_t first = offs_below[c] + (node - offs_level[c]) * km::kFold;
+  const std::uint32_t end = min(offs_below[c + 1], first + km::kFold);
+  double acc = below[std::size_t(first) * d + j];
+  for (std::uint32_t p = first + 1; p < end; ++p) acc += below[std::size_t(p) * d + j];
+  out[std::size_t(node) * d + j] = acc;
+}
+
+__global__ void fold_roots_kernel(const double* top, const std::uint32_t* offs_top, std::uint32_t k, std::uint32_t d,
+                                  double* roots) {
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= std::size_t(k) * d) return;
+  const std::uint32_t c = std::uint32_t(t / d), j = std::uint32_t(t % d);
+  roots[t] = offs_top[c + 1] > offs_top[c] ? top[std::size_t(offs_top[c]) * d + j] : 0.0;
+}
+
+__global__ void means_kernel(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d,
+                             float* centroids) {
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= std::size_t(k) * d) return;
+  centroids[t] = km::mean(sums[t], counts[t / d]);
+}
+
+__global__ void shifts_kernel(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
+                              double* delta) {
+  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= k) return;
+  const double s = km::squared_shift(now + std::size_t(c) * d, before + std::size_t(c) * d, d);
+  shift2[c] = s;
+  delta[c] = km::movement_bound(s, d);
+}
+
+__global__ void point_costs_kernel(const float* x, const float* centroids, const std::uint32_t* labels,
+                                   std::uint32_t n, std::uint32_t d, double* values) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  values[i] = km::squared_distance(x + std::size_t(i) * d, centroids + std::size_t(labels[i]) * d, d);
+}
+
+__global__ void iota_kernel(std::uint32_t* out, std::uint32_t n) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = i;
+}
+
+}  // namespace
+
+void launch_bounds(const LabelArgs& a, bool moved, double max1, double max2, std::uint32_t argmax, cudaStream_t s) {
+  bounds_kernel<<<blocks_for(a.n, kThreads), kThreads, 0, s>>>(a, moved, max1, max2, argmax);
+  check_launch("kmeans bounds_kernel");
+}
+
+void launch_scan(const LabelArgs& a, bool all, cudaStream_t s) {
+  scan_kernel<<<blocks_for(a.n, kScanThreads), kScanThreads, 0, s>>>(a, all);
+  check_launch("kmeans scan_kernel");
+}
+
+void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, cudaStream_t s) {
+  half_gap_kernel<<<k, kThreads, 0, s>>>(centroids, k, d, half_gap);
+  check_launch("kmeans half_gap_kernel");
+}
+
+void launch_histogram(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
+                      cudaStream_t s) {
+  check_cuda(cudaMemsetAsync(counts, 0, std::size_t(k) * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counts");
+  const bool shared = k <= 8192;
+  const unsigned blocks = std::min(blocks_for(n, kThreads), 1024u);
+  histogram_kernel<<<blocks, kThreads, shared ? k * sizeof(std::uint32_t) : 0, s>>>(labels, n, k, counts, shared);
+  check_launch("kmeans histogram_kernel");
+}
+
+void launch_tree_tables(const std::uint32_t* counts, std::uint32_t k, std::uint32_t levels, std::uint32_t* moff,
+                        std::uint32_t* offs, cudaStream_t s) {
+  tree_tables_kernel<<<1, 1024, 0, s>>>(counts, k, levels, moff, offs);
+  check_launch("kmeans tree_tables_kernel");
+}
+
+void launch_fold_leaves(const float* values, const std::uint32_t* members, const std::uint32_t* moff,
+                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
+                        cudaStream_t s) {
+  fold_leaves_kernel<float><<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(values, members, moff, offs0, k, d, out);
+  check_launch("kmeans fold_leaves_kernel");
+}
+
+void launch_fold_leaves(const double* values, const std::uint32_t* members, const std::uint32_t* moff,
+                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
+                        cudaStream_t s) {
+  fold_leaves_kernel<double><<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(values, members, moff, offs0, k, d, out);
+  check_launch("kmeans fold_leaves_kernel");
+}
+
+void launch_fold_level(const double* below, const std::uint32_t* offs_below, const std::uint32_t* offs_level,
+                       std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out, cudaStream_t s) {
+  fold_level_kernel<<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(below, offs_below, offs_level, k, d, out);
+  check_launch("kmeans fold_level_kernel");
+}
+
+void launch_fold_roots(const double* top, const std::uint32_t* offs_top, std::uint32_t k, std::uint32_t d,
+                       double* roots, cudaStream_t s) {
+  fold_roots_kernel<<<blocks_for(std::size_t(k) * d, kThreads), kThreads, 0, s>>>(top, offs_top, k, d, roots);
+  check_launch("kmeans fold_roots_kernel");
+}
+
+void launch_means(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d, float* centroids,
+                  cudaStream_t s) {
+  means_kernel<<<blocks_for(std::size_t(k) * d, kThreads), kThreads, 0, s>>>(sums, counts, k, d, centroids);
+  check_launch("kmeans means_kernel");
+}
+
+void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
+                   double* delta, cudaStream_t s) {
+  shifts_kernel<<<blocks_for(k, kThreads), kThreads, 0, s>>>(now, before, k, d, shift2, delta);
+  check_launch("kmeans shifts_kernel");
+}
+
+void launch_point_costs(const float* x, const float* centroids, const std::uint32_t* labels, std::uint32_t n,
+                        std::uint32_t d, double* values, cudaStream_t s) {
+  point_costs_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, centroids, labels, n, d, values);
+  check_launch("kmeans point_costs_kernel");
+}
+
+void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t s) {
+  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, n);
+  check_launch("kmeans iota_kernel");
+}
+
+std::size_t sort_bytes(std::uint32_t n) {
+  std::size_t bytes = 0;
+  check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr), n, 0, 32),
+             "cub::DeviceRadixSort::SortPairs (size)");
+  return bytes;
+}
+
+void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* labels, std::uint32_t* keys_out,
+                  const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t s) {
+  check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, labels, keys_out, iota, members, n, 0, bits, s),
+             "cub::DeviceRadixSort::SortPairs");
+}
+
+}  // namespace streamknn::detail::gpu::kmeans

@@ -1,0 +1,75 @@
+// Launchers of the K-means kernels (kmeans_kernels.cu); plain C++, for lloyd_cuda.cpp. Every
+// launcher queues its work on `stream` and checks the launch. Arrays are device memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace streamknn::detail::gpu::kmeans {
+
+/// What the labelling kernels read and write.
+struct LabelArgs {
+  const float* x = nullptr;          ///< n x d points
+  const float* centroids = nullptr;  ///< k x d
+  std::uint32_t* labels = nullptr;   ///< n
+  float* upper = nullptr;            ///< n: >= distance to the label's centroid (rounded up)
+  float* lower = nullptr;            ///< n: <= distance to every other centroid (rounded down)
+  const float* half_gap = nullptr;   ///< k: <= half the distance to the nearest other centroid
+  const double* delta = nullptr;     ///< k: >= each centroid's last movement
+  std::uint32_t* list = nullptr;     ///< n: points to scan (appended by the bounds kernel)
+  std::uint32_t* list_count = nullptr;
+  std::uint32_t* changed = nullptr;  ///< labels changed by the scan
+  std::uint32_t n = 0, d = 0, k = 0;
+};
+
+/// Hamerly's test per point (moved: the centroids moved since the bounds were set, by delta;
+/// max1 / max2 the two largest movements, argmax the first's centroid); failures go to the list.
+void launch_bounds(const LabelArgs& a, bool moved, double max1, double max2, std::uint32_t argmax, cudaStream_t stream);
+/// Full scans: of the listed points (list_count of them), or of every point (all = true).
+void launch_scan(const LabelArgs& a, bool all, cudaStream_t stream);
+/// half_gap[c] for every centroid.
+void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, cudaStream_t stream);
+
+/// counts[c] = points labelled c.
+void launch_histogram(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
+                      cudaStream_t stream);
+/// The fold tree's tables from the counts: member offsets moff (k + 1) and, for levels 0..levels-1,
+/// node offsets offs[L * (k + 1) + c].
+void launch_tree_tables(const std::uint32_t* counts, std::uint32_t k, std::uint32_t levels, std::uint32_t* moff,
+                        std::uint32_t* offs, cudaStream_t stream);
+/// Level 0 of the fold tree: out[node * d + j], over float (points) or double (inertia) values.
+/// members: each cluster's point indices (nullptr: the identity). max_nodes: an upper bound.
+void launch_fold_leaves(const float* values, const std::uint32_t* members, const std::uint32_t* moff,
+                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
+                        cudaStream_t stream);
+void launch_fold_leaves(const double* values, const std::uint32_t* members, const std::uint32_t* moff,
+                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
+                        cudaStream_t stream);
+/// Level L from level L - 1 (offs_below, offs_level: their node offsets).
+void launch_fold_level(const double* below, const std::uint32_t* offs_below, const std::uint32_t* offs_level,
+                       std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out, cudaStream_t stream);
+/// roots[c * d + j] = the top level's node of cluster c (0 for an empty cluster).
+void launch_fold_roots(const double* top, const std::uint32_t* offs_top, std::uint32_t k, std::uint32_t d,
+                       double* roots, cudaStream_t stream);
+
+/// centroids[c * d + j] = mean(sums, counts[c]) (every count non-zero).
+void launch_means(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d, float* centroids,
+                  cudaStream_t stream);
+/// shift2[c] = squared_shift(now, before), delta[c] = movement_bound(shift2[c]).
+void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
+                   double* delta, cudaStream_t stream);
+/// values[i] = the float64 squared distance of point i to its label's centroid.
+void launch_point_costs(const float* x, const float* centroids, const std::uint32_t* labels, std::uint32_t n,
+                        std::uint32_t d, double* values, cudaStream_t stream);
+/// out[i] = i.
+void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
+
+/// Temporary bytes the label sort needs, and the sort (a stable radix sort of the labels' low
+/// `bits` bits carrying the point indices: each cluster's points in index order).
+std::size_t sort_bytes(std::uint32_t n);
+void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* labels, std::uint32_t* keys_out,
+                  const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t stream);
+
+}  // namespace streamknn::detail::gpu::kmeans

@@ -1,0 +1,241 @@
+// The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
+// once; per iteration the bounds and scan kernels label, a stable sort of the labels orders each
+// cluster's points by index, the fold tree's levels sum them, and one copy brings the counts,
+// the changed-label count and the movements to the host. Same arithmetic as the CPU backend
+// (lib/kmeans/kmeans_exact.hpp), so the same results.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/check.hpp"
+#include "cuda/cuda_raii.hpp"
+#include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/kmeans_exact.hpp"
+#include "kmeans/lloyd_backend.hpp"
+
+namespace streamknn::detail::kmeans {
+
+namespace {
+
+namespace gk = streamknn::detail::gpu::kmeans;
+using gpu::DeviceArray;
+using gpu::PinnedArray;
+using gpu::check_cuda;
+
+/// Fold levels whose top has at most one node per cluster for n points.
+std::uint32_t fold_levels_for(std::size_t n) {
+  std::uint32_t levels = 1;
+  for (std::size_t span = kFold; span < n; span *= kFold) ++levels;
+  return levels;
+}
+
+class CudaLloyd final : public LloydBackend {
+ public:
+  CudaLloyd(const LloydShape& s, int device)
+      : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
+        levels_(fold_levels_for(s.n)),
+        x_(s.n * s.d, "kmeans points"), labels_(s.n, "kmeans labels"), upper_(s.n, "kmeans upper bounds"),
+        lower_(s.n, "kmeans lower bounds"), list_(s.n, "kmeans scan list"), stats_(2, "kmeans counters"),
+        centroids_(s.k * s.d, "kmeans centroids"), before_(s.k * s.d, "kmeans centroids"),
+        half_gap_(s.k, "kmeans half gaps"), delta_(s.k, "kmeans movements"), shift2_(s.k, "kmeans shifts"),
+        counts_(s.k, "kmeans counts"), moff_(s.k + 1, "kmeans member offsets"),
+        offs_(std::size_t(levels_) * (s.k + 1), "kmeans tree offsets"), keys_(s.n, "kmeans sort keys"),
+        iota_(s.n, "kmeans point indices"), members_(s.n, "kmeans members"),
+        sort_temp_(gk::sort_bytes(std::uint32_t(s.n)), "kmeans sort scratch"),
+        level_a_((s.n / kFold + s.k + 1) * s.d, "kmeans fold tree"),
+        level_b_((s.n / (kFold * kFold) + s.k + 1) * s.d, "kmeans fold tree"), sums_(s.k * s.d, "kmeans sums"),
+        host_counts_(s.k + 1, "kmeans counts"), host_shift2_(s.k, "kmeans shifts"), host_counts64_(s.k) {
+    check_cuda(cudaMemcpyAsync(x_.get(), s.points, s.n * s.d * sizeof(float), cudaMemcpyHostToDevice, stream_.get()),
+               "cudaMemcpyAsync", "kmeans points");
+    gk::launch_iota(iota_.get(), n_, stream_.get());
+    int bits = 1;
+    while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
+    bits_ = bits;
+  }
+
+  void start(std::span<const float> c) override {
+    upload_centroids(c);
+    bounded_ = false;
+    moved_ = false;
+  }
+
+  std::size_t assign() override {
+    gk::LabelArgs a = args();
+    const cudaStream_t s = stream_.get();
+    check_cuda(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    if (bounded_) {
+      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), s);
+      gk::launch_bounds(a, moved_, max1_, max2_, argmax_, s);
+      gk::launch_scan(a, false, s);
+    } else {
+      gk::launch_scan(a, true, s);
+    }
+    std::uint32_t changed = 0;
+    check_cuda(cudaMemcpyAsync(host_counts_.get() + k_, stats_.get() + 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans changed labels");
+    sync();
+    changed = host_counts_.get()[k_];
+    const bool first = !bounded_;
+    bounded_ = true;
+    moved_ = false;
+    return first ? n_ : changed;
+  }
+
+  void accumulate(std::span<std::uint64_t> counts) override {
+    const cudaStream_t s = stream_.get();
+    gk::launch_histogram(labels_.get(), n_, k_, counts_.get(), s);
+    gk::sort_members(sort_temp_.get(), sort_temp_.size(), labels_.get(), keys_.get(), iota_.get(), members_.get(), n_,
+                     bits_, s);
+    fold(x_.get(), members_.get(), counts_.get(), k_, d_, sums_.get());
+    check_cuda(cudaMemcpyAsync(host_counts_.get(), counts_.get(), k_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans counts");
+    sync();
+    for (std::uint32_t c = 0; c < k_; ++c) counts[c] = host_counts64_[c] = host_counts_.get()[c];
+  }
+
+  void advance(std::span<double> shift2) override {
+    const cudaStream_t s = stream_.get();
+    check_cuda(cudaMemcpyAsync(before_.get(), centroids_.get(), centroids_.bytes(), cudaMemcpyDeviceToDevice, s),
+               "cudaMemcpyAsync", "kmeans centroids");
+    gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
+    finish_move(shift2);
+  }
+
+  void move_to(std::span<const float> c, std::span<double> shift2) override {
+    const cudaStream_t s = stream_.get();
+    check_cuda(cudaMemcpyAsync(before_.get(), centroids_.get(), centroids_.bytes(), cudaMemcpyDeviceToDevice, s),
+               "cudaMemcpyAsync", "kmeans centroids");
+    upload_centroids(c);
+    finish_move(shift2);
+  }
+
+  void fetch_sums(std::span<double> out) override { copy_out(out.data(), sums_.get(), sums_.bytes()); }
+  void fetch_labels(std::span<std::uint32_t> out) override { copy_out(out.data(), labels_.get(), labels_.bytes()); }
+  void fetch_centroids(std::span<float> out) override { copy_out(out.data(), centroids_.get(), centroids_.bytes()); }
+
+  double inertia() override {
+    const cudaStream_t s = stream_.get();
+    if (costs_.size() == 0) costs_ = DeviceArray<double>(n_, "kmeans point costs");
+    if (one_.size() == 0) one_ = DeviceArray<std::uint32_t>(1, "kmeans point count");
+    gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
+    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync", "kmeans n");
+    sync();  // n_ is read from host memory that is not pinned: done before anything else
+    DeviceArray<double> root(1, "kmeans inertia");
+    fold(costs_.get(), nullptr, one_.get(), 1, 1, root.get());
+    double out = 0;
+    copy_out(&out, root.get(), sizeof out);
+    return out;
+  }
+
+ private:
+  gk::LabelArgs args() {
+    gk::LabelArgs a;
+    a.x = x_.get();
+    a.centroids = centroids_.get();
+    a.labels = labels_.get();
+    a.upper = upper_.get();
+    a.lower = lower_.get();
+    a.half_gap = half_gap_.get();
+    a.delta = delta_.get();
+    a.list = list_.get();
+    a.list_count = stats_.get();
+    a.changed = stats_.get() + 1;
+    a.n = n_;
+    a.d = d_;
+    a.k = k_;
+    return a;
+  }
+
+  /// The fold tree over `k` sequences (counts on the device) of rows of `values` into roots (k x d).
+  template <class T>
+  void fold(const T* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
+            std::uint32_t d, double* roots) {
+    const cudaStream_t s = stream_.get();
+    gk::launch_tree_tables(counts, k, levels_, moff_.get(), offs_.get(), s);
+    std::size_t nodes = n_ / kFold + k + 1;
+    gk::launch_fold_leaves(values, members, moff_.get(), offs_.get(), k, d, nodes, level_a_.get(), s);
+    double* below = level_a_.get();
+    for (std::uint32_t level = 1; level < levels_; ++level) {
+      nodes = nodes / kFold + k + 1;
+      double* out = level % 2 ? level_b_.get() : level_a_.get();
+      gk::launch_fold_level(below, offs_.get() + (level - 1) * (k + 1), offs_.get() + level * (k + 1), k, d, nodes, out, s);
+      below = out;
+    }
+    gk::launch_fold_roots(below, offs_.get() + (levels_ - 1) * (k + 1), k, d, roots, s);
+  }
+
+  void finish_move(std::span<double> shift2) {
+    const cudaStream_t s = stream_.get();
+    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), s);
+    check_cuda(cudaMemcpyAsync(host_shift2_.get(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans shifts");
+    sync();
+    double max1 = 0, max2 = 0;
+    std::uint32_t arg = 0;
+    for (std::uint32_t c = 0; c < k_; ++c) {
+      shift2[c] = host_shift2_.get()[c];
+      const double delta = movement_bound(shift2[c], d_);  // the kernel's value: same function, same bits
+      if (delta > max1) {
+        max2 = max1;
+        max1 = delta;
+        arg = c;
+      } else if (delta > max2) {
+        max2 = delta;
+      }
+    }
+    max1_ = max1;
+    max2_ = max2;
+    argmax_ = arg;
+    moved_ = true;
+  }
+
+  void upload_centroids(std::span<const float> c) {
+    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_.get()),
+               "cudaMemcpyAsync", "kmeans centroids");
+    sync();  // c is pageable host memory the caller may reuse
+  }
+
+  void copy_out(void* to, const void* from, std::size_t bytes) {
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream_.get()), "cudaMemcpyAsync", "kmeans copy");
+    sync();
+  }
+
+  void sync() { check_cuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize", "kmeans"); }
+
+  gpu::DeviceScope scope_;
+  gpu::Stream stream_;
+  std::uint32_t n_, d_, k_, levels_;
+  int bits_ = 1;
+  DeviceArray<float> x_;
+  DeviceArray<std::uint32_t> labels_;
+  DeviceArray<float> upper_, lower_;
+  DeviceArray<std::uint32_t> list_, stats_;
+  DeviceArray<float> centroids_, before_, half_gap_;
+  DeviceArray<double> delta_, shift2_;
+  DeviceArray<std::uint32_t> counts_, moff_, offs_, keys_, iota_, members_;
+  DeviceArray<unsigned char> sort_temp_;
+  DeviceArray<double> level_a_, level_b_, sums_, costs_;
+  DeviceArray<std::uint32_t> one_;
+  PinnedArray<std::uint32_t> host_counts_;
+  PinnedArray<double> host_shift2_;
+  std::vector<std::uint64_t> host_counts64_;
+  double max1_ = 0, max2_ = 0;
+  std::uint32_t argmax_ = 0;
+  bool bounded_ = false, moved_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device) {
+  if (!cuda_device_usable(device)) {
+    throw BackendUnavailable(concat("KMeans: CUDA device ", device, " is not usable (none present, or not supported)"));
+  }
+  return std::make_unique<CudaLloyd>(shape, device);
+}
+
+bool cuda_lloyd_available(int device) noexcept { return cuda_device_usable(device); }
+
+}  // namespace streamknn::detail::kmeans

@@ -1,0 +1,138 @@
+// GPU suite (skips without a CUDA device): K-means on the CUDA backend against the CPU backend
+// from the same start. The contract is identity: the same labels, the same centroid bits, the
+// same inertia and iteration count (docs/kmeans.md). Shapes cover clusters 1..4,096 and dimensions
+// 1..1,024 (centroid tiles through shared memory), tied grids, duplicated starts (empty clusters
+// and their relocation), clusters larger than one level-2 node of the fold tree (32,768 points),
+// k-means++ and n_init, predict, and fits over a CUDA reference set's snapshot.
+#include <algorithm>
+
+#include "streamknn/kmeans.hpp"
+#include "support/test_support.hpp"
+
+using namespace test;
+
+namespace {
+
+KMeansResult run(KMeansConfig c, BackendKind kind, const std::vector<float>& x, std::size_t d) {
+  c.backend = kind;
+  const auto r = KMeans(c).fit(x, d);
+  REQUIRE(r.backend == kind);
+  return r;
+}
+
+void check_same(KMeansConfig c, const std::vector<float>& x, std::size_t d) {
+  const auto cpu = run(c, BackendKind::Cpu, x, d);
+  const auto gpu = run(c, BackendKind::Cuda, x, d);
+  CHECK(gpu.iterations == cpu.iterations);
+  CHECK(gpu.converged == cpu.converged);
+  CHECK(gpu.labels == cpu.labels);
+  CHECK(gpu.centroids == cpu.centroids);
+  CHECK(gpu.inertia == cpu.inertia);
+  c.backend = BackendKind::Cuda;
+  CHECK(KMeans(c).predict(gpu.centroids, x, d) == gpu.labels);
+}
+
+std::vector<float> clustered(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t centres, bool grid) {
+  if (grid) {
+    std::vector<float> v(n * d);
+    for (auto& e : v) e = float(g() % 4);
+    return v;
+  }
+  const auto c = uniform(g, centres * d, -5, 5);
+  std::normal_distribution<float> noise(0, 1);
+  std::vector<float> v(n * d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t at = g() % centres;
+    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = c[at * d + j] + noise(g);
+  }
+  return v;
+}
+
+KMeansConfig first_points(const std::vector<float>& x, std::size_t d, std::size_t k, std::size_t max_iter) {
+  KMeansConfig c;
+  c.clusters = k;
+  c.max_iter = max_iter;
+  c.init = KMeansInit::Given;
+  c.initial_centroids.assign(x.begin(), x.begin() + std::ptrdiff_t(k * d));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("kmeans gpu: identical to the CPU on random shapes") {
+  auto g = rng(201);
+  struct Shape {
+    std::size_t n, d, k;
+  };
+  const Shape shapes[] = {{1, 1, 1},     {100, 1, 7},     {1000, 2, 4},     {5000, 3, 32},  {3000, 16, 16},
+                          {2000, 129, 33}, {1500, 256, 32}, {600, 1024, 40}, {20000, 8, 300}, {9000, 12, 4096}};
+  for (const Shape& s : shapes) {
+    for (const bool grid : {false, true}) {
+      CAPTURE(s.n);
+      CAPTURE(s.d);
+      CAPTURE(s.k);
+      CAPTURE(grid);
+      const auto x = clustered(g, s.n, s.d, 1 + s.k / 2, grid);
+      auto c = first_points(x, s.d, s.k, 40);
+      c.tol = grid ? 0.0 : 1e-4;
+      check_same(c, x, s.d);
+    }
+  }
+}
+
+TEST_CASE("kmeans gpu: empty clusters, ties, long runs, large clusters") {
+  auto g = rng(202);
+  {  // duplicated starting centroids: empty clusters at once, relocated on the host for both
+    const std::size_t n = 4000, d = 5, k = 12;
+    auto x = clustered(g, n, d, 6, true);
+    auto c = first_points(x, d, k, 100);
+    for (std::size_t j = 0; j < d; ++j) c.initial_centroids[3 * d + j] = c.initial_centroids[j];
+    c.tol = 0;
+    check_same(c, x, d);
+  }
+  {  // two clusters of 40,000 points: more than one level-2 node of the fold tree each
+    const std::size_t n = 80000, d = 3;
+    const auto x = clustered(g, n, d, 2, false);
+    auto c = first_points(x, d, 2, 50);
+    check_same(c, x, d);
+  }
+}
+
+TEST_CASE("kmeans gpu: k-means++, random starts, n_init") {
+  auto g = rng(203);
+  const std::size_t n = 6000, d = 10;
+  const auto x = clustered(g, n, d, 8, false);
+  for (const KMeansInit init : {KMeansInit::KMeansPlusPlus, KMeansInit::Random}) {
+    KMeansConfig c;
+    c.clusters = 8;
+    c.init = init;
+    c.n_init = 3;
+    c.seed = 17;
+    check_same(c, x, d);
+  }
+}
+
+TEST_CASE("kmeans gpu: over a CUDA reference set's snapshot") {
+  auto g = rng(204);
+  const std::size_t n = 3000, d = 6;
+  const auto x = clustered(g, n, d, 5, false);
+  StoreConfig sc;
+  sc.dim = d;
+  sc.backend = BackendKind::Cuda;
+  ReferenceSet set(sc);
+  for (std::size_t i = 0; i < n; ++i) set.insert(PointId(i + 1), std::span<const float>(&x[i * d], d));
+  set.publish();
+  for (std::size_t i = 0; i < n; i += 5) set.erase(PointId(i + 1));
+  set.publish();
+  KMeansConfig c;
+  c.clusters = 5;
+  c.seed = 9;
+  c.backend = BackendKind::Cuda;
+  const auto gpu = KMeans(c).fit(set);
+  c.backend = BackendKind::Cpu;
+  const auto cpu = KMeans(c).fit(set);
+  CHECK(gpu.ids == cpu.ids);
+  CHECK(gpu.labels == cpu.labels);
+  CHECK(gpu.centroids == cpu.centroids);
+  CHECK(gpu.epoch == set.epoch());
+}
