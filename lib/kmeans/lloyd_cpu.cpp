@@ -1,7 +1,7 @@
 // The CPU backend of K-means: Hamerly's bounds (one upper bound per point on the distance to its
 // centroid, one lower bound on the distance to every other centroid, moved by the centroids'
 // movement each iteration), float32 screens with exact_rank.hpp's proven bound, exact re-ranks of
-// close calls, and the fold tree's float64 sums. Points are processed in fixed chunks on the
+// close calls, and the fold tree's float64 sums (FoldStream). Points are labelled in fixed chunks on the
 // library's thread pool; nothing a result depends on is summed across chunks except through the
 // fold tree, so results do not depend on the thread count.
 #include <algorithm>
@@ -28,7 +28,7 @@ class CpuLloyd final : public LloydBackend {
   CpuLloyd(const LloydShape& s, std::size_t threads)
       : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(threads - 1),
         centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
-        counts_(s.k), sums_(s.k * s.d), offsets_(s.k + 1), members_(s.n) {}
+        counts_(s.k), sums_(s.k * s.d), streams_(s.k, FoldStream(s.d)) {}
 
   void start(std::span<const float> c) override {
     std::copy(c.begin(), c.end(), centroids_.begin());
@@ -56,37 +56,18 @@ class CpuLloyd final : public LloydBackend {
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
-    // A stable counting sort: each cluster's points in index order.
-    std::fill(counts_.begin(), counts_.end(), 0);
-    for (std::size_t i = 0; i < n_; ++i) ++counts_[labels_[i]];
-    offsets_[0] = 0;
-    for (std::size_t c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts_[c];
-    std::vector<std::uint64_t> at(offsets_.begin(), offsets_.end() - 1);
-    for (std::size_t i = 0; i < n_; ++i) members_[at[labels_[i]]++] = std::uint32_t(i);
-    // Level-2 nodes of every cluster in parallel, then the levels above per cluster.
-    std::vector<std::size_t> first_unit(k_ + 1, 0);
-    for (std::size_t c = 0; c < k_; ++c) first_unit[c + 1] = first_unit[c] + (counts_[c] + kUnit - 1) / kUnit;
-    const std::size_t units = first_unit[k_];
-    std::vector<double> nodes(units * d_);
-    std::vector<std::size_t> unit_cluster(units);
-    for (std::size_t c = 0; c < k_; ++c) {
-      for (std::size_t u = first_unit[c]; u < first_unit[c + 1]; ++u) unit_cluster[u] = c;
-    }
-    pool_.parallel_for(units, [&](std::size_t u) {
-      const std::size_t c = unit_cluster[u], j = (u - first_unit[c]) * kUnit;
-      const std::uint32_t* m = members_.data() + offsets_[c];
-      std::vector<double> scratch(2 * d_);
-      const auto row = [&](std::size_t t) { return x_ + std::size_t(m[t]) * d_; };
-      fold_unit(row, j, std::min<std::size_t>(counts_[c], j + kUnit), d_, nodes.data() + u * d_, scratch.data());
-    });
-    std::fill(sums_.begin(), sums_.end(), 0.0);
-    pool_.parallel_for(k_, [&](std::size_t c) {
-      const std::size_t count = first_unit[c + 1] - first_unit[c];
-      if (count == 0) return;
-      std::vector<double> mine(nodes.begin() + std::ptrdiff_t(first_unit[c] * d_),
-                               nodes.begin() + std::ptrdiff_t(first_unit[c + 1] * d_));
-      const double* root = fold_levels(mine, count, d_);
-      std::copy_n(root, d_, sums_.data() + c * d_);
+    // Each task streams every label and folds the points of its clusters, in index order, into
+    // their clusters' trees: every point is read once, in order (no gather).
+    const std::size_t groups = std::min(k_, pool_.concurrency());
+    pool_.parallel_for(groups, [&](std::size_t g) {
+      for (std::size_t c = g; c < k_; c += groups) counts_[c] = 0;
+      for (std::size_t i = 0; i < n_; ++i) {
+        const std::uint32_t c = labels_[i];
+        if (c % groups != g) continue;
+        ++counts_[c];
+        streams_[c].add(x_ + i * d_);
+      }
+      for (std::size_t c = g; c < k_; c += groups) streams_[c].finish(sums_.data() + c * d_);
     });
     std::copy(counts_.begin(), counts_.end(), counts.begin());
   }
@@ -199,8 +180,7 @@ class CpuLloyd final : public LloydBackend {
   bool moved_ = false;    // the centroids moved since the bounds were set
   std::vector<std::uint64_t> counts_;
   std::vector<double> sums_;
-  std::vector<std::uint64_t> offsets_;
-  std::vector<std::uint32_t> members_;
+  std::vector<FoldStream> streams_;  // per cluster
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // registers), then the exact label from exact_rank.hpp's arithmetic.
 #include "kmeans/lloyd_cpu_scan.hpp"
 
+#include <cstring>
 #include <limits>
 
 #include "kmeans/kmeans_exact.hpp"
@@ -11,36 +12,46 @@ namespace streamknn::detail::kmeans {
 
 namespace {
 
+/// Eight floats in a vector register (GCC/Clang vector extensions: AVX where the ISA flags allow,
+/// two SSE registers otherwise).
+typedef float V8 __attribute__((vector_size(32)));
+
+V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+float total(V8 a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); }
+
 /// Screens of x against four consecutive centroids (rows c, c + d, c + 2d, c + 3d).
 void screen4(const float* x, const float* c, std::size_t d, float* r) {
-  float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
+  V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   const float* c1 = c + d;
   const float* c2 = c + 2 * d;
   const float* c3 = c + 3 * d;
   std::size_t i = 0;
   for (; i + 8 <= d; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      const float v = x[i + l];
-      const float t0 = v - c[i + l], t1 = v - c1[i + l], t2 = v - c2[i + l], t3 = v - c3[i + l];
-      a0[l] += t0 * t0;
-      a1[l] += t1 * t1;
-      a2[l] += t2 * t2;
-      a3[l] += t3 * t3;
-    }
+    const V8 v = load8(x + i);
+    const V8 t0 = v - load8(c + i), t1 = v - load8(c1 + i), t2 = v - load8(c2 + i), t3 = v - load8(c3 + i);
+    a0 += t0 * t0;
+    a1 += t1 * t1;
+    a2 += t2 * t2;
+    a3 += t3 * t3;
   }
-  for (int l = 0; i < d; ++i, ++l) {
+  float tail[4] = {0, 0, 0, 0};
+  for (; i < d; ++i) {
     const float v = x[i];
     const float t0 = v - c[i], t1 = v - c1[i], t2 = v - c2[i], t3 = v - c3[i];
-    a0[l] += t0 * t0;
-    a1[l] += t1 * t1;
-    a2[l] += t2 * t2;
-    a3[l] += t3 * t3;
+    tail[0] += t0 * t0;
+    tail[1] += t1 * t1;
+    tail[2] += t2 * t2;
+    tail[3] += t3 * t3;
   }
-  const auto total = [](const float* a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); };
-  r[0] = total(a0);
-  r[1] = total(a1);
-  r[2] = total(a2);
-  r[3] = total(a3);
+  r[0] = total(a0) + tail[0];
+  r[1] = total(a1) + tail[1];
+  r[2] = total(a2) + tail[2];
+  r[3] = total(a3) + tail[3];
 }
 
 }  // namespace

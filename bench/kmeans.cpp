@@ -1,0 +1,208 @@
+// bench_kmeans: exact K-means (streamknn/kmeans.hpp) on the seed study's grid and beyond.
+//
+//   bench_kmeans --grid  [--backend cuda]   1,000,000 points; 4/16/32 clusters x 2/16/256 features;
+//                                           300 iterations or to convergence (iterations reported)
+//   bench_kmeans --large [--backend cuda]   10,000,000 x 128, 1,024 clusters, 20 iterations
+//   bench_kmeans --cpu                      100,000 x 32, 64 clusters on the CPU backend
+//   bench_kmeans --n N --d D --k K [--iters I]   one shape
+//   common: [--repeats 3] [--warmup 1] [--seed 1] [--threads 0] [--csv kmeans.csv]
+//
+// Data and starts come from a counter-based generator (splitmix64) that bench/peers_kmeans.py
+// reproduces bit for bit, so the peers cluster the same points from the same centroids. Each
+// shape runs `warmup` fits untimed, then `repeats` timed ones (CUDA events on the GPU, steady
+// clock on the CPU); the table and the CSV give the median and the minimum, the iterations run
+// and, for the grid, the seed study's own time for the cell. Public API only.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "streamknn/kmeans.hpp"
+#include "streamknn/reference_set.hpp"
+
+#if defined(STREAMKNN_BENCH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+std::uint64_t splitmix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+std::uint64_t hash(std::uint64_t seed, std::uint64_t tag, std::uint64_t a, std::uint64_t b) {
+  return splitmix(splitmix(splitmix(seed ^ tag) ^ a) ^ b);
+}
+float unit(std::uint64_t h) { return float(h >> 40) * 0x1p-24f; }  // [0, 1), exact in float32
+
+/// n points in d dimensions around `blobs` centres in [-10, 10)^d, noise uniform in [-1, 1).
+std::vector<float> make_points(std::size_t n, std::size_t d, std::size_t blobs, std::uint64_t seed) {
+  std::vector<float> centres(blobs * d), x(n * d);
+  for (std::size_t b = 0; b < blobs; ++b) {
+    for (std::size_t j = 0; j < d; ++j) centres[b * d + j] = 20.0f * unit(hash(seed, 1, b, j)) - 10.0f;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t b = std::size_t(hash(seed, 2, i, 0) % blobs);
+    for (std::size_t j = 0; j < d; ++j) x[i * d + j] = centres[b * d + j] + (2.0f * unit(hash(seed, 3, i, j)) - 1.0f);
+  }
+  return x;
+}
+
+/// The starting centroids: the points hash(seed, 4, c, 0) mod n.
+std::vector<float> make_start(const std::vector<float>& x, std::size_t n, std::size_t d, std::size_t k,
+                              std::uint64_t seed) {
+  std::vector<float> c(k * d);
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::size_t p = std::size_t(hash(seed, 4, i, 0) % n);
+    std::copy_n(x.begin() + std::ptrdiff_t(p * d), d, c.begin() + std::ptrdiff_t(i * d));
+  }
+  return c;
+}
+
+/// The seed study's times (1,000,000 points, 300 iterations, a Colab GPU), or 0.
+double seed_seconds(std::size_t k, std::size_t d) {
+  static const std::map<std::pair<std::size_t, std::size_t>, double> t = {
+      {{4, 2}, 0.353514},   {{4, 16}, 1.115973},  {{4, 256}, 20.048042}, {{16, 2}, 0.272245}, {{16, 16}, 1.490182},
+      {{16, 256}, 46.201309}, {{32, 2}, 0.450959}, {{32, 16}, 1.943135}, {{32, 256}, 74.722580}};
+  const auto it = t.find({k, d});
+  return it == t.end() ? 0.0 : it->second;
+}
+
+struct Shape {
+  std::string mode;
+  std::size_t n, d, k, iters;
+};
+
+struct Row {
+  Shape shape;
+  std::string backend;
+  std::size_t iterations = 0;
+  bool converged = false;
+  double median = 0, best = 0, inertia = 0, seed = 0;
+};
+
+double timed_fit(const streamknn::KMeans& km, const std::vector<float>& x, std::size_t d, streamknn::KMeansResult& r,
+                 bool gpu) {
+#if defined(STREAMKNN_BENCH_CUDA)
+  if (gpu) {
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, 0);
+    r = km.fit(x, d);
+    cudaEventRecord(stop, 0);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms / 1e3;
+  }
+#endif
+  (void)gpu;
+  const auto t0 = std::chrono::steady_clock::now();
+  r = km.fit(x, d);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Row run(const Shape& s, streamknn::BackendKind backend, std::size_t threads, std::size_t warmup, std::size_t repeats,
+        std::uint64_t seed) {
+  const auto x = make_points(s.n, s.d, s.k, seed);
+  streamknn::KMeansConfig c;
+  c.clusters = s.k;
+  c.max_iter = s.iters;
+  c.tol = 0;  // to convergence (an unchanged labelling) or max_iter
+  c.init = streamknn::KMeansInit::Given;
+  c.initial_centroids = make_start(x, s.n, s.d, s.k, seed);
+  c.backend = backend;
+  c.cpu_threads = threads;
+  const streamknn::KMeans km(c);
+  streamknn::KMeansResult r;
+  for (std::size_t w = 0; w < warmup; ++w) r = km.fit(x, s.d);
+  std::vector<double> times;
+  const bool gpu = backend != streamknn::BackendKind::Cpu && streamknn::cuda_available();
+  for (std::size_t i = 0; i < repeats; ++i) times.push_back(timed_fit(km, x, s.d, r, gpu));
+  Row row;
+  row.shape = s;
+  row.backend = r.backend == streamknn::BackendKind::Cuda ? "cuda" : "cpu";
+  row.iterations = r.iterations;
+  row.converged = r.converged;
+  row.median = bench::median(times);
+  row.best = *std::min_element(times.begin(), times.end());
+  row.inertia = r.inertia;
+  row.seed = s.mode == "grid" ? seed_seconds(s.k, s.d) : 0.0;
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args = {{"--backend", "auto"}, {"--repeats", "3"}, {"--warmup", "1"},
+                                             {"--seed", "1"},       {"--threads", "0"}, {"--csv", "kmeans.csv"},
+                                             {"--n", "0"},          {"--d", "0"},       {"--k", "0"},
+                                             {"--iters", "300"}};
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--grid") {
+      for (const std::size_t k : {4, 16, 32}) {
+        for (const std::size_t d : {2, 16, 256}) shapes.push_back({"grid", 1000000, d, k, 300});
+      }
+    } else if (a == "--large") {
+      shapes.push_back({"large", 10000000, 128, 1024, 20});
+    } else if (a == "--cpu") {
+      shapes.push_back({"cpu", 100000, 32, 64, 300});
+      args["--backend"] = "cpu";
+    } else if (args.count(a) && i + 1 < argc) {
+      args[a] = argv[++i];
+    } else {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/kmeans.cpp)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (std::stoul(args["--n"]) > 0) {
+    shapes.push_back({"shape", std::stoul(args["--n"]), std::stoul(args["--d"]), std::stoul(args["--k"]),
+                      std::stoul(args["--iters"])});
+  }
+  if (shapes.empty()) {
+    std::fprintf(stderr, "nothing to run: give --grid, --large, --cpu or --n/--d/--k\n");
+    return 2;
+  }
+  const std::string b = args["--backend"];
+  const auto backend = b == "cpu" ? streamknn::BackendKind::Cpu
+                       : b == "cuda" ? streamknn::BackendKind::Cuda
+                                     : streamknn::BackendKind::Auto;
+  std::FILE* csv = std::fopen(args["--csv"].c_str(), "w");
+  if (!csv) {
+    std::fprintf(stderr, "cannot write %s\n", args["--csv"].c_str());
+    return 1;
+  }
+  std::fprintf(csv, "# bench_kmeans");
+  for (int i = 1; i < argc; ++i) std::fprintf(csv, " %s", argv[i]);
+  std::fprintf(csv, "\nmode,backend,n,d,k,max_iter,iterations,converged,median_s,min_s,per_iteration_ms,inertia,"
+                    "seed_study_s,speedup_vs_seed\n");
+  std::printf("%-6s %-5s %10s %5s %5s %6s %5s %10s %10s %10s %10s %9s\n", "mode", "back", "n", "d", "k", "iters",
+              "conv", "median s", "min s", "ms/iter", "seed s", "vs seed");
+  for (const Shape& s : shapes) {
+    const Row r = run(s, backend, std::stoul(args["--threads"]), std::stoul(args["--warmup"]),
+                      std::stoul(args["--repeats"]), std::stoull(args["--seed"]));
+    const double per = r.median / double(r.iterations) * 1e3;
+    const double speedup = r.seed > 0 ? r.seed / r.median : 0.0;
+    std::printf("%-6s %-5s %10zu %5zu %5zu %6zu %5s %10.4f %10.4f %10.3f %10.3f %8.1fx\n", s.mode.c_str(),
+                r.backend.c_str(), s.n, s.d, s.k, r.iterations, r.converged ? "yes" : "no", r.median, r.best, per,
+                r.seed, speedup);
+    std::fprintf(csv, "%s,%s,%zu,%zu,%zu,%zu,%zu,%d,%.6f,%.6f,%.4f,%.9g,%.6f,%.2f\n", s.mode.c_str(), r.backend.c_str(),
+                 s.n, s.d, s.k, s.iters, r.iterations, r.converged ? 1 : 0, r.median, r.best, per, r.inertia, r.seed,
+                 speedup);
+    std::fflush(stdout);
+  }
+  std::fclose(csv);
+  return 0;
+}
