@@ -122,8 +122,9 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
   bool strict = false;
   std::size_t it = 0;
   for (; it < max_iter; ++it) {
-    const std::size_t changed = be.assign();
+    be.assign();
     be.accumulate(counts);
+    const std::size_t changed = be.changed();
     if (std::find(counts.begin(), counts.end(), std::uint64_t(0)) == counts.end()) {
       be.advance(shift2);
     } else {

@@ -22,9 +22,11 @@ class LloydBackend {
 
   /// Makes `centroids` (k x d) current and forgets the bounds: the next assign() scans every point.
   virtual void start(std::span<const float> centroids) = 0;
-  /// Labels every point with its exact nearest current centroid (by (distance, index)); returns
-  /// how many labels changed (every point after start()).
-  virtual std::size_t assign() = 0;
+  /// Labels every point with its exact nearest current centroid (by (distance, index)).
+  virtual void assign() = 0;
+  /// How many labels the last assign() changed (every point after start()). The CUDA backend
+  /// brings it to the host with the counts of accumulate(): ask after that, to save a wait.
+  virtual std::size_t changed() = 0;
   /// Counts (k) of the current labels; the backend keeps the per-cluster float64 sums (the fold
   /// tree over each cluster's points in index order, kmeans_exact.hpp).
   virtual void accumulate(std::span<std::uint64_t> counts) = 0;

@@ -36,7 +36,9 @@ class CpuLloyd final : public LloydBackend {
     moved_ = false;
   }
 
-  std::size_t assign() override {
+  std::size_t changed() override { return changed_; }
+
+  void assign() override {
     if (bounded_) half_gaps();
     const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
     std::vector<std::size_t> changed(chunks, 0);
@@ -49,10 +51,9 @@ class CpuLloyd final : public LloydBackend {
     });
     std::size_t total = 0;
     for (const std::size_t m : changed) total += m;
-    const bool first = !bounded_;
+    changed_ = bounded_ ? total : n_;
     bounded_ = true;
     moved_ = false;
-    return first ? n_ : total;
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
@@ -178,6 +179,7 @@ class CpuLloyd final : public LloydBackend {
   std::size_t argmax_ = 0;
   bool bounded_ = false;  // bounds exist (an assign since start())
   bool moved_ = false;    // the centroids moved since the bounds were set
+  std::size_t changed_ = 0;
   std::vector<std::uint64_t> counts_;
   std::vector<double> sums_;
   std::vector<FoldStream> streams_;  // per cluster

@@ -70,8 +70,8 @@ __device__ void close_call(const LabelArgs& a, const float* x, double top, const
 }
 
 /// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
-__global__ void __launch_bounds__(kScanThreads) scan_kernel(LabelArgs a, bool all) {
-  __shared__ float tile[kTileC][kTileD];
+__global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
+  __shared__ __align__(16) float tile[kTileC][kTileD];
   const std::uint32_t count = all ? a.n : *a.list_count;
   if (blockIdx.x * blockDim.x >= count) return;  // the whole block: no shared tile to load
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -93,12 +93,24 @@ __global__ void __launch_bounds__(kScanThreads) scan_kernel(LabelArgs a, bool al
       }
       __syncthreads();
       if (!active) continue;
-      for (std::uint32_t j = 0; j < span; ++j) {
-        const float v = x[d0 + j];
+      if (a.d % 4 == 0) {  // 16-byte loads: the row and the tile are 16-byte aligned
+        for (std::uint32_t j = 0; j < span; j += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(x + d0 + j);
 #pragma unroll
-        for (int c = 0; c < kTileC; ++c) {
-          const float diff = v - tile[c][j];
-          acc[c] = fmaf(diff, diff, acc[c]);
+          for (int c = 0; c < kTileC; ++c) {
+            const float4 m = *reinterpret_cast<const float4*>(&tile[c][j]);
+            const float e0 = v.x - m.x, e1 = v.y - m.y, e2 = v.z - m.z, e3 = v.w - m.w;
+            acc[c] = fmaf(e3, e3, fmaf(e2, e2, fmaf(e1, e1, fmaf(e0, e0, acc[c]))));
+          }
+        }
+      } else {
+        for (std::uint32_t j = 0; j < span; ++j) {
+          const float v = x[d0 + j];
+#pragma unroll
+          for (int c = 0; c < kTileC; ++c) {
+            const float diff = v - tile[c][j];
+            acc[c] = fmaf(diff, diff, acc[c]);
+          }
         }
       }
     }

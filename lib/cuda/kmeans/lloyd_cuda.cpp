@@ -62,7 +62,13 @@ class CudaLloyd final : public LloydBackend {
     moved_ = false;
   }
 
-  std::size_t assign() override {
+  std::size_t changed() override {
+    if (!changed_ready_) sync();
+    changed_ready_ = true;
+    return first_ ? n_ : host_counts_.get()[k_];
+  }
+
+  void assign() override {
     gk::LabelArgs a = args();
     const cudaStream_t s = stream_.get();
     check_cuda(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
@@ -73,15 +79,13 @@ class CudaLloyd final : public LloydBackend {
     } else {
       gk::launch_scan(a, true, s);
     }
-    std::uint32_t changed = 0;
+    // Comes to the host with accumulate()'s counts (the stream is in order): no wait here.
     check_cuda(cudaMemcpyAsync(host_counts_.get() + k_, stats_.get() + 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans changed labels");
-    sync();
-    changed = host_counts_.get()[k_];
-    const bool first = !bounded_;
+    changed_ready_ = false;
+    first_ = !bounded_;
     bounded_ = true;
     moved_ = false;
-    return first ? n_ : changed;
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
@@ -203,7 +207,10 @@ class CudaLloyd final : public LloydBackend {
     sync();
   }
 
-  void sync() { check_cuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize", "kmeans"); }
+  void sync() {
+    check_cuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize", "kmeans");
+    changed_ready_ = true;
+  }
 
   gpu::DeviceScope scope_;
   gpu::Stream stream_;
@@ -225,6 +232,8 @@ class CudaLloyd final : public LloydBackend {
   double max1_ = 0, max2_ = 0;
   std::uint32_t argmax_ = 0;
   bool bounded_ = false, moved_ = false;
+  bool first_ = true;           // the last assign() scanned every point (changed() is n)
+  bool changed_ready_ = true;   // the changed count has reached host_counts_[k_]
 };
 
 }  // namespace
