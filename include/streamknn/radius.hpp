@@ -7,12 +7,12 @@
 //
 // The rule "within r", decided exactly on the stored float32 values (docs/filters.md):
 //   l2:            squared distance <= r * r, both exact (r as given, in double);
-//   inner product: -<q, p> <= r;   cosine: 1 - cos <= r, that is |q - p|^2 <= 2 r on the stored
+//   inner product: -<q, p> <= r (r of any sign);   cosine: 1 - cos <= r, that is |q - p|^2 <= 2 r on the stored
 //                  unit vectors;
 //   haversine:     r in metres; the squared chord of the stored unit vectors <= (2 sin(r / 2R))^2,
 //                  that bound computed once in double on the host (R = 6,371,008.8 m).
 // Distances are reported as search() reports them (the exact distance rounded once to float32),
-// so a reported distance never exceeds r rounded up to float32.
+// so a reported distance never exceeds r rounded up to float32 (haversine: by a float32 step).
 #pragma once
 
 #include <cstddef>

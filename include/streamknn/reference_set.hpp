@@ -110,7 +110,9 @@ class ReferenceSet {
                           std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
   /// Every point within radius of each query (streamknn/radius.hpp), nearest first; with
   /// max_results (at least 1), each query's nearest max_results of them and a flag where more
-  /// lay within. radius: finite, >= 0 (haversine: metres). visible and where as for search().
+  /// lay within. radius: >= 0, +infinity for every point (haversine: metres; inner product: any sign, a bound
+  /// on -<q, p>).
+  /// visible and where as for search().
   RadiusNeighbors radius_search(std::span<const float> queries, double radius, std::size_t max_results = kNoLimit,
                                 std::span<const IdRange> visible = {}, std::span<const Predicate> where = {}) const;
   RadiusNeighbors radius_search(std::span<const double> queries, double radius, std::size_t max_results = kNoLimit,

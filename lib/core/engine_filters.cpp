@@ -19,6 +19,10 @@ constexpr double kEarthRadius = 6371008.8;
 /// (streamknn/radius.hpp). hi and lo lie on ExactSum's grid (multiples of 2^-320 below 2^318).
 void radius_limit(Metric metric, double radius, double& hi, double& lo) {
   lo = 0;
+  if (std::isinf(radius) && radius > 0) {  // every point: a bound above every key (keys stay below 2^280)
+    hi = metric == Metric::Haversine ? 4.0 * (1.0 + 0x1p-20) : 0x1p300;
+    return;
+  }
   switch (metric) {
     case Metric::L2: {
       // r * r exactly: a double times itself is hi + lo (TwoProduct). Radii below 2^-100 would
@@ -33,7 +37,7 @@ void radius_limit(Metric metric, double radius, double& hi, double& lo) {
       return;
     }
     case Metric::Cosine: hi = radius < 0x1p-200 ? 0.0 : 2.0 * radius; return;   // |q - p|^2 = 2 (1 - cos)
-    case Metric::InnerProduct: hi = radius < 0x1p-200 ? 0.0 : radius; return;   // -<q, p> <= r
+    case Metric::InnerProduct: hi = std::fabs(radius) < 0x1p-200 ? 0.0 : radius; return;  // -<q, p> <= r (any sign)
     case Metric::Haversine: {
       // The squared chord of an arc of r metres, (2 sin(r / 2R))^2, computed once here in double:
       // both backends test against these same bits. Past half the circumference, every point.
@@ -117,8 +121,10 @@ void Engine::take_filters(const QueryFilters& f, std::size_t num_queries, QueryR
   }
   if (f.radius_on) {
     if (std::isnan(f.radius)) fail_argument(caller, ": radius is NaN");
-    if (!(f.radius >= 0)) fail_argument(caller, ": radius = ", f.radius, " is negative");
-    if (std::isinf(f.radius)) fail_argument(caller, ": radius is infinite (give a finite radius, or search() for the k nearest)");
+    if (!(f.radius >= 0) && config_.metric != Metric::InnerProduct) {  // -<q, p> may be negative: any bound is
+      fail_argument(caller, ": radius = ", f.radius, " is negative");
+    }
+    if (std::isinf(f.radius) && f.radius < 0) fail_argument(caller, ": radius is -infinity");
     if (f.radius_all && f.cap < 1) fail_argument(caller, ": max_results = 0 (give at least 1, or kNoLimit for no cap)");
   }
   if ((!f.where.empty() || f.radius_on) && !backend_->filters_supported()) {

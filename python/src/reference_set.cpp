@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "filters.hpp"
 #include "streamknn/device.hpp"
 
 namespace streamknn::python {
@@ -29,6 +30,7 @@ void merge_into(PublishReport& into, PublishReport&& later) {
   into.moved += later.moved;
   into.erased += later.erased;
   into.retargeted += later.retargeted;
+  into.attributed += later.attributed;
   into.rejected.insert(into.rejected.end(), later.rejected.begin(), later.rejected.end());
 }
 
@@ -69,8 +71,13 @@ struct Batch {
   std::optional<FloatRows> vectors;
   std::optional<LabelArray> labels;
   std::optional<FloatRows> values;
+  std::optional<AttrRows> attributes;
 
   Update row(std::size_t i) const {
+    const Update u = base_row(i);
+    return attributes ? u.with_attributes({attributes->data + i * attributes->cols, attributes->cols}) : u;
+  }
+  Update base_row(std::size_t i) const {
     const PointId id = ids.data[i];
     const std::span<const float> vector =
         vectors ? std::span<const float>(vectors->data + i * vectors->cols, vectors->cols) : std::span<const float>();
@@ -84,6 +91,7 @@ struct Batch {
       case UpdateKind::SetTarget:
         if (labels) return Update::set_target(id, static_cast<std::int32_t>(labels->data[i]));
         return Update::set_target(id, {values->data + i * values->cols, values->cols});
+      case UpdateKind::SetAttributes: return Update::set_attributes(id, {});
     }
     return Update::erase(id);
   }
@@ -255,8 +263,9 @@ const char* const kOnFullDoc =
 StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                         std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                         std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-                        std::size_t publish_threads, const std::string& spatial_index) {
+                        std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words = 0) {
   StoreConfig config;
+  config.attribute_words = attribute_words;
   config.dim = dim;
   config.metric = parse_metric(metric);
   if (n_classes && n_outputs) fail_argument("ReferenceSet: give n_classes or n_outputs, not both");
@@ -348,7 +357,7 @@ void bind_reference_set(py::module_& m) {
   py::class_<Rejection>(m, "Rejection", "An update that publish() did not apply, and why.")
       .def_property_readonly("id", [](const Rejection& r) { return r.id; }, "The id the update named.")
       .def_property_readonly("kind", [](const Rejection& r) { return std::string(to_string(r.kind)); },
-                             "'insert', 'move', 'erase' or 'set_target'.")
+                             "'insert', 'move', 'erase', 'set_target' or 'set_attributes'.")
       .def_property_readonly("reason", [](const Rejection& r) { return std::string(to_string(r.reason)); },
                              "'unknown id' or 'duplicate id'.")
       .def("__repr__", [](const Rejection& r) {
@@ -365,6 +374,7 @@ void bind_reference_set(py::module_& m) {
       .def_readonly("moved", &PublishReport::moved)
       .def_readonly("erased", &PublishReport::erased)
       .def_readonly("retargeted", &PublishReport::retargeted)
+      .def_readonly("attributed", &PublishReport::attributed, "set_attributes applied.")
       .def_readonly("size", &PublishReport::size, "Points in the store after this publish.")
       .def_readonly("rejected", &PublishReport::rejected, "Every update not applied, in queue order (list of Rejection).")
       .def_property_readonly(
@@ -386,7 +396,7 @@ A mutable reference set: push batches of updates, publish() them as a new snapsh
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
              capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0,
-             publish_threads=0, spatial_index='auto')
+             publish_threads=0, spatial_index='auto', attribute_words=0)
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
@@ -399,6 +409,8 @@ publish_threads: threads publish() may use for a large batch of moves and target
 spatial_index: CUDA backend, stores of one or two dimensions: 'auto' (a tree of boxes over the
 points, kept on the device and refit or rebuilt after a publish once enough queries have come),
 'always' or 'off'. The answers are the same; only the time differs.
+attribute_words: 32-bit attribute words per point (0 to 4), given at insert (attributes=), changed
+by set_attributes, tested by the searches' `where` predicates (docs/filters.md).
 
 Ids are caller-chosen unsigned 64-bit integers (invalid_id = 2**64-1 is reserved). Updates are
 queued by insert / move / erase / set_target and become visible together at publish(); unknown
@@ -408,17 +420,17 @@ any thread; searches and publishes release the GIL.
       .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                        std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-                       std::size_t publish_threads, const std::string& spatial_index) {
+                       std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words) {
              const StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
                                                     queue_capacity, cuda_device, cpu_threads, publish_threads,
-                                                    spatial_index);
+                                                    spatial_index, attribute_words);
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
            py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
            py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
-           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto")
+           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto", py::arg("attribute_words") = 0)
       .def_static(
           "from_points",
           [](py::handle ids, py::handle vectors, py::handle targets, const std::string& metric,
@@ -450,15 +462,24 @@ is checked as insert checks it, and repeated ids are refused: InvalidArgument na
 float32 C-contiguous vectors are read in place; anything else is converted once.)doc")
       .def(
           "insert",
-          [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full) {
-            return push_batch(s, make_batch(s, UpdateKind::Insert, ids, vectors, targets, "ReferenceSet.insert"),
-                              on_full, "ReferenceSet.insert");
+          [](Store& s, py::handle ids, py::handle vectors, py::handle targets, const std::string& on_full,
+             py::handle attributes) {
+            const char* call = "ReferenceSet.insert";
+            Batch b = make_batch(s, UpdateKind::Insert, ids, vectors, targets, call);
+            if (!attributes.is_none()) {
+              b.attributes = as_attributes(attributes, s.set().config().attribute_words, call);
+              if (b.attributes->rows != b.ids.rows) {
+                fail_argument(call, ": ", b.ids.rows, " ids but ", b.attributes->rows, " attribute rows");
+              }
+            }
+            return push_batch(s, b, on_full, call);
           },
           py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(),
-          py::arg("on_full") = "publish",
+          py::arg("on_full") = "publish", py::arg("attributes") = py::none(),
           (std::string("Queues inserts: ids (n,), vectors (n, dim), targets: labels (n,) for a "
                        "classification store, values (n, n_outputs) (or (n,) when n_outputs == 1) for a "
-                       "regression store, None otherwise.\n") +
+                       "regression store, None otherwise; attributes: None (zeros) or (n, attribute_words) "
+                       "uint32.\n") +
            kOnFullDoc)
               .c_str())
       .def(
@@ -496,26 +517,33 @@ float32 C-contiguous vectors are read in place; anything else is converted once.
           "PublishReport. On OutOfMemory nothing is applied and the updates stay pending.")
       .def(
           "search",
-          [](const Store& s, py::handle queries, std::size_t k, py::handle visible) -> py::object {
-            if (is_device_array(queries)) return device_call(py::cast(&s), "search", queries, k, visible);
+          [](const Store& s, py::handle queries, std::size_t k, py::handle visible, py::handle where) -> py::object {
+            if (is_device_array(queries) && where.is_none()) {
+              return device_call(py::cast(&s), "search", queries, k, visible);
+            }
             const char* call = "ReferenceSet.search";
             const FloatRows q = as_float_rows(queries, s.set().config().dim, false, call, "queries");
             const std::vector<IdRange> ranges = as_ranges(visible, q.rows, call);
+            const std::vector<Predicate> predicates =
+                as_predicates(where, q.rows, s.set().config().attribute_words, call);
             Neighbors n;
             {
               py::gil_scoped_release nogil;
-              n = s.set().search({q.data, q.rows * q.cols}, k, ranges);
+              n = s.set().search({q.data, q.rows * q.cols}, k, ranges, predicates);
             }
             const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(q.rows), static_cast<py::ssize_t>(k)};
             return py::make_tuple(adopt(std::move(n.distances), shape), adopt(std::move(n.ids), shape), n.epoch);
           },
-          py::arg("queries"), py::arg("k"), py::arg("visible") = py::none(),
+          py::arg("queries"), py::arg("k"), py::arg("visible") = py::none(), py::arg("where") = py::none(),
           R"doc(Exact k nearest neighbours of queries (n_queries, dim) on the current snapshot.
 
 Returns (distances, ids, epoch): distances float32 (n_queries, k) and ids uint64 (n_queries, k) in
 ascending (distance, id) order, ties to the smaller id; rows with fewer than k visible points end
 with padding (id = invalid_id, distance = inf). visible: None, or (n_queries, 2) uint64 [begin, end)
-id ranges, one per query, restricting what each query sees. float32 C-contiguous queries are used
+id ranges, one per query, restricting what each query sees. where: None, or a dict of arrays
+(required, forbidden: uint32 (attribute_words,) or (n_queries, attribute_words); range_word,
+range_min, range_max: scalars or (n_queries,)) testing each point's attribute words inside the
+search: the answers are the k nearest among the points that pass. float32 C-contiguous queries are used
 in place; anything else is converted once. The GIL is released during the search.)doc")
       .def(
           "_search_device",
@@ -596,6 +624,7 @@ returns (q_before float32 (n, n_actions), ids uint64 (n, k), epoch). See streamk
         return message("ReferenceSet(dim=", c.dim, ", metric='", to_string(c.metric), "'", target, ", backend='",
                       backend_string(s.set().backend()), "', size=", s.set().size(), ", epoch=", s.set().epoch(), ")");
       });
+  bind_filters(m);
 }
 
 }  // namespace streamknn::python

@@ -5,7 +5,8 @@ Three levels, one library underneath:
 
 * ``ReferenceSet`` (with ``KnnClassifier`` / ``KnnRegressor``): the library's own API, batched.
 * ``KNeighborsClassifier`` / ``KNeighborsRegressor`` / ``NearestNeighbors`` /
-  ``KNeighborsTransformer`` / ``kneighbors_graph``: a drop-in for scikit-learn's (need
+  ``KNeighborsTransformer`` / ``kneighbors_graph`` / ``RadiusNeighborsClassifier`` /
+  ``RadiusNeighborsRegressor`` / ``radius_neighbors_graph``: a drop-in for scikit-learn's (need
   scikit-learn; imported on first use, so ``import streamknn`` works without it).
 * ``SlidingWindowKNNClassifier`` / ``SlidingWindowKNNRegressor``: River-style streaming models
   (``learn_one`` / ``predict_one`` on dicts, causal batches), and ``KnnQ`` for KNN-Q learning.
@@ -42,12 +43,13 @@ from ._stream import SlidingWindowKNNClassifier, SlidingWindowKNNRegressor  # no
 
 _SKLEARN_NAMES = ("KNeighborsClassifier", "KNeighborsRegressor", "KNeighborsTransformer", "NearestNeighbors",
                   "kneighbors_graph")
+_RADIUS_NAMES = ("RadiusNeighborsClassifier", "RadiusNeighborsRegressor", "radius_neighbors_graph")
 
 __all__ = [
     "BackendUnavailable", "CudaError", "Error", "InvalidArgument", "KnnClassifier", "KnnQ",
     "KnnRegressor", "OutOfMemory", "PublishReport", "QueueFull", "ReferenceSet", "Rejection",
     "SlidingWindowKNNClassifier", "SlidingWindowKNNRegressor", "built_with_cuda", "cuda_available",
-    "earth_radius_metres", "invalid_id", "max_cpu_threads", "max_k", *_SKLEARN_NAMES, "KMeans",
+    "earth_radius_metres", "invalid_id", "max_cpu_threads", "max_k", *_SKLEARN_NAMES, *_RADIUS_NAMES, "KMeans",
 ]
 
 
@@ -57,6 +59,10 @@ def __getattr__(name):
         from . import _sklearn
 
         return getattr(_sklearn, name)
+    if name in _RADIUS_NAMES:  # scikit-learn's radius estimators, on radius_search
+        from . import _sklearn_radius
+
+        return getattr(_sklearn_radius, name)
     if name == "KMeans":  # a scikit-learn estimator too (imports scikit-learn on first use)
         from ._kmeans import KMeans
 
@@ -69,4 +75,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SKLEARN_NAMES) | {"KMeans"})
+    return sorted(set(globals()) | set(_SKLEARN_NAMES) | set(_RADIUS_NAMES) | {"KMeans"})

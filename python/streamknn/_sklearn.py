@@ -1,5 +1,6 @@
 """scikit-learn estimators over streamknn: KNeighborsClassifier, KNeighborsRegressor,
-NearestNeighbors, KNeighborsTransformer and kneighbors_graph.
+NearestNeighbors, KNeighborsTransformer and kneighbors_graph (the radius estimators are in
+_sklearn_radius).
 
 Drop-in for scikit-learn's classes of the same names: the same constructor (n_neighbors,
 weights, algorithm, leaf_size, metric, p, metric_params, n_jobs), plus ``backend`` ('auto' |
@@ -31,6 +32,7 @@ try:  # get_feature_names_out as scikit-learn's transformer ('kneighborstransfor
 except ImportError:  # pragma: no cover - scikit-learn < 1.1
     _FeaturesOut = object
 
+from ._radius_mixin import _check_radius, _RadiusMixin
 from ._sklearn_base import _densify, _fitted_rows, _StreamNeighborsBase, _validate_data
 
 __all__ = ["KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer",
@@ -250,10 +252,10 @@ class KNeighborsRegressor(RegressorMixin, _Supervised):
         return {"multioutput": True}
 
 
-class NearestNeighbors(_StreamNeighborsBase):
-    """Unsupervised k-nearest-neighbour search on streamknn (scikit-learn API): fit, kneighbors,
-    kneighbors_graph. ``radius`` is accepted for scikit-learn's signature; radius queries are
-    not offered yet. Other parameters as KNeighborsClassifier (no weights)."""
+class NearestNeighbors(_RadiusMixin, _StreamNeighborsBase):
+    """Unsupervised neighbour search on streamknn (scikit-learn API): fit, kneighbors,
+    kneighbors_graph, radius_neighbors, radius_neighbors_graph (exact; see _radius_mixin).
+    Other parameters as KNeighborsClassifier (no weights)."""
 
     def __init__(self, *, n_neighbors=5, radius=1.0, algorithm="auto", leaf_size=30, metric="minkowski", p=2,
                  metric_params=None, n_jobs=None, backend="auto"):
@@ -270,6 +272,8 @@ class NearestNeighbors(_StreamNeighborsBase):
     def fit(self, X, y=None):
         """Fits the reference set on X (n_samples, n_features); y is ignored."""
         self._check_params()
+        if getattr(self, "radius", None) is not None:
+            _check_radius(self.radius)
         return self._fit_rows(self._validate_X(X, reset=True))
 
     def partial_fit(self, X, y=None):

@@ -114,8 +114,9 @@ def _check_k(k, name="n_neighbors"):
         raise ValueError(f"Expected {name} in [1, {_streamknn.max_k}], got {k}")
 
 
-class _StreamNeighborsBase(_KNeighborsMixin, BaseEstimator):
-    """scikit-learn's constructor and k-neighbours search over a streamknn reference set."""
+class _StreamNeighborsCore(BaseEstimator):
+    """scikit-learn's constructor and k-neighbours search over a streamknn reference set (the radius
+    estimators derive from this, not from scikit-learn's KNeighborsMixin)."""
 
     def __init__(self, n_neighbors=5, *, weights="uniform", algorithm="auto", leaf_size=30, metric="minkowski",
                  p=2, metric_params=None, n_jobs=None, backend="auto"):
@@ -337,3 +338,8 @@ class _StreamNeighborsBase(_KNeighborsMixin, BaseEstimator):
             # this machine's threads: the points, targets and epoch are the pickled store's.
             self._store = _streamknn.ReferenceSet.from_bytes(
                 checkpoint, backend=self.backend, cpu_threads=self._cpu_threads())
+
+
+class _StreamNeighborsBase(_StreamNeighborsCore, _KNeighborsMixin):
+    """The k-neighbours estimators' base: scikit-learn's isinstance checks see a KNeighborsMixin (after
+    the core in the method order, so that kneighbors is streamknn's)."""

@@ -62,3 +62,16 @@ def test_data_not_an_array(estimator):
     X = rng.uniform(size=(20, 3))
     y = (X[:, 0] > 0.5).astype(int)
     check_estimators_data_not_an_array(type(estimator).__name__, estimator, X, y, "NotAnArray")
+
+
+# The radius estimators (on radius_search), under the default metric and cosine (not the cosine
+# regressor: at radius 1 it averages nearly every row and fails check_regressors_train's score, as
+# scikit-learn's own RadiusNeighborsRegressor(metric='cosine') does).
+RADIUS_ESTIMATORS = [streamknn.RadiusNeighborsClassifier(backend=BACKEND),
+                     streamknn.RadiusNeighborsRegressor(backend=BACKEND),
+                     streamknn.RadiusNeighborsClassifier(backend=BACKEND, metric="cosine")]
+
+
+@parametrize_with_checks(RADIUS_ESTIMATORS)
+def test_sklearn_estimator_check_radius(estimator, check):
+    check(estimator)

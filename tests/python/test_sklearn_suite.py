@@ -2,7 +2,8 @@
 
 The installed scikit-learn's sklearn/neighbors/tests/test_neighbors.py is loaded as a fresh
 module (nothing is copied into this repository) with streamknn's KNeighborsClassifier,
-KNeighborsRegressor, NearestNeighbors, KNeighborsTransformer and kneighbors_graph in place of
+KNeighborsRegressor, NearestNeighbors, KNeighborsTransformer, kneighbors_graph,
+RadiusNeighborsClassifier, RadiusNeighborsRegressor and radius_neighbors_graph in place of
 scikit-learn's: in `sklearn.neighbors` while the module's decorators are evaluated (so
 parametrised classes are streamknn's), then through the module's own `neighbors` name. Every
 test function of that file is collected here under its own name; a case that needs what
@@ -26,43 +27,22 @@ SOURCE = os.path.join(os.path.dirname(sklearn.__file__), "neighbors", "tests", "
 if not os.path.exists(SOURCE):
     pytest.skip(f"scikit-learn's neighbours tests are not installed ({SOURCE})", allow_module_level=True)
 
-OURS = ("KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer", "kneighbors_graph")
+OURS = ("KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer", "kneighbors_graph",
+        "RadiusNeighborsClassifier", "RadiusNeighborsRegressor", "radius_neighbors_graph")
 SUPPORTED_METRICS = {"euclidean", "l2", "cosine", "haversine", "minkowski"}
 
-RADIUS = "radius search (RadiusNeighbors*, radius_neighbors) is not in streamknn yet"
 PRECOMPUTED = "metric='precomputed' is not supported (streamknn searches vectors)"
 HELPERS = "exercises scikit-learn's own helpers only, no neighbours estimator"
 SKIP_TESTS = {
-    "test_not_fitted_error_gets_raised": RADIUS,
     "test_precomputed_dense": PRECOMPUTED,
     "test_precomputed_sparse_knn": PRECOMPUTED,
     "test_precomputed_sparse_radius": PRECOMPUTED,
+    "test_radius_neighbors_returns_array_of_objects": PRECOMPUTED,
+    "test_unsupervised_radius_neighbors": "runs p=1, 3, 4 and inf: only p=2 is supported",
     "test_precomputed_sparse_invalid": PRECOMPUTED,
     "test_precomputed_cross_validation": PRECOMPUTED,
     "test_kneighbors_regressor_sparse": PRECOMPUTED,
-    "test_pipeline_with_nearest_neighbors_transformer": PRECOMPUTED + "; " + RADIUS,
-    "test_unsupervised_radius_neighbors": RADIUS,
-    "test_radius_neighbors_classifier": RADIUS,
-    "test_radius_neighbors_classifier_when_no_neighbors": RADIUS,
-    "test_radius_neighbors_classifier_outlier_labeling": RADIUS,
-    "test_radius_neighbors_classifier_zero_distance": RADIUS,
-    "test_neighbors_regressors_zero_distance": RADIUS,
-    "test_radius_neighbors_boundary_handling": RADIUS,
-    "test_radius_neighbors_returns_array_of_objects": RADIUS,
-    "test_radius_neighbors_sort_results": RADIUS,
-    "test_RadiusNeighborsClassifier_multioutput": RADIUS,
-    "test_radius_neighbors_regressor": RADIUS,
-    "test_RadiusNeighborsRegressor_multioutput_with_uniform_weight": RADIUS,
-    "test_RadiusNeighborsRegressor_multioutput": RADIUS,
-    "test_radius_neighbors_graph": RADIUS,
-    "test_radius_neighbors_graph_sparse": RADIUS,
-    "test_nearest_neighbors_validate_params": RADIUS,
-    "test_k_and_radius_neighbors_train_is_not_query": RADIUS,
-    "test_k_and_radius_neighbors_X_None": RADIUS,
-    "test_k_and_radius_neighbors_duplicates": RADIUS,
-    "test_same_radius_neighbors_parallel": RADIUS,
-    "test_radius_neighbors_predict_proba": RADIUS,
-    "test_radius_neighbors_brute_backend": RADIUS,
+    "test_pipeline_with_nearest_neighbors_transformer": PRECOMPUTED,
     "test_kneighbors_classifier_predict_proba": "p=1 (Manhattan): only p=2 is supported",
     "test_neighbors_minkowski_semimetric_algo_warn": "p=0.1: only p=2 is supported",
     "test_neighbors_minkowski_semimetric_algo_error": "p=0.1: only p=2 is supported",
@@ -86,14 +66,11 @@ SKIP_TESTS = {
 
 def skip_case(name, params):
     """The reason to skip one parametrised case, or None."""
-    for key in ("NeighborsMixinSubclass", "Estimator"):
-        cls = params.get(key)
-        if cls is not None and cls.__name__.startswith("Radius"):
-            return RADIUS
     metric = params.get("metric")
     if metric is not None and metric not in SUPPORTED_METRICS:
         return PRECOMPUTED if metric == "precomputed" else f"metric={metric!r} is not supported"
     if metric == "minkowski" and name in ("test_neighbors_metrics", "test_kneighbors_brute_backend",
+                                          "test_radius_neighbors_brute_backend",
                                           "test_valid_brute_metric_for_auto_algorithm"):
         return "runs metric='minkowski' with p=1.5, 3, inf and weights: only p=2 is supported"
     if metric == "haversine" and name == "test_neighbors_metrics":
@@ -103,7 +80,7 @@ def skip_case(name, params):
 
 def _load_suite():
     """test_neighbors.py executed with streamknn's classes in sklearn.neighbors (restored after)."""
-    saved = {name: getattr(_skn, name) for name in OURS + ("radius_neighbors_graph",)}
+    saved = {name: getattr(_skn, name) for name in OURS}
     try:
         for name in OURS:
             setattr(_skn, name, getattr(streamknn, name))

@@ -1,0 +1,93 @@
+// Attribute words are durable: a checkpoint and a journal carry them (format version 2), a store
+// loaded from them answers predicates as the saved one did (on either backend: the engine keeps the
+// copy it saves), and files of format version 1 (no attribute words) still load.
+#include "core/checkpoint_crc.hpp"
+#include "reliability/checkpoint_support.hpp"
+
+using namespace checkpoint_test;
+
+namespace {
+
+StoreConfig words_config(std::size_t words) {
+  StoreConfig c = test::config_for(2, Metric::L2, TargetSpec::classes(3));
+  c.attribute_words = words;
+  return c;
+}
+
+std::vector<PointId> available_near(const ReferenceSet& set, std::size_t k) {
+  const float q[2] = {0, 0};
+  std::vector<PointId> out;
+  if (set.config().attribute_words == 0 || set.backend() != BackendKind::Cpu) {
+    const Neighbors n = set.search(q, k);
+    return {n.ids.begin(), n.ids.end()};
+  }
+  const Predicate free = Predicate{}.require(0, 1).within(2, 10, 20);
+  const Neighbors n = set.search(q, k, {}, std::span(&free, 1));
+  return {n.ids.begin(), n.ids.end()};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint and journal carry attribute words; a store loaded from them filters alike") {
+  ScratchDir dir;
+  ReferenceSet set(words_config(3));
+  for (PointId id = 0; id < 200; ++id) {
+    const std::uint32_t words[3] = {std::uint32_t(id % 3 == 0), std::uint32_t(id * 7), std::uint32_t(id % 31)};
+    const float v[2] = {float(id % 17), float(id / 17)};
+    set.push(Update::insert(id, v, std::int32_t(id % 3)).with_attributes(words));
+  }
+  set.publish();
+  set.save(dir.file("a.skc"));
+  set.open_journal(dir.file("a.skj"));
+  for (PointId id = 0; id < 200; id += 5) {
+    const std::uint32_t words[3] = {1, 0, 15};
+    set.push(Update::set_attributes(id, words));
+  }
+  set.erase(3);
+  set.publish();
+  const std::uint32_t words[3] = {1, 1, 12};
+  set.push(Update::insert(1000, std::vector<float>{0.5f, 0.5f}, 1).with_attributes(words));
+  set.publish();
+  const auto want = available_near(set, 12);
+
+  LoadReport report;
+  const ReferenceSet loaded = ReferenceSet::load(dir.file("a.skc"), {.journal = dir.file("a.skj")}, &report);
+  CHECK(report.replayed == 2);
+  CHECK(loaded.config().attribute_words == 3);
+  CHECK(loaded.epoch() == set.epoch());
+  CHECK(available_near(loaded, 12) == want);
+  CHECK(state_bytes(loaded) == state_bytes(set));
+  // Saved again, loaded again: the same bytes.
+  const ReferenceSet again = ReferenceSet::load_bytes(loaded.save_bytes());
+  CHECK(state_bytes(again) == state_bytes(set));
+}
+
+TEST_CASE("checkpoint format version 1 (no attribute words) still loads") {
+  ReferenceSet set(words_config(0));
+  for (PointId id = 0; id < 20; ++id) set.push(Update::insert(id, std::vector<float>{float(id), 1}, 1));
+  set.publish();
+  auto bytes = set.save_bytes();
+  REQUIRE(bytes[8] == std::byte{2});
+  bytes[8] = std::byte{1};  // the version field; the layout of a store without words is version 1's
+  const std::uint32_t crc = streamknn::detail::crc32c(bytes.data(), 44);
+  std::memcpy(bytes.data() + 44, &crc, 4);
+  const ReferenceSet old = ReferenceSet::load_bytes(bytes);
+  CHECK(old.size() == 20);
+  CHECK(old.config().attribute_words == 0);
+  CHECK(available_near(old, 5) == available_near(set, 5));
+
+  // A version-1 file that claims attribute words is refused by section.
+  ReferenceSet with(words_config(1));
+  with.push(Update::insert(1, std::vector<float>{1, 1}, 1).with_attributes(std::vector<std::uint32_t>{5}));
+  with.publish();
+  auto wbytes = with.save_bytes();
+  wbytes[8] = std::byte{1};
+  const std::uint32_t wcrc = streamknn::detail::crc32c(wbytes.data(), 44);
+  std::memcpy(wbytes.data() + 44, &wcrc, 4);
+  try {
+    (void)ReferenceSet::load_bytes(wbytes);
+    FAIL("accepted");
+  } catch (const CheckpointError& e) {
+    CHECK(e.section() == "ATTR");
+  }
+}
