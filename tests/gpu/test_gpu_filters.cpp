@@ -1,0 +1,207 @@
+// GPU suite (skips without a CUDA device): predicates and radius search on the CUDA backend against
+// the CPU backend, answer for answer (ids and distance bits), on every metric and on the shapes
+// that take each strategy: small batches over small stores (direct), large batches (scan, screen,
+// query-resident), stores of one or two dimensions with the spatial index forced on, wide vectors
+// (dense screen), k up to past what passes; predicates shared and per query, composed with IdRange,
+// passing none, few or most points; attribute changes across publishes (both device buffers);
+// radius with and without caps, with predicates, ties at the radius on integer grids, and the k
+// nearest within a radius. Where the CUDA backend does not run filters yet, every case checks that
+// it refuses them with BackendUnavailable naming the feature and BackendKind::Cpu.
+#include <array>
+#include <cstring>
+#include <functional>
+
+#include "support/test_support.hpp"
+
+using namespace test;
+
+namespace {
+
+constexpr std::size_t kWords = 2;
+
+StoreConfig twin_config(std::size_t dim, Metric metric, BackendKind kind, SpatialIndex spatial) {
+  StoreConfig c;
+  c.dim = dim;
+  c.metric = metric;
+  c.backend = kind;
+  c.attribute_words = kWords;
+  c.spatial_index = spatial;
+  c.debug = kind == BackendKind::Cuda;
+  return c;
+}
+
+struct Twin {
+  Twin(std::size_t dim, Metric metric, SpatialIndex spatial = SpatialIndex::Off)
+      : cpu(twin_config(dim, metric, BackendKind::Cpu, spatial)), gpu(twin_config(dim, metric, BackendKind::Cuda, spatial)) {}
+  void push(const Update& u) {
+    while (!cpu.try_push(u)) cpu.publish();
+    while (!gpu.try_push(u)) gpu.publish();
+  }
+  void publish() {
+    const PublishReport a = cpu.publish(), b = gpu.publish();
+    REQUIRE(a.applied == b.applied);
+    REQUIRE(a.epoch == b.epoch);
+  }
+  ReferenceSet cpu, gpu;
+};
+
+/// Whether the CUDA backend runs predicates and radius search; where it does not, checks that it
+/// refuses them by name.
+bool gpu_runs_filters(const ReferenceSet& gpu) {
+  const Predicate any{};
+  std::vector<float> query(gpu.config().dim, 0.5f);
+  try {
+    (void)gpu.search(query, 1, {}, std::span(&any, 1));
+    return true;
+  } catch (const BackendUnavailable& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("predicates") != std::string::npos);
+    CHECK(msg.find("BackendKind::Cpu") != std::string::npos);
+    try {
+      (void)gpu.radius_search(query, 1.0);
+      FAIL_CHECK("radius search ran where predicates did not");
+    } catch (const BackendUnavailable& r) {
+      CHECK(std::string(r.what()).find("radius search") != std::string::npos);
+    }
+    MESSAGE("the CUDA backend refuses predicates and radius search (BackendUnavailable): nothing to compare");
+    return false;
+  }
+}
+
+void fill(Twin& t, Metric metric, std::size_t n, std::uint64_t salt) {
+  auto g = rng(salt);
+  const std::size_t dim = t.cpu.config().dim;
+  const auto v = points_for(metric, g, n, dim);
+  std::uniform_int_distribution<std::uint32_t> flags(0, 15), time(0, 999);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::array<std::uint32_t, kWords> a{flags(g), time(g)};
+    t.push(Update::insert(PointId(5 * i + 1), std::span<const float>(v.data() + i * dim, dim)).with_attributes(a));
+  }
+  t.publish();
+  // Erased slots, and attribute changes after a first publish (the other device buffer replays them).
+  for (std::size_t i = 0; i < n; i += 13) t.push(Update::erase(PointId(5 * i + 1)));
+  for (std::size_t i = 1; i < n; i += 7) {
+    const std::array<std::uint32_t, kWords> a{flags(g), time(g)};
+    t.push(Update::set_attributes(PointId(5 * i + 1), a));
+  }
+  t.publish();
+  t.publish();
+}
+
+std::vector<Predicate> predicates_for(std::size_t nq, bool per_query) {
+  if (!per_query) return {Predicate{}.require(0, 1).forbid(0, 8).within(1, 200, 999)};
+  const Predicate menu[] = {Predicate{},
+                            Predicate{}.require(0, 15),
+                            Predicate{}.require(0, 1).forbid(0, 1),  // none pass
+                            Predicate{}.within(1, 500, 500),          // about n / 1000 pass
+                            Predicate{}.forbid(0, 6)};
+  std::vector<Predicate> out(nq);
+  for (std::size_t q = 0; q < nq; ++q) out[q] = menu[q % std::size(menu)];
+  return out;
+}
+
+std::uint32_t exact_bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+void same_neighbors(const Neighbors& a, const Neighbors& b) {
+  REQUIRE(a.ids.size() == b.ids.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.ids.size() && bad < 5; ++i) {
+    if (a.ids[i] != b.ids[i] || exact_bits(a.distances[i]) != exact_bits(b.distances[i])) {
+      ++bad;
+      FAIL_CHECK("entry ", i, ": cpu id ", a.ids[i], " d ", a.distances[i], ", gpu id ", b.ids[i], " d ", b.distances[i]);
+    }
+  }
+}
+
+void same_radius(const RadiusNeighbors& a, const RadiusNeighbors& b) {
+  REQUIRE(a.offsets == b.offsets);
+  CHECK(a.ids == b.ids);
+  CHECK(a.cap_hit == b.cap_hit);
+  for (std::size_t i = 0; i < a.distances.size(); ++i) REQUIRE(exact_bits(a.distances[i]) == exact_bits(b.distances[i]));
+}
+
+struct Shape {
+  std::size_t dim, n, nq, k;
+  SpatialIndex spatial;
+};
+
+}  // namespace
+
+TEST_CASE("GPU filters: predicates equal the CPU backend's on every metric and strategy") {
+  const Shape shapes[] = {{2, 3000, 1, 16, SpatialIndex::Off},      {2, 60000, 1024, 16, SpatialIndex::Off},
+                          {2, 60000, 64, 16, SpatialIndex::Always}, {16, 20000, 7, 64, SpatialIndex::Off},
+                          {128, 8000, 300, 32, SpatialIndex::Off},  {784, 3000, 40, 100, SpatialIndex::Off},
+                          {3, 500, 5, 600, SpatialIndex::Off}};
+  for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
+    for (const Shape& s : shapes) {
+      if (metric == Metric::Haversine && s.dim != 2) continue;
+      CAPTURE(to_string(metric));
+      CAPTURE(s.dim);
+      CAPTURE(s.n);
+      CAPTURE(s.nq);
+      Twin t(s.dim, metric, s.spatial);
+      if (!gpu_runs_filters(t.gpu)) return;
+      fill(t, metric, s.n, 100 + s.dim + s.n);
+      auto g = rng(200 + s.nq);
+      const auto queries = points_for(metric, g, s.nq, s.dim);
+      for (const bool per_query : {false, true}) {
+        const auto where = predicates_for(s.nq, per_query);
+        same_neighbors(t.cpu.search(queries, s.k, {}, where), t.gpu.search(queries, s.k, {}, where));
+        std::vector<IdRange> ranges(s.nq);
+        for (std::size_t q = 0; q < s.nq; q += 3) ranges[q] = {PointId(q * 11), PointId(q * 11 + 5 * s.n / 2)};
+        same_neighbors(t.cpu.search(queries, s.k, ranges, where), t.gpu.search(queries, s.k, ranges, where));
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU filters: radius search equals the CPU backend's (caps, predicates, k nearest within)") {
+  const Shape shapes[] = {{2, 5000, 1, 0, SpatialIndex::Off},
+                          {2, 100000, 1024, 0, SpatialIndex::Off},
+                          {2, 100000, 16, 0, SpatialIndex::Always},
+                          {32, 20000, 50, 0, SpatialIndex::Off}};
+  for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
+    for (const Shape& s : shapes) {
+      if (metric == Metric::Haversine && s.dim != 2) continue;
+      CAPTURE(to_string(metric));
+      CAPTURE(s.dim);
+      CAPTURE(s.nq);
+      Twin t(s.dim, metric, s.spatial);
+      if (!gpu_runs_filters(t.gpu)) return;
+      fill(t, metric, s.n, 300 + s.dim);
+      auto g = rng(400 + s.nq);
+      const auto queries = points_for(metric, g, s.nq, s.dim);
+      // About 100 points per query on a 2-D store of 100,000 uniform points in [-1, 1]^2.
+      const double r = metric == Metric::Haversine ? 150000.0 : metric == Metric::L2 ? (s.dim == 2 ? 0.056 : 1.9)
+                       : metric == Metric::Cosine ? 0.001 : -0.9;
+      same_radius(t.cpu.radius_search(queries, r), t.gpu.radius_search(queries, r));
+      same_radius(t.cpu.radius_search(queries, r, 10), t.gpu.radius_search(queries, r, 10));
+      const auto where = predicates_for(s.nq, true);
+      same_radius(t.cpu.radius_search(queries, r, kNoLimit, {}, where), t.gpu.radius_search(queries, r, kNoLimit, {}, where));
+      same_neighbors(t.cpu.search_within(queries, 16, r, {}, where), t.gpu.search_within(queries, 16, r, {}, where));
+    }
+  }
+}
+
+TEST_CASE("GPU filters: ties at the radius on an integer grid") {
+  Twin t(2, Metric::L2);
+  if (!gpu_runs_filters(t.gpu)) return;
+  PointId id = 0;
+  for (int x = -20; x <= 20; ++x) {
+    for (int y = -20; y <= 20; ++y) {
+      const std::array<std::uint32_t, kWords> a{std::uint32_t((x + y) & 1), 0};
+      t.push(Update::insert(id++, std::vector<float>{float(x), float(y)}).with_attributes(a));
+    }
+  }
+  t.publish();
+  const std::vector<float> q = {0.5f, 0.0f, 3, 4, -7, 1};
+  for (const double r : {0.5, 5.0, std::sqrt(50.0), 10.0}) {
+    same_radius(t.cpu.radius_search(q, r), t.gpu.radius_search(q, r));
+    const Predicate odd = Predicate{}.require(0, 1);
+    same_radius(t.cpu.radius_search(q, r, 7, {}, std::span(&odd, 1)), t.gpu.radius_search(q, r, 7, {}, std::span(&odd, 1)));
+  }
+}
