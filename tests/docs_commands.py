@@ -85,7 +85,7 @@ def check(src, build, doc, n, cmd, targets, makefile):
             if name not in targets and name != "streamknn":
                 return f"{prog}: no CMake target builds {name}"
             sources = {"streamknn": "streams", "nearest_drivers": "examples", "online_classification": "examples",
-                       "knn_q_learning": "examples"}.get(name)
+                       "knn_q_learning": "examples", "dispatch": "examples"}.get(name)
             if sources:
                 text = "".join(open(os.path.join(src, sources, f)).read()
                                for f in os.listdir(os.path.join(src, sources)) if f.endswith(".cpp"))
