@@ -251,6 +251,10 @@ TEST_CASE("kmeans: many clusters, long runs (the bounds prune; labels stay exact
   const auto x = blobs(g, n, d, 25);
   const auto c = given(x, d, k, 100, 2);
   check_equal(KMeans(c).fit(x, d), ref_lloyd(x, d, c.initial_centroids, 100, 0.0));
+  // clusters close to the points' count (no centroid gaps: the lower bounds alone prune)
+  const auto few = blobs(g, 90, 3, 30);
+  const auto cf = given(few, 3, 60, 50, 2);
+  check_equal(KMeans(cf).fit(few, 3), ref_lloyd(few, 3, cf.initial_centroids, 50, 0.0));
 }
 
 TEST_CASE("kmeans: k-means++, random starts and n_init are seeded and reproducible") {
