@@ -61,14 +61,23 @@ class CpuLloyd final : public LloydBackend {
     // their clusters' trees: every point is read once, in order (no gather).
     const std::size_t groups = std::min(k_, pool_.concurrency());
     pool_.parallel_for(groups, [&](std::size_t g) {
-      for (std::size_t c = g; c < k_; c += groups) counts_[c] = 0;
-      for (std::size_t i = 0; i < n_; ++i) {
-        const std::uint32_t c = labels_[i];
-        if (c % groups != g) continue;
-        ++counts_[c];
-        streams_[c].add(x_ + i * d_);
+      // clusters [lo, lo + span) are this task's; locals keep the loop free of reloads
+      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+      const std::uint32_t* labels = labels_.data();
+      const float* x = x_;
+      const std::size_t n = n_, d = d_;
+      FoldStream* streams = streams_.data();
+      std::vector<std::uint64_t> count(span, 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t c = labels[i] - lo;  // wraps below lo
+        if (c >= span) continue;
+        ++count[c];
+        streams[lo + c].add(x + i * d);
       }
-      for (std::size_t c = g; c < k_; c += groups) streams_[c].finish(sums_.data() + c * d_);
+      for (std::uint32_t c = 0; c < span; ++c) {
+        counts_[lo + c] = count[c];
+        streams[lo + c].finish(sums_.data() + (lo + c) * d);
+      }
     });
     std::copy(counts_.begin(), counts_.end(), counts.begin());
   }
