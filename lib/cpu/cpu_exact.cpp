@@ -243,25 +243,66 @@ void limit_to_radius(const ExactInput& in, double hi, double lo, ThreadPool& poo
   });
 }
 
+namespace {
+
+/// Squared-L2 ranks of one query against slots [s0, s1) in float32 (any order of operations: the
+/// screen's bound covers them), into rank[0 .. s1 - s0).
+void float_ranks(const HostStore& store, const float* q, std::size_t dim, std::size_t s0, std::size_t s1, float* rank) {
+  const std::size_t n = s1 - s0;
+  if (store.by_column()) {
+    for (std::size_t j = 0; j < n; ++j) rank[j] = 0.0f;
+    for (std::size_t d = 0; d < dim; ++d) {
+      const float* col = store.column(d) + s0;
+      const float qd = q[d];
+      for (std::size_t j = 0; j < n; ++j) rank[j] += (qd - col[j]) * (qd - col[j]);
+    }
+    return;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const float* row = store.row(s0 + j);
+    float acc = 0.0f;
+    for (std::size_t d = 0; d < dim; ++d) acc += (q[d] - row[d]) * (q[d] - row[d]);
+    rank[j] = acc;
+  }
+}
+
+}  // namespace
+
 void radius_neighbours(const ExactInput& in, double hi, double lo, std::size_t cap, ThreadPool& pool,
                        RadiusNeighbors& out) {
   const std::size_t nq = in.screen.num_queries, slots = in.screen.store->slot_count();
   const HostStore& store = *in.screen.store;
-  // Tasks: (query, slot chunk); a few queries split the store between the threads.
-  const std::size_t threads = pool.concurrency();
-  const std::size_t chunks = nq >= threads ? 1 : std::clamp<std::size_t>(slots / 16384, 1, (threads + nq - 1) / nq);
+  const std::size_t stride = store.stride();
+  // Squared distances (every metric but the inner product) first pass a float32 screen: a pair
+  // whose float32 rank exceeds the bound on the rank of any pair within (radius_rule.hpp) is out;
+  // the others get their float64 key and the exact decision.
+  const bool screened = in.metric != exact::kInnerProduct;
+  const double screen = exact::screen_rank_bound(hi + lo, exact::screen_bound(static_cast<std::uint32_t>(in.stored_dim)));
+  float fbound = static_cast<float>(screen);
+  if (!(double(fbound) >= screen)) fbound = std::nextafter(fbound, std::numeric_limits<float>::infinity());
+  // Tasks: slot chunks; each passes over its chunk in tiles that stay in cache while every query
+  // meets them (one pass over the store for the whole batch).
+  constexpr std::size_t kTile = 2048;
+  const std::size_t chunks = std::clamp<std::size_t>(slots / (4 * kTile), 1, 4 * pool.concurrency());
   const std::size_t chunk_len = (slots + chunks - 1) / chunks;
   std::vector<std::vector<Entry>> found(nq * chunks);
-  pool.parallel_for(nq * chunks, [&](std::size_t task) {
-    const std::size_t q = task / chunks, c = task % chunks;
+  pool.parallel_for(chunks, [&](std::size_t c) {
     const std::size_t begin = std::min(slots, c * chunk_len), end = std::min(slots, begin + chunk_len);
-    const QueryRanker ranker(in, q);
-    std::vector<Entry>& list = found[task];
-    for (std::size_t s = begin; s < end; ++s) {
-      const PointId id = store.id(s);
-      if (id == kInvalidId || !in.screen.admits(q, s, id)) continue;
-      const Entry e = ranker.entry(static_cast<std::uint32_t>(s), id);
-      if (ranker.within(e, hi, lo)) list.push_back(e);
+    std::vector<float> rank(kTile);
+    for (std::size_t t0 = begin; t0 < end; t0 += kTile) {
+      const std::size_t t1 = std::min(end, t0 + kTile);
+      for (std::size_t q = 0; q < nq; ++q) {
+        const QueryRanker ranker(in, q);
+        if (screened) float_ranks(store, in.screen.queries + q * stride, in.stored_dim, t0, t1, rank.data());
+        std::vector<Entry>& list = found[q * chunks + c];
+        for (std::size_t s = t0; s < t1; ++s) {
+          if (screened && !(rank[s - t0] <= fbound)) continue;
+          const PointId id = store.id(s);
+          if (id == kInvalidId || !in.screen.admits(q, s, id)) continue;
+          const Entry e = ranker.entry(static_cast<std::uint32_t>(s), id);
+          if (ranker.within(e, hi, lo)) list.push_back(e);
+        }
+      }
     }
   });
   std::vector<std::size_t> counts(nq, 0);
