@@ -12,9 +12,10 @@
 #                    (full lists, the selection's radix passes), the dense screen on small stores,
 #                    the direct search's paths (lists cut between segments, all ranks tied), the
 #                    query-resident scan's paths (lists that fill, merges in several rounds), the
-#                    dot-product screen's groups of 12, 16 and 32 on small stores; memcheck and
-#                    synccheck also the graph's input block read by a kernel from the mapped
-#                    staging.
+#                    dot-product screen's groups of 12, 16 and 32 on small stores, the row
+#                    gather (every case also runs the exact re-rank after its screen); memcheck
+#                    and synccheck also the graph's input block read by a kernel from the mapped
+#                    staging and the exact re-rank's fallback.
 #                    racecheck takes about 130 s on an H100, memcheck and synccheck about 15 s
 #                    each.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
@@ -102,12 +103,16 @@ for arg in "$@"; do
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
       cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
       cases+=",the dot-product screen: each group*,the spatial index: each path*,the spatial index refit: each path*"
+      cases+=",both backends read the same stored rows*"
       # The graph's copy-in kernel reads the mapped staging and has no shared memory: memcheck and
       # synccheck only (racecheck runs past 160 s on that case's 1,024-dim batches).
       copy_in_case="GPU equals CPU where a small batch's input block exceeds 16 KB*"
+      # The exact re-rank's fallback (a block streaming the store): memcheck and synccheck; its
+      # buffer is block-private and racecheck sees it through every other case's re-rank.
+      fallback_case="the exact re-rank's fallback*"
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         tool_cases=$cases
-        [[ $tool != racecheck ]] && tool_cases+=",$copy_in_case"
+        [[ $tool != racecheck ]] && tool_cases+=",$copy_in_case,$fallback_case"
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_gpu_vs_cpu)" -tc="$tool_cases"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
