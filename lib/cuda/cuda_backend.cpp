@@ -21,8 +21,8 @@
 #include "core/metric_space.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/device_store.hpp"
+#include "cuda/device_support.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/kernels/probe.hpp"
 #include "cuda/pipeline.hpp"
 #include "cuda/planner.hpp"
 #include "cuda/query_context.hpp"
@@ -565,51 +565,6 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace gpu
-
-namespace {
-
-/// The oldest architecture the kernels are written for: asynchronous copies to shared memory
-/// (cp.async) and TF32 tensor-core products (mma.sync m16n8k8) need sm_80.
-constexpr int kMinComputeMajor = 8;
-
-/// Why `device` cannot run this build's kernels ("" where it can): a compute capability under
-/// the minimum, or no kernel image for it in this build.
-std::string device_unsupported_reason(int device) {
-  cudaDeviceProp props{};
-  if (cudaGetDeviceProperties(&props, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return concat("device ", device, ": its properties cannot be read");
-  }
-  const std::string what = concat("device ", device, " (", props.name, ", compute capability ", props.major, ".",
-                                  props.minor, ")");
-  if (props.major < kMinComputeMajor) {
-    return concat(what, " is older than the minimum, compute capability ", kMinComputeMajor, ".0 (sm_",
-                  kMinComputeMajor, "0)");
-  }
-  int ptx_version = 0;
-  const cudaError_t status = gpu::kernel_image_ptx_version(device, &ptx_version);
-  if (status != cudaSuccess) {
-    return concat(what, ": this build carries no kernel image it can run (", cudaGetErrorString(status),
-                  "); build with CMAKE_CUDA_ARCHITECTURES including ", props.major, props.minor);
-  }
-  return "";
-}
-
-}  // namespace
-
-bool cuda_device_usable(int device) noexcept {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  if (device < 0 || device >= count) return false;
-  try {
-    return device_unsupported_reason(device).empty();
-  } catch (...) {
-    return false;
-  }
-}
 
 std::unique_ptr<Backend> make_cuda_backend(const StoreConfig& config) {
   int count = 0;
