@@ -13,6 +13,8 @@ Timed with CUDA events after a warm-up, points already on the device. scikit-lea
 KMeans(algorithm='lloyd', tol=0) and FAISS faiss.Kmeans (every point used, as many iterations as
 scikit-learn ran), both on `--threads` threads. The data generator is bench/kmeans.cpp's
 (splitmix64), reproduced here bit for bit. Each row: the median and minimum seconds, iterations.
+The CPU peers call whatever libblas.so.3 the system names; LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/
+openblas-openmp gives them OpenBLAS, as bench/cpu does.
 """
 import argparse
 import csv
