@@ -4,9 +4,12 @@
 // on small integer grids make every distance exact in float64, so ties are real ties. Plus bad
 // input, determinism across thread counts, fits over a reference set's snapshot, k-means++.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 
+#include "kmeans/fold_layout.hpp"
+#include "kmeans/fold_tree.hpp"
 #include "streamknn/kmeans.hpp"
 #include "support/test_support.hpp"
 
@@ -332,6 +335,70 @@ TEST_CASE("kmeans: over a reference set's published snapshot") {
   StoreConfig ip = sc;
   ip.metric = Metric::InnerProduct;
   CHECK_THROWS_AS(KMeans(c).fit(ReferenceSet(ip)), InvalidArgument);
+}
+
+TEST_CASE("kmeans: the level-by-level tree of the CUDA kernels (fold_layout.hpp) sums as FoldStream") {
+  // The kernels' index arithmetic, run here one "thread" at a time: the tables (as the tables
+  // kernel scans them), the level-0 nodes, the levels above, the roots.
+  namespace km = streamknn::detail::kmeans;
+  auto g = rng(108);
+  for (int round = 0; round < 4; ++round) {
+    const std::uint32_t k = 1 + std::uint32_t(g() % 40), d = 1 + std::uint32_t(g() % 3);
+    const std::uint32_t n = round == 0 ? 70000 : 1 + std::uint32_t(g() % 5000);
+    std::vector<std::uint32_t> labels(n);
+    for (auto& l : labels) l = std::uint32_t(g() % (round == 0 ? 2 : k));  // round 0: two big clusters
+    std::vector<double> x(std::size_t(n) * d);
+    std::uniform_real_distribution<double> unit(-1, 1);
+    for (auto& v : x) v = std::ldexp(unit(g), int(g() % 60) - 30);  // wide exponents: the order shows
+    std::vector<std::uint32_t> counts(k, 0), moff(k + 1, 0), members(n);
+    for (const auto l : labels) ++counts[l];
+    for (std::uint32_t c = 0; c < k; ++c) moff[c + 1] = moff[c] + counts[c];
+    std::vector<std::uint32_t> at(moff.begin(), moff.end() - 1);
+    for (std::uint32_t i = 0; i < n; ++i) members[at[labels[i]]++] = i;
+    const std::uint32_t levels = km::fold_levels_for(n);
+    std::vector<std::uint32_t> offs(std::size_t(levels) * (k + 1), 0), v(counts);
+    for (std::uint32_t level = 0; level < levels; ++level) {
+      for (auto& e : v) e = km::nodes_above(e);
+      std::uint32_t* row = offs.data() + std::size_t(level) * (k + 1);
+      for (std::uint32_t c = 0; c < k; ++c) row[c + 1] = row[c] + v[c];
+    }
+    std::vector<double> below(static_cast<std::size_t>(offs[k]) * d);
+    for (std::uint32_t node = 0; node < offs[k]; ++node) {
+      const km::NodeRange r = km::leaf_range(moff.data(), offs.data(), k, node);
+      for (std::uint32_t j = 0; j < d; ++j) {
+        double acc = x[std::size_t(members[r.first]) * d + j];
+        for (std::uint32_t p = r.first + 1; p < r.end; ++p) acc += x[std::size_t(members[p]) * d + j];
+        below[std::size_t(node) * d + j] = acc;
+      }
+    }
+    for (std::uint32_t level = 1; level < levels; ++level) {
+      const std::uint32_t* ob = offs.data() + std::size_t(level - 1) * (k + 1);
+      const std::uint32_t* ol = offs.data() + std::size_t(level) * (k + 1);
+      std::vector<double> out(static_cast<std::size_t>(ol[k]) * d);
+      for (std::uint32_t node = 0; node < ol[k]; ++node) {
+        const km::NodeRange r = km::level_range(ob, ol, k, node);
+        for (std::uint32_t j = 0; j < d; ++j) {
+          double acc = below[std::size_t(r.first) * d + j];
+          for (std::uint32_t p = r.first + 1; p < r.end; ++p) acc += below[std::size_t(p) * d + j];
+          out[std::size_t(node) * d + j] = acc;
+        }
+      }
+      below = std::move(out);
+    }
+    const std::uint32_t* top = offs.data() + std::size_t(levels - 1) * (k + 1);
+    for (std::uint32_t c = 0; c < k; ++c) {
+      CAPTURE(c);
+      CHECK(top[c + 1] - top[c] <= 1);
+      km::FoldStream stream(d);
+      for (std::uint32_t p = moff[c]; p < moff[c + 1]; ++p) stream.add(x.data() + std::size_t(members[p]) * d);
+      std::vector<double> want(d);
+      stream.finish(want.data());
+      for (std::uint32_t j = 0; j < d; ++j) {
+        const double got = top[c + 1] > top[c] ? below[std::size_t(top[c]) * d + j] : 0.0;
+        CHECK(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want[j]));
+      }
+    }
+  }
 }
 
 TEST_CASE("kmeans: bad input is refused, naming the argument") {

@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
 
 namespace streamknn::detail::gpu::kmeans {
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(1024) tree_tables_kernel(const std::uint32_t* 
       __syncthreads();
       if (threadIdx.x == 0) carry[level] += total;
       __syncthreads();
-      v = (v + km::kFold - 1) / km::kFold;
+      v = km::nodes_above(v);
     }
   }
   if (threadIdx.x == 0) {
@@ -204,31 +205,16 @@ __global__ void __launch_bounds__(1024) tree_tables_kernel(const std::uint32_t* 
   }
 }
 
-/// The cluster whose range [offs[c], offs[c + 1]) holds node (offs: k + 1 non-decreasing).
-__device__ std::uint32_t cluster_of(const std::uint32_t* offs, std::uint32_t k, std::uint32_t node) {
-  std::uint32_t lo = 0, hi = k;  // the last c with offs[c] <= node
-  while (hi - lo > 1) {
-    const std::uint32_t mid = (lo + hi) / 2;
-    if (offs[mid] <= node) lo = mid; else hi = mid;
-  }
-  return lo;
-}
-
 template <class T>
 __global__ void fold_leaves_kernel(const T* values, const std::uint32_t* members, const std::uint32_t* moff,
                                    const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, double* out) {
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::uint32_t node = std::uint32_t(t / d), j = std::uint32_t(t % d);
   if (node >= offs0[k]) return;
-  const std::uint32_t c = cluster_of(offs0, k, node);
-  const std::uint32_t first = (node - offs0[c]) * km::kFold, m = moff[c + 1] - moff[c];
-  const std::uint32_t end = min(m, first + km::kFold);
-  const auto row = [&](std::uint32_t p) {
-    const std::uint32_t at = moff[c] + p;
-    return std::size_t(members ? members[at] : at);
-  };
-  double acc = double(values[row(first) * d + j]);
-  for (std::uint32_t p = first + 1; p < end; ++p) acc += double(values[row(p) * d + j]);
+  const km::NodeRange r = km::leaf_range(moff, offs0, k, node);
+  const auto row = [&](std::uint32_t at) { return std::size_t(members ? members[at] : at); };
+  double acc = double(values[row(r.first) * d + j]);
+  for (std::uint32_t p = r.first + 1; p < r.end; ++p) acc += double(values[row(p) * d + j]);
   out[std::size_t(node) * d + j] = acc;
 }
 
@@ -237,11 +223,9 @@ __global__ void fold_level_kernel(const double* below, const std::uint32_t* offs
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::uint32_t node = std::uint32_t(t / d), j = std::uint32_t(t % d);
   if (node >= offs_level[k]) return;
-  const std::uint32_t c = cluster_of(offs_level, k, node);
-  const std::uint32_t first = offs_below[c] + (node - offs_level[c]) * km::kFold;
-  const std::uint32_t end = min(offs_below[c + 1], first + km::kFold);
-  double acc = below[std::size_t(first) * d + j];
-  for (std::uint32_t p = first + 1; p < end; ++p) acc += below[std::size_t(p) * d + j];
+  const km::NodeRange r = km::level_range(offs_below, offs_level, k, node);
+  double acc = below[std::size_t(r.first) * d + j];
+  for (std::uint32_t p = r.first + 1; p < r.end; ++p) acc += below[std::size_t(p) * d + j];
   out[std::size_t(node) * d + j] = acc;
 }
 

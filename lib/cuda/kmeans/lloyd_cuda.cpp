@@ -13,6 +13,7 @@
 #include "core/check.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
 #include "kmeans/lloyd_backend.hpp"
 
@@ -24,13 +25,6 @@ namespace gk = streamknn::detail::gpu::kmeans;
 using gpu::DeviceArray;
 using gpu::PinnedArray;
 using gpu::check_cuda;
-
-/// Fold levels whose top has at most one node per cluster for n points.
-std::uint32_t fold_levels_for(std::size_t n) {
-  std::uint32_t levels = 1;
-  for (std::size_t span = kFold; span < n; span *= kFold) ++levels;
-  return levels;
-}
 
 class CudaLloyd final : public LloydBackend {
  public:
