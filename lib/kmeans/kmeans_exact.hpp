@@ -7,6 +7,7 @@
 //   - the fixed-order float64 sums (the fold tree, docs/kmeans.md), the mean, the movement.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/exact_rank.hpp"
@@ -75,6 +76,35 @@ STREAMKNN_KM_HD bool exact_closer(const float* x, const float* ca, std::uint32_t
                                   std::uint32_t d) {
   const ex::Key ka = ex::float64_key(x, Row{ca}, d, false), kb = ex::float64_key(x, Row{cb}, d, false);
   return ex::exact_less(x, ka, a, Row{ca}, kb, b, Row{cb}, d, false);
+}
+
+/// A point's label from its full scan: r1 (at j1) the smallest screen and r2 the smallest of the
+/// others. Sets best (the exact nearest by (distance, index)), u >= its distance and l <= the
+/// distance of every other centroid. Where the screen cannot separate j1 from the rest (a close
+/// call, rare but for ties), every centroid is screened again (no stored screens: the GPU takes
+/// this path on single threads) and the candidates the bound cannot rule out are ranked exactly.
+STREAMKNN_KM_HD void settle(const float* x, const float* centroids, std::uint32_t k, std::uint32_t d,
+                            const ex::ScreenBound& b, float r1, std::uint32_t j1, float r2, std::uint32_t& best,
+                            double& u, double& l) {
+  const double top = upper_sq(r1, b);
+  best = j1;
+  u = upper_dist(r1, b);
+  l = k == 1 ? 1.0 / 0.0 : lower_dist(r2, b);
+  if (k == 1 || lower_sq(r2, b) > top) return;
+  for (std::uint32_t j = 0; j < k; ++j) {
+    if (j == best) continue;
+    const float* cj = centroids + std::size_t(j) * d;
+    if (lower_sq(screen(x, cj, d), b) > top) continue;
+    if (exact_closer(x, cj, j, centroids + std::size_t(best) * d, best, d)) best = j;
+  }
+  double second = 1.0 / 0.0;
+  for (std::uint32_t j = 0; j < k; ++j) {
+    if (j == best) continue;
+    const double lj = lower_dist(screen(x, centroids + std::size_t(j) * d, d), b);
+    second = lj < second ? lj : second;
+  }
+  u = upper_dist(screen(x, centroids + std::size_t(best) * d, d), b);
+  l = second;
 }
 
 /// Squared movement of a centroid (float64 of the float32 values, fused multiply-adds in dimension

@@ -73,23 +73,9 @@ Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::
   for (std::size_t j = 0; j < k; ++j) {
     if (j != j1 && r[j] < r2) r2 = r[j];
   }
-  const double top = upper_sq(r[j1], b);
-  std::size_t best = j1;
-  if (!(lower_sq(r2, b) > top)) {  // a close call: re-rank every candidate the bound cannot separate exactly
-    const std::uint32_t n = std::uint32_t(d);
-    for (std::size_t j = 0; j < k; ++j) {
-      if (j == j1 || lower_sq(r[j], b) > top) continue;
-      if (exact_closer(x, centroids + j * d, std::uint32_t(j), centroids + best * d, std::uint32_t(best), n)) best = j;
-    }
-  }
-  Labelled out;
-  out.label = std::uint32_t(best);
-  out.upper = upper_dist(r[best], b);
-  float second = std::numeric_limits<float>::infinity();
-  for (std::size_t j = 0; j < k; ++j) {
-    if (j != best && r[j] < second) second = r[j];
-  }
-  out.lower = k == 1 ? std::numeric_limits<double>::infinity() : lower_dist(second, b);
+  Labelled out;  // the GPU's scan kernel settles its points with the same function
+  settle(x, centroids, std::uint32_t(k), std::uint32_t(d), b, r[j1], std::uint32_t(j1), r2, out.label, out.upper,
+         out.lower);
   return out;
 }
 

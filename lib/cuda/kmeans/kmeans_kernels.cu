@@ -52,24 +52,6 @@ __global__ void bounds_kernel(LabelArgs a, bool moved, double max1, double max2,
   a.list[atomicAdd(a.list_count, 1u)] = i;
 }
 
-/// The exact label of x when the screen's best and second cannot be told apart: every centroid
-/// recomputed (no shared memory: a rare path, taken by single threads).
-__device__ void close_call(const LabelArgs& a, const float* x, double top, const ex::ScreenBound& b,
-                           std::uint32_t& best, double& u, double& l) {
-  for (std::uint32_t j = 0; j < a.k; ++j) {
-    if (j == best) continue;
-    const float* cj = a.centroids + std::size_t(j) * a.d;
-    if (km::lower_sq(km::screen(x, cj, a.d), b) > top) continue;
-    if (km::exact_closer(x, cj, j, a.centroids + std::size_t(best) * a.d, best, a.d)) best = j;
-  }
-  double second = 1.0 / 0.0;
-  for (std::uint32_t j = 0; j < a.k; ++j) {
-    if (j != best) second = fmin(second, km::lower_dist(km::screen(x, a.centroids + std::size_t(j) * a.d, a.d), b));
-  }
-  u = km::upper_dist(km::screen(x, a.centroids + std::size_t(best) * a.d, a.d), b);
-  l = second;
-}
-
 /// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
 __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
   __shared__ __align__(16) float tile[kTileC][kTileD];
@@ -129,12 +111,9 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
     }
   }
   if (!active) return;
-  const ex::ScreenBound b = ex::screen_bound(a.d);
-  const double top = km::upper_sq(r1, b);
-  std::uint32_t best = j1;
-  double u = km::upper_dist(r1, b);
-  double l = a.k == 1 ? 1.0 / 0.0 : km::lower_dist(r2, b);
-  if (a.k > 1 && !(km::lower_sq(r2, b) > top)) close_call(a, x, top, b, best, u, l);
+  std::uint32_t best;
+  double u, l;
+  km::settle(x, a.centroids, a.k, a.d, ex::screen_bound(a.d), r1, j1, r2, best, u, l);
   if (!all && a.labels[i] != best) atomicAdd(a.changed, 1u);
   a.labels[i] = best;
   write_bounds(a, i, u, l);
