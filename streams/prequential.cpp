@@ -107,10 +107,12 @@ Prequential::Prequential(Source& source, const PrequentialOptions& options)
     : source_(source), options_(checked(source, options)), store_(make_store(source, options_)) {
   try {
     if (source.info().task == Task::Classify) {
-      classifier_.emplace(store_, options_.k, options_.weights);
+      classifier_.emplace(KnnClassifier(store_, options_.k, options_.weights).within(options_.radius));
     } else {
-      regressor_.emplace(store_, options_.k,
-                         options_.weights == Weights::Uniform ? RegressionAggregate::Mean : RegressionAggregate::WeightedMean);
+      regressor_.emplace(KnnRegressor(store_, options_.k,
+                                      options_.weights == Weights::Uniform ? RegressionAggregate::Mean
+                                                                           : RegressionAggregate::WeightedMean)
+                             .within(options_.radius));
     }
   } catch (const InvalidArgument& e) {
     throw UsageError(e.what());

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -35,6 +36,9 @@ struct PrequentialOptions {
   Metric metric = Metric::L2;
   std::size_t window = 1000;  ///< most recent points a prediction may use; 0 = all of them
   std::size_t batch = 64;     ///< points predicted together
+  /// Predict from the k nearest within this distance only (metres for haversine; KnnClassifier::
+  /// within): a point with none gets no prediction and is not scored. +infinity: no bound.
+  double radius = std::numeric_limits<double>::infinity();
   BackendKind backend = BackendKind::Auto;
   std::size_t limit = 0;      ///< stop after this many points of this run (0 = the whole stream)
   /// Save the store to this checkpoint (docs/durability.md) at the start, every

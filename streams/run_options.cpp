@@ -109,6 +109,10 @@ void add_run_options(CLI::App& run, RunOptions& o) {
       ->group(model)->check(whole_number(0, 1ul << 31));
   run.add_option("--batch", o.batch, "points predicted together, causally (same predictions as 1, faster)")
       ->group(model)->check(whole_number(1, 1ul << 20));
+  run.add_option("--radius", o.radius,
+                 "predict from the k nearest within this distance only (metres for haversine); a point with "
+                 "none gets no prediction and is not scored (CPU backend)")
+      ->group(model)->check(CLI::NonNegativeNumber);
   run.add_option("--backend", o.backend, "auto (CUDA where a GPU is usable), cpu or cuda")
       ->group(model)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
@@ -201,6 +205,7 @@ PrequentialOptions prequential_options(const RunOptions& o, const SourceInfo& in
   p.metric = o.metric.empty() ? info.metric : parse_metric(o.metric);
   p.window = o.window;
   p.batch = o.batch;
+  p.radius = o.radius;
   p.backend = o.backend == "cpu" ? BackendKind::Cpu : o.backend == "cuda" ? BackendKind::Cuda : BackendKind::Auto;
   p.limit = o.limit;
   p.checkpoint = o.checkpoint;

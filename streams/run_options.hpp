@@ -35,6 +35,7 @@ struct RunOptions {
   std::string weights = "uniform";
   std::size_t window = 1000;
   std::size_t batch = 64;
+  double radius = std::numeric_limits<double>::infinity();  ///< --radius: none given
   std::string backend = "auto";
   // Checkpoints (docs/durability.md).
   std::string checkpoint, resume;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -41,14 +42,22 @@ class KnnClassifier {
   Ticket<ClassPredictions> submit(std::span<const float> queries, bool with_probabilities = false,
                                   std::span<const IdRange> visible = {}) const;
 
+  /// This classifier voting among the k nearest within radius only (ReferenceSet::search_within;
+  /// "within" as streamknn/radius.hpp states it): a query with none gets kNoLabel. Throws
+  /// InvalidArgument for a NaN or negative radius (any finite radius for the inner product).
+  KnnClassifier within(double radius) const;
+
   std::size_t k() const noexcept { return k_; }
   Weights weights() const noexcept { return weights_; }
   const ReferenceSet& store() const noexcept { return *store_; }
+  /// The radius given to within(), or +infinity.
+  double radius() const noexcept { return radius_; }
 
  private:
   const ReferenceSet* store_;
   std::size_t k_;
   Weights weights_;
+  double radius_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace streamknn

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -39,14 +40,21 @@ class KnnRegressor {
   Ticket<RegressionPredictions> submit(std::span<const float> queries,
                                        std::span<const IdRange> visible = {}) const;
 
+  /// This regressor aggregating the k nearest within radius only (as KnnClassifier::within): a
+  /// query with none gets NaN.
+  KnnRegressor within(double radius) const;
+
   std::size_t k() const noexcept { return k_; }
   RegressionAggregate aggregate() const noexcept { return aggregate_; }
   const ReferenceSet& store() const noexcept { return *store_; }
+  /// The radius given to within(), or +infinity.
+  double radius() const noexcept { return radius_; }
 
  private:
   const ReferenceSet* store_;
   std::size_t k_;
   RegressionAggregate aggregate_;
+  double radius_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace streamknn

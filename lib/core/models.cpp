@@ -1,5 +1,8 @@
 // KnnClassifier and KnnRegressor: argument checks, then one backend query whose aggregation
 // runs where the search ran.
+#include <cmath>
+#include <limits>
+
 #include "core/check.hpp"
 #include "core/engine.hpp"
 #include "core/engine_access.hpp"
@@ -8,6 +11,42 @@
 #include "streamknn/regressor.hpp"
 
 namespace streamknn {
+
+namespace {
+
+/// The filters of a model's query: its visibility ranges, and its radius where within() gave one.
+detail::QueryFilters model_filters(std::span<const IdRange> visible, double radius) {
+  detail::QueryFilters f(visible);
+  if (!(radius == std::numeric_limits<double>::infinity())) {
+    f.radius_on = true;
+    f.radius = radius;
+  }
+  return f;
+}
+
+/// A radius within() accepts (NaN and, but for the inner product, negative radii refused).
+void check_radius(double radius, const ReferenceSet& store, const char* where) {
+  if (std::isnan(radius)) detail::fail_argument(where, ": radius is NaN");
+  if (!(radius >= 0) && store.config().metric != Metric::InnerProduct) {
+    detail::fail_argument(where, ": radius = ", radius, " is negative");
+  }
+}
+
+}  // namespace
+
+KnnClassifier KnnClassifier::within(double radius) const {
+  check_radius(radius, *store_, "KnnClassifier::within");
+  KnnClassifier bounded = *this;
+  bounded.radius_ = radius;
+  return bounded;
+}
+
+KnnRegressor KnnRegressor::within(double radius) const {
+  check_radius(radius, *store_, "KnnRegressor::within");
+  KnnRegressor bounded = *this;
+  bounded.radius_ = radius;
+  return bounded;
+}
 
 KnnClassifier::KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights)
     : store_(&store), k_(k), weights_(weights) {
@@ -39,7 +78,7 @@ Ticket<ClassPredictions> KnnClassifier::submit(std::span<const float> queries, b
   spec.output = with_probabilities ? detail::AggregateSpec::Output::Probabilities : detail::AggregateSpec::Output::Labels;
   spec.weights = weights_;
   const detail::Engine& engine = detail::EngineAccess::of(*store_);
-  return detail::map_ticket(engine.query(queries, k_, visible, spec, "KnnClassifier::predict"),
+  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_), spec, "KnnClassifier::predict"),
                             &detail::QueryResult::classes);
 }
 
@@ -70,7 +109,7 @@ Ticket<RegressionPredictions> KnnRegressor::submit(std::span<const float> querie
   spec.regression = aggregate_;
   spec.weights = aggregate_ == RegressionAggregate::WeightedMean ? Weights::Distance : Weights::Uniform;
   const detail::Engine& engine = detail::EngineAccess::of(*store_);
-  return detail::map_ticket(engine.query(queries, k_, visible, spec, "KnnRegressor::predict"),
+  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_), spec, "KnnRegressor::predict"),
                             &detail::QueryResult::regression);
 }
 

@@ -370,3 +370,30 @@ TEST_CASE("filters: bad input is refused by name and queues nothing") {
   msg = message_of<InvalidArgument>([&] { ReferenceSet s(five); });
   CHECK(msg.find("attribute_words=5") != std::string::npos);
 }
+
+TEST_CASE("radius: KnnClassifier / KnnRegressor within a radius vote among the k nearest within it") {
+  if (!filters_run_here()) return;
+  ReferenceSet classes(config_for(1, Metric::L2, TargetSpec::classes(2)));
+  ReferenceSet values(config_for(1, Metric::L2, TargetSpec::outputs(1)));
+  // Points at 0..9; labels 0 below 5, 1 from 5 on; values = position.
+  for (PointId i = 0; i < 10; ++i) {
+    const float v[1] = {float(i)}, y[1] = {float(i)};
+    classes.push(Update::insert(i, v, std::int32_t(i >= 5)));
+    values.push(Update::insert(i, v, y));
+  }
+  classes.publish();
+  values.publish();
+  const std::vector<float> q = {4.0f, 20.0f, 7.0f};
+  const KnnClassifier near(classes, 5);
+  // k = 5 alone: query 4 sees 2..6 (three 0s, two 1s); within 1: 3, 4, 5 (two 0s).
+  CHECK(near.predict(q).labels == std::vector<std::int32_t>{0, 1, 1});
+  CHECK(near.within(1.0).predict(q).labels == std::vector<std::int32_t>{0, kNoLabel, 1});
+  CHECK(near.within(1.0).radius() == 1.0);
+  const KnnRegressor mean(values, 5);
+  const auto got = mean.within(1.0).predict(q).values;
+  CHECK(got[0] == doctest::Approx(4.0));
+  CHECK(std::isnan(got[1]));
+  CHECK(got[2] == doctest::Approx(7.0));
+  CHECK(message_of<InvalidArgument>([&] { (void)near.within(-1.0); }).find("negative") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] { (void)mean.within(std::nan("")); }).find("NaN") != std::string::npos);
+}

@@ -445,7 +445,7 @@ TEST_CASE("bad input: an Update whose kind is not an UpdateKind is refused at pu
   bare.kind = static_cast<UpdateKind>(7);
   Update with_vector = Update::insert(2, v);
   with_vector.kind = static_cast<UpdateKind>(200);
-  const char* kinds = "is not an UpdateKind (Insert, Move, Erase, SetTarget)";
+  const char* kinds = "is not an UpdateKind (Insert, Move, Erase, SetTarget, SetAttributes)";
   CHECK_MESSAGE_HAS(store.push(bare), InvalidArgument, "ReferenceSet::push(id=2)", "Update::kind = 7", kinds);
   CHECK_MESSAGE_HAS(store.try_push(bare), InvalidArgument, "ReferenceSet::try_push(id=2)", "Update::kind = 7", kinds);
   CHECK_MESSAGE_HAS(store.push(with_vector), InvalidArgument, "Update::kind = 200", kinds);

@@ -167,6 +167,39 @@ TEST_CASE("a point sees exactly the `window` points before it (naive reference)"
   }
 }
 
+TEST_CASE("--radius: the k nearest within the radius vote; a point with none is not scored") {
+  auto g = test::rng(12);
+  const std::size_t n = 300, dim = 3, k = 4, window = 40;
+  const double radius = 0.8;
+  auto source = random_stream(g, n, dim, 3, Task::Classify);
+  Chunk all;
+  auto g2 = test::rng(12);
+  random_stream(g2, n, dim, 3, Task::Classify)->read(n, all);
+  PrequentialOptions o;
+  o.k = k;
+  o.window = window;
+  o.batch = 16;
+  o.radius = radius;
+  const Predictions got = run(*source, o);
+  REQUIRE(got.labels.size() == n);
+  std::size_t none = 0;
+  for (std::size_t i = 1; i < n; ++i) {
+    auto near = naive_neighbours(all, dim, i, i > window ? i - window : 0, k);
+    // Rows within 1e-6 of the radius could fall either way in float32: none in this data.
+    while (!near.empty() && near.back().first > radius) near.pop_back();
+    if (near.empty()) {
+      ++none;
+      CHECK_MESSAGE(got.labels[i] == kNoLabel, "point ", i);
+      continue;
+    }
+    std::vector<int> votes(3, 0);
+    for (const auto& [d, j] : near) ++votes[all.labels[j]];
+    const auto want = static_cast<std::int32_t>(std::max_element(votes.begin(), votes.end()) - votes.begin());
+    CHECK_MESSAGE(got.labels[i] == want, "point ", i);
+  }
+  CHECK(got.result.scored == n - 1 - none);
+}
+
 TEST_CASE("regression, distance weights, window: the weighted mean of the naive neighbours") {
   auto g = test::rng(12);
   const std::size_t n = 200, dim = 2, k = 3, window = 10;
