@@ -36,15 +36,10 @@ class CudaLloyd final : public LloydBackend {
         centroids_(s.k * s.d, "kmeans centroids"), before_(s.k * s.d, "kmeans centroids"),
         half_gap_(s.k, "kmeans half gaps"), delta_(s.k, "kmeans movements"), shift2_(s.k, "kmeans shifts"),
         counts_(s.k, "kmeans counts"), moff_(s.k + 1, "kmeans member offsets"),
-        offs_(std::size_t(levels_) * (s.k + 1), "kmeans tree offsets"), keys_(s.n, "kmeans sort keys"),
-        iota_(s.n, "kmeans point indices"), members_(s.n, "kmeans members"),
-        sort_temp_(gk::sort_bytes(std::uint32_t(s.n)), "kmeans sort scratch"),
-        level_a_((s.n / kFold + s.k + 1) * s.d, "kmeans fold tree"),
-        level_b_((s.n / (kFold * kFold) + s.k + 1) * s.d, "kmeans fold tree"), sums_(s.k * s.d, "kmeans sums"),
+        offs_(std::size_t(levels_) * (s.k + 1), "kmeans tree offsets"), sums_(s.k * s.d, "kmeans sums"),
         host_counts_(s.k + 1, "kmeans counts"), host_shift2_(s.k, "kmeans shifts"), host_counts64_(s.k) {
     check_cuda(cudaMemcpyAsync(x_.get(), s.points, s.n * s.d * sizeof(float), cudaMemcpyHostToDevice, stream_.get()),
                "cudaMemcpyAsync", "kmeans points");
-    gk::launch_iota(iota_.get(), n_, stream_.get());
     int bits = 1;
     while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
     bits_ = bits;
@@ -84,6 +79,7 @@ class CudaLloyd final : public LloydBackend {
 
   void accumulate(std::span<std::uint64_t> counts) override {
     const cudaStream_t s = stream_.get();
+    allocate_sums();
     gk::launch_histogram(labels_.get(), n_, k_, counts_.get(), s);
     gk::sort_members(sort_temp_.get(), sort_temp_.size(), labels_.get(), keys_.get(), iota_.get(), members_.get(), n_,
                      bits_, s);
@@ -116,6 +112,7 @@ class CudaLloyd final : public LloydBackend {
 
   double inertia() override {
     const cudaStream_t s = stream_.get();
+    allocate_sums();
     if (costs_.size() == 0) costs_ = DeviceArray<double>(n_, "kmeans point costs");
     if (one_.size() == 0) one_ = DeviceArray<std::uint32_t>(1, "kmeans point count");
     gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
@@ -188,6 +185,20 @@ class CudaLloyd final : public LloydBackend {
     max2_ = max2;
     argmax_ = arg;
     moved_ = true;
+  }
+
+  /// The sort's and the fold tree's buffers, at the first accumulate() or inertia() (predict()
+  /// needs none of them).
+  void allocate_sums() {
+    if (members_.size() != 0) return;
+    const std::size_t n = n_, k = k_, d = d_;
+    keys_ = DeviceArray<std::uint32_t>(n, "kmeans sort keys");
+    iota_ = DeviceArray<std::uint32_t>(n, "kmeans point indices");
+    sort_temp_ = DeviceArray<unsigned char>(gk::sort_bytes(n_), "kmeans sort scratch");
+    level_a_ = DeviceArray<double>((n / kFold + k + 1) * d, "kmeans fold tree");
+    level_b_ = DeviceArray<double>((n / (kFold * kFold) + k + 1) * d, "kmeans fold tree");
+    gk::launch_iota(iota_.get(), n_, stream_.get());
+    members_ = DeviceArray<std::uint32_t>(n, "kmeans members");  // last: marks the buffers made
   }
 
   void upload_centroids(std::span<const float> c) {
