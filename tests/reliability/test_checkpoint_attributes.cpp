@@ -91,3 +91,61 @@ TEST_CASE("checkpoint format version 1 (no attribute words) still loads") {
     CHECK(e.section() == "ATTR");
   }
 }
+
+namespace {
+
+/// A version-2 journal of a store without attribute words, rewritten as version 1 wrote it (four
+/// counts per record, no attribute channel).
+std::vector<std::byte> as_version_1(std::vector<std::byte> j) {
+  auto u8 = [&](std::size_t at) { return reinterpret_cast<unsigned char*>(j.data()) + at; };
+  std::uint32_t one = 1;
+  std::memcpy(u8(8), &one, 4);
+  const std::uint32_t head = streamknn::detail::crc32c(u8(0), 44);
+  std::memcpy(u8(44), &head, 4);
+  std::vector<std::byte> out(j.begin(), j.begin() + 48);
+  for (std::size_t at = 48; at + 24 <= j.size();) {
+    std::uint64_t length;
+    std::memcpy(&length, u8(at + 8), 8);
+    std::vector<std::byte> rec(j.begin() + std::ptrdiff_t(at), j.begin() + std::ptrdiff_t(at + 24 + length));
+    rec.erase(rec.begin() + 24 + 16, rec.begin() + 24 + 20);  // the attribute writes' count (0)
+    const std::uint64_t shorter = length - 4;
+    std::memcpy(rec.data() + 8, &shorter, 8);
+    const auto* r = reinterpret_cast<const unsigned char*>(rec.data());
+    const std::uint32_t crc = streamknn::detail::crc32c(r + 24, shorter, streamknn::detail::crc32c(r + 8, 16));
+    std::memcpy(rec.data() + 4, &crc, 4);
+    out.insert(out.end(), rec.begin(), rec.end());
+    at += 24 + length;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("journal format version 1 still replays, and is continued in version 1") {
+  ScratchDir dir;
+  ReferenceSet set(words_config(0));
+  for (PointId id = 0; id < 30; ++id) set.push(Update::insert(id, std::vector<float>{float(id), 2}, 1));
+  set.publish();
+  set.save(dir.file("b.skc"));
+  set.open_journal(dir.file("b.skj"));
+  for (PointId id = 0; id < 30; id += 3) set.push(Update::move(id, std::vector<float>{float(id), 5}));
+  set.publish();
+  set.erase(4);
+  set.publish();
+  set.close_journal();
+  write_bytes(dir.file("b.skj"), as_version_1(read_bytes(dir.file("b.skj"))));
+  LoadReport report;
+  ReferenceSet loaded = ReferenceSet::load(dir.file("b.skc"), {.journal = dir.file("b.skj")}, &report);
+  CHECK(report.replayed == 2);
+  CHECK(state_bytes(loaded) == state_bytes(set));
+  // Continued: the new record is version 1 too, and the whole journal replays.
+  loaded.open_journal(dir.file("b.skj"));
+  loaded.push(Update::move(1, std::vector<float>{9, 9}));
+  loaded.publish();
+  loaded.close_journal();
+  const auto bytes = read_bytes(dir.file("b.skj"));
+  REQUIRE(bytes.size() > 12);
+  CHECK(bytes[8] == std::byte{1});
+  const ReferenceSet again = ReferenceSet::load(dir.file("b.skc"), {.journal = dir.file("b.skj")});
+  CHECK(state_bytes(again) == state_bytes(loaded));
+}
