@@ -1,4 +1,6 @@
-// K-means starts and the scale of tol (kmeans_init.hpp).
+// K-means starts and the scale of tol (kmeans_init.hpp). k-means++ weighs the points by their
+// float32 squared distances (the screen's arithmetic, eight partial sums): a start needs them to be
+// the same on every run and thread count, not exact.
 #include "kmeans/kmeans_init.hpp"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "core/thread_pool.hpp"
 #include "kmeans/kmeans_exact.hpp"
+#include "kmeans/lloyd_cpu_scan.hpp"
 
 namespace streamknn::detail::kmeans {
 
@@ -42,9 +45,17 @@ std::size_t search_prefix(const std::vector<double>& w, const std::vector<double
   return w.size() - 1;
 }
 
+/// r[t] = the float32 screen of (x, row t of ys): the CPU scans' vector code where this CPU runs it.
+void screens(const float* x, const float* ys, std::size_t rows, std::size_t d, float* r) {
+  if (scan_supported()) {
+    screen_all(x, ys, rows, d, r);
+  } else {
+    for (std::size_t t = 0; t < rows; ++t) r[t] = screen(x, ys + t * d, std::uint32_t(d));
+  }
+}
+
 std::vector<float> plus_plus(const LloydShape& s, std::uint64_t seed, ThreadPool& pool) {
   const std::size_t n = s.n, d = s.d, k = s.k, chunks = (n + kChunk - 1) / kChunk;
-  const std::uint32_t dd = std::uint32_t(d);
   const std::size_t trials = 2 + std::size_t(std::log(double(k)));
   std::mt19937_64 g(seed);
   std::vector<float> centroids(k * d);
@@ -54,28 +65,33 @@ std::vector<float> plus_plus(const LloydShape& s, std::uint64_t seed, ThreadPool
   pool.parallel_for(chunks, [&](std::size_t c) {
     double acc = 0;
     for (std::size_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
-      closest[i] = squared_distance(s.points + i * d, s.points + first * d, dd);
+      float r;
+      screens(s.points + i * d, s.points + first * d, 1, d, &r);
+      closest[i] = double(r);
       acc += closest[i];
     }
     sums[c] = acc;
   });
   std::vector<double> trial_d(trials * n), trial_sums(trials * chunks);
+  std::vector<float> ys(trials * d);  // the trials' points, contiguous
   for (std::size_t c = 1; c < k; ++c) {
     double pot = 0;
     for (const double v : sums) pot += v;
     std::vector<std::size_t> cand(trials);
     for (std::size_t t = 0; t < trials; ++t) cand[t] = search_prefix(closest, sums, uniform01(g) * pot);
+    for (std::size_t t = 0; t < trials; ++t) std::copy_n(s.points + cand[t] * d, d, ys.begin() + std::ptrdiff_t(t * d));
     pool.parallel_for(chunks, [&](std::size_t ch) {
-      for (std::size_t t = 0; t < trials; ++t) {
-        double acc = 0;
-        const float* y = s.points + cand[t] * d;
-        for (std::size_t i = ch * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
-          const double v = std::min(closest[i], squared_distance(s.points + i * d, y, dd));
+      std::vector<float> r(trials);
+      std::vector<double> acc(trials, 0.0);
+      for (std::size_t i = ch * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
+        screens(s.points + i * d, ys.data(), trials, d, r.data());
+        for (std::size_t t = 0; t < trials; ++t) {
+          const double v = std::min(closest[i], double(r[t]));
           trial_d[t * n + i] = v;
-          acc += v;
+          acc[t] += v;
         }
-        trial_sums[t * chunks + ch] = acc;
       }
+      for (std::size_t t = 0; t < trials; ++t) trial_sums[t * chunks + ch] = acc[t];
     });
     std::size_t best = 0;
     double best_pot = 0;
