@@ -529,6 +529,9 @@ Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size
   // like every other failure (std::bad_alloc is not a streamknn::Error).
   try {
     request.visible.assign(visible.begin(), visible.end());
+    if (request.radius.active && !backend_->filters_supported()) {
+      return Ticket<QueryResult>::ready_with(radius_by_search(request, caller));
+    }
     return backend_->submit(std::move(request));
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(concat(caller, ": out of memory for a batch of ", num_queries, " queries with k=", k, " (",

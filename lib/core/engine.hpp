@@ -25,6 +25,10 @@ namespace streamknn::detail {
 
 class Journal;
 
+/// The bound hi + lo on the exact key that "within radius" means for the metric
+/// (streamknn/radius.hpp); hi and lo lie on ExactSum's grid (engine_filters.cpp).
+void radius_limit(Metric metric, double radius, double& hi, double& lo);
+
 /// What restricts a query batch besides k: visibility ranges, predicates and a radius
 /// (ReferenceSet::search, search_within, radius_search). Checked by Engine::query.
 struct QueryFilters {
@@ -79,6 +83,12 @@ class Engine {
                             AggregateSpec aggregate, const char* caller) const;
   Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, const QueryFilters& filters,
                             AggregateSpec aggregate, const char* caller) const;
+
+  /// A radius search (or the k nearest within a radius) on a backend that does not take radius
+  /// bounds: its k-nearest search, k grown until each row ends past the radius, "within" decided
+  /// exactly on the host on the answers' stored vectors (engine_radius.cpp). Same answers as the
+  /// CPU backend's radius search; public for the tests that hold the two to it.
+  QueryResult radius_by_search(const QueryRequest& request, const char* caller) const;
 
   /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
   /// can see, then the backend validates the rows on the device; get() throws for a bad row.
@@ -157,7 +167,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   UpdateQueue queue_;
 
-  std::mutex publish_mutex_;        // one publisher at a time; guards the members below
+  mutable std::mutex publish_mutex_;  // one publisher at a time; guards the members below
   Catalog catalog_;
   std::vector<QueuedOp> drained_;   // drained and not yet applied (kept across an OutOfMemory)
   ResolvedBatch batch_;

@@ -15,8 +15,8 @@ namespace {
 /// Mean Earth radius of the haversine metric (metres), as exact_rank.hpp reports distances.
 constexpr double kEarthRadius = 6371008.8;
 
-/// The bound hi + lo on the exact key that "within radius" means for the metric
-/// (streamknn/radius.hpp). hi and lo lie on ExactSum's grid (multiples of 2^-320 below 2^318).
+}  // namespace
+
 void radius_limit(Metric metric, double radius, double& hi, double& lo) {
   lo = 0;
   if (std::isinf(radius) && radius > 0) {  // every point: a bound above every key (keys stay below 2^280)
@@ -54,8 +54,6 @@ void radius_limit(Metric metric, double radius, double& hi, double& lo) {
   }
   hi = 0;
 }
-
-}  // namespace
 
 bool Engine::attributes_valid(const Update& u) const noexcept {
   const std::size_t n = u.attributes.size(), words = config_.attribute_words;
@@ -127,8 +125,11 @@ void Engine::take_filters(const QueryFilters& f, std::size_t num_queries, QueryR
     if (std::isinf(f.radius) && f.radius < 0) fail_argument(caller, ": radius is -infinity");
     if (f.radius_all && f.cap < 1) fail_argument(caller, ": max_results = 0 (give at least 1, or kNoLimit for no cap)");
   }
-  if ((!f.where.empty() || f.radius_on) && !backend_->filters_supported()) {
-    throw BackendUnavailable(concat(caller, ": ", f.radius_on ? "radius search" : "predicates (attribute filters)",
+  // A backend without native filters runs radius bounds on neighbour rows (radius_by_search), not
+  // predicates, nor a radius on an aggregated prediction.
+  const bool aggregated = request.aggregate.output != AggregateSpec::Output::Neighbors;
+  if ((!f.where.empty() || (f.radius_on && aggregated)) && !backend_->filters_supported()) {
+    throw BackendUnavailable(concat(caller, ": ", !f.where.empty() ? "predicates (attribute filters)" : "radius bounds on predictions",
                                     " are not yet run by the ", backend_->name(),
                                     " backend; create the store with StoreConfig::backend = BackendKind::Cpu"));
   }

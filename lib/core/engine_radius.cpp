@@ -1,0 +1,140 @@
+// Radius bounds on a backend whose kernels run the k-nearest search only (the CUDA backend until
+// its kernels take radius bounds): the k nearest are searched on the backend, k grown until every
+// query's row ends past the radius, and "within" is decided on the host, exactly, on the stored
+// vectors of the answers (Backend::read_vectors) by the rule both backends share
+// (core/radius_rule.hpp). The rows come out of the backend's exact search already in (exact
+// distance, id) order with the reported distances, so the answers equal the CPU backend's. The
+// publish lock is held throughout: every round, and the vectors read, are of one snapshot.
+#include <algorithm>
+#include <limits>
+
+#include "core/check.hpp"
+#include "core/engine.hpp"
+#include "core/metric_space.hpp"
+#include "core/radius_rule.hpp"
+
+namespace streamknn::detail {
+
+namespace {
+
+struct Row {
+  const float* p;
+  float operator()(std::uint32_t i) const noexcept { return p[i]; }
+};
+
+bool within_exactly(const float* q, const float* p, std::uint32_t n, bool ip, double hi, double lo) {
+  const Row row{p};
+  const exact::Key key = exact::float64_key(q, row, n, ip);
+  return exact::within_limit(key, hi, lo, exact::ExactMinusPair<Row>{q, &row, n, ip});
+}
+
+/// First k to search for a batch: the cap (plus one, to see whether more lie within), or 128.
+std::size_t first_k(const RadiusSpec& r, std::size_t k) {
+  if (!r.all) return k;
+  return r.cap == kNoLimit ? 128 : std::min(r.cap + 1, kMaxK);
+}
+
+}  // namespace
+
+QueryResult Engine::radius_by_search(const QueryRequest& request, const char* caller) const {
+  const std::size_t nq = request.num_queries, sdim = stored_dim_;
+  const auto n = static_cast<std::uint32_t>(sdim);
+  const bool ip = config_.metric == Metric::InnerProduct, all = request.radius.all;
+  const double hi = request.radius.limit_hi, lo = request.radius.limit_lo;
+  std::vector<std::vector<PointId>> ids(nq);
+  std::vector<std::vector<float>> dist(nq);
+  std::vector<std::uint8_t> capped(nq, 0);
+  std::vector<std::size_t> pending(nq);
+  for (std::size_t q = 0; q < nq; ++q) pending[q] = q;
+  std::size_t k = first_k(request.radius, request.k);
+  std::lock_guard lock(publish_mutex_);
+  const std::uint64_t epoch = this->epoch();
+  while (!pending.empty()) {
+    QueryRequest round;
+    round.num_queries = pending.size();
+    round.k = k;
+    round.converted.resize(pending.size() * sdim);
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      std::copy_n(request.queries.data() + pending[i] * sdim, sdim, round.converted.data() + i * sdim);
+      if (!request.visible.empty()) round.visible.push_back(request.visible[pending[i]]);
+    }
+    round.queries = round.converted;
+    const Neighbors found = backend_->submit(std::move(round)).get().neighbors;
+    std::vector<std::uint32_t> slots;
+    for (const PointId id : found.ids) {
+      if (id != kInvalidId) slots.push_back(*catalog_.slot_of(id));
+    }
+    std::vector<float> vectors;
+    if (!backend_->read_vectors(slots, vectors)) {
+      throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ",
+                                      backend_->name(), " backend does not read back; use BackendKind::Cpu"));
+    }
+    std::vector<std::size_t> again;
+    std::size_t at = 0;  // the next answer's place in slots / vectors
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      const std::size_t q = pending[i];
+      const float* query = request.queries.data() + q * sdim;
+      ids[q].clear();
+      dist[q].clear();
+      bool past = false;  // the row reached a point beyond the radius, or its end
+      std::size_t j = 0;
+      for (; j < k; ++j) {
+        const PointId id = found.ids[i * k + j];
+        if (id == kInvalidId) {
+          past = true;
+          break;
+        }
+        const float* stored = vectors.data() + (at++) * sdim;  // every answer's vector was read, in order
+        const bool in = !past && within_exactly(query, stored, n, ip, hi, lo);
+        if (!in) {
+          past = true;
+          continue;  // the rest of the row is farther still (exact order); their vectors are skipped
+        }
+        ids[q].push_back(id);
+        dist[q].push_back(found.distances[i * k + j]);
+      }
+      if (past || !all) continue;
+      if (request.radius.cap != kNoLimit && ids[q].size() > request.radius.cap) {  // more than the cap
+        ids[q].resize(request.radius.cap);
+        dist[q].resize(request.radius.cap);
+        capped[q] = 1;
+        continue;
+      }
+      if (k == kMaxK) {
+        throw BackendUnavailable(concat(caller, ": more than ", kMaxK - 1, " points lie within the radius of query ", q,
+                                        ", more than the ", backend_->name(), " backend returns per query without the "
+                                        "CPU backend's radius search; give max_results, or use BackendKind::Cpu"));
+      }
+      again.push_back(q);
+    }
+    pending.swap(again);
+    k = std::min(k * 4, kMaxK);
+  }
+  QueryResult result;
+  if (all) {
+    RadiusNeighbors& r = result.radius;
+    r.num_queries = nq;
+    r.epoch = epoch;
+    r.offsets.assign(nq + 1, 0);
+    for (std::size_t q = 0; q < nq; ++q) r.offsets[q + 1] = r.offsets[q] + ids[q].size();
+    for (std::size_t q = 0; q < nq; ++q) {
+      r.ids.insert(r.ids.end(), ids[q].begin(), ids[q].end());
+      r.distances.insert(r.distances.end(), dist[q].begin(), dist[q].end());
+    }
+    r.cap_hit = std::move(capped);
+    return result;
+  }
+  Neighbors& nb = result.neighbors;
+  nb.num_queries = nq;
+  nb.k = request.k;
+  nb.epoch = epoch;
+  nb.ids.assign(nq * request.k, kInvalidId);
+  nb.distances.assign(nq * request.k, std::numeric_limits<float>::infinity());
+  for (std::size_t q = 0; q < nq; ++q) {
+    std::copy(ids[q].begin(), ids[q].end(), nb.ids.begin() + std::ptrdiff_t(q * request.k));
+    std::copy(dist[q].begin(), dist[q].end(), nb.distances.begin() + std::ptrdiff_t(q * request.k));
+  }
+  return result;
+}
+
+}  // namespace streamknn::detail
