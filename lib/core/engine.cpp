@@ -529,8 +529,8 @@ Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size
   // like every other failure (std::bad_alloc is not a streamknn::Error).
   try {
     request.visible.assign(visible.begin(), visible.end());
-    if (request.radius.active && !backend_->filters_supported()) {
-      return Ticket<QueryResult>::ready_with(radius_by_search(request, caller));
+    if ((request.radius.active || !request.where.empty()) && !backend_->filters_supported()) {
+      return Ticket<QueryResult>::ready_with(filtered_by_search(request, caller));
     }
     return backend_->submit(std::move(request));
   } catch (const std::bad_alloc&) {

@@ -84,11 +84,11 @@ class Engine {
   Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, const QueryFilters& filters,
                             AggregateSpec aggregate, const char* caller) const;
 
-  /// A radius search (or the k nearest within a radius) on a backend that does not take radius
-  /// bounds: its k-nearest search, k grown until each row ends past the radius, "within" decided
-  /// exactly on the host on the answers' stored vectors (engine_radius.cpp). Same answers as the
-  /// CPU backend's radius search; public for the tests that hold the two to it.
-  QueryResult radius_by_search(const QueryRequest& request, const char* caller) const;
+  /// A search with predicates and / or a radius bound (neighbour rows only) on a backend that does
+  /// not take them: its k-nearest search, k grown until each row holds what it needs, the predicate
+  /// tested and "within" decided exactly on the host (engine_radius.cpp). Same answers as the CPU
+  /// backend's; public for the tests that hold the two to it.
+  QueryResult filtered_by_search(const QueryRequest& request, const char* caller) const;
 
   /// Device-pointer search or prediction (streamknn/device.hpp): checks the arguments the host
   /// can see, then the backend validates the rows on the device; get() throws for a bad row.

@@ -1,10 +1,12 @@
-// Radius bounds on a backend whose kernels run the k-nearest search only (the CUDA backend until
-// its kernels take radius bounds): the k nearest are searched on the backend, k grown until every
-// query's row ends past the radius, and "within" is decided on the host, exactly, on the stored
-// vectors of the answers (Backend::read_vectors) by the rule both backends share
-// (core/radius_rule.hpp). The rows come out of the backend's exact search already in (exact
-// distance, id) order with the reported distances, so the answers equal the CPU backend's. The
-// publish lock is held throughout: every round, and the vectors read, are of one snapshot.
+// Predicates and radius bounds on a backend whose kernels run the k-nearest search only (the CUDA
+// backend until its kernels test them): the k' nearest are searched on the backend, k' grown until
+// every query's row holds what it needs (k points that pass, or its end, or a point past the
+// radius), the predicate is tested on the host against the engine's copy of the attribute words,
+// and "within" is decided on the host, exactly, on the stored vectors of the answers
+// (Backend::read_vectors) by the rule both backends share (core/radius_rule.hpp). The rows come
+// out of the backend's exact search in (exact distance, id) order with the reported distances, so
+// a prefix of a row, filtered, is the filtered answer: the answers equal the CPU backend's. The
+// publish lock is held throughout: every round, the vectors and the words read are of one snapshot.
 #include <algorithm>
 #include <limits>
 
@@ -28,25 +30,30 @@ bool within_exactly(const float* q, const float* p, std::uint32_t n, bool ip, do
   return exact::within_limit(key, hi, lo, exact::ExactMinusPair<Row>{q, &row, n, ip});
 }
 
-/// First k to search for a batch: the cap (plus one, to see whether more lie within), or 128.
-std::size_t first_k(const RadiusSpec& r, std::size_t k) {
-  if (!r.all) return k;
-  return r.cap == kNoLimit ? 128 : std::min(r.cap + 1, kMaxK);
+/// First k' to search for a batch: the cap (plus one, to see whether more lie within) or 128 for
+/// a radius search, k for the k nearest within a radius, and with predicates 4 k' (at least 64).
+std::size_t first_k(const RadiusSpec& r, std::size_t k, bool predicates) {
+  std::size_t first = !r.active || !r.all ? k : r.cap == kNoLimit ? 128 : std::min(r.cap + 1, kMaxK);
+  if (predicates) first = std::max<std::size_t>(4 * first, 64);
+  return std::min(first, kMaxK);
 }
 
 }  // namespace
 
-QueryResult Engine::radius_by_search(const QueryRequest& request, const char* caller) const {
-  const std::size_t nq = request.num_queries, sdim = stored_dim_;
+QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* caller) const {
+  const std::size_t nq = request.num_queries, sdim = stored_dim_, words = config_.attribute_words;
   const auto n = static_cast<std::uint32_t>(sdim);
-  const bool ip = config_.metric == Metric::InnerProduct, all = request.radius.all;
+  const bool ip = config_.metric == Metric::InnerProduct, radius = request.radius.active;
+  const bool all = radius && request.radius.all;
+  // What a row must hold: every point within (all), the cap plus one, or k.
+  const std::size_t want = all ? (request.radius.cap == kNoLimit ? kNoLimit : request.radius.cap + 1) : request.k;
   const double hi = request.radius.limit_hi, lo = request.radius.limit_lo;
   std::vector<std::vector<PointId>> ids(nq);
   std::vector<std::vector<float>> dist(nq);
   std::vector<std::uint8_t> capped(nq, 0);
   std::vector<std::size_t> pending(nq);
   for (std::size_t q = 0; q < nq; ++q) pending[q] = q;
-  std::size_t k = first_k(request.radius, request.k);
+  std::size_t k = first_k(request.radius, request.k, !request.where.empty());
   std::lock_guard lock(publish_mutex_);
   const std::uint64_t epoch = this->epoch();
   while (!pending.empty()) {
@@ -65,7 +72,7 @@ QueryResult Engine::radius_by_search(const QueryRequest& request, const char* ca
       if (id != kInvalidId) slots.push_back(*catalog_.slot_of(id));
     }
     std::vector<float> vectors;
-    if (!backend_->read_vectors(slots, vectors)) {
+    if (radius && !backend_->read_vectors(slots, vectors)) {
       throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ",
                                       backend_->name(), " backend does not read back; use BackendKind::Cpu"));
     }
@@ -76,34 +83,39 @@ QueryResult Engine::radius_by_search(const QueryRequest& request, const char* ca
       const float* query = request.queries.data() + q * sdim;
       ids[q].clear();
       dist[q].clear();
-      bool past = false;  // the row reached a point beyond the radius, or its end
-      std::size_t j = 0;
-      for (; j < k; ++j) {
+      const Predicate* predicate = request.predicate_of(q);
+      bool done = false;  // the row holds what it needs, reached a point beyond the radius, or ended
+      for (std::size_t j = 0; j < k; ++j) {
         const PointId id = found.ids[i * k + j];
         if (id == kInvalidId) {
-          past = true;
+          done = true;
           break;
         }
-        const float* stored = vectors.data() + (at++) * sdim;  // every answer's vector was read, in order
-        const bool in = !past && within_exactly(query, stored, n, ip, hi, lo);
-        if (!in) {
-          past = true;
-          continue;  // the rest of the row is farther still (exact order); their vectors are skipped
+        const std::size_t slot = slots[at];
+        const float* stored = radius ? vectors.data() + at * sdim : nullptr;  // every answer's, in order
+        ++at;
+        if (done) continue;  // the rest of the row is not needed; its entries are only stepped over
+        if (radius && !within_exactly(query, stored, n, ip, hi, lo)) {
+          done = true;  // the rest of the row is farther still (exact order)
+          continue;
         }
+        if (predicate && !predicate->passes({attributes_.data() + slot * words, words})) continue;
         ids[q].push_back(id);
         dist[q].push_back(found.distances[i * k + j]);
+        done = ids[q].size() == want;
       }
-      if (past || !all) continue;
-      if (request.radius.cap != kNoLimit && ids[q].size() > request.radius.cap) {  // more than the cap
+      if (all && request.radius.cap != kNoLimit && ids[q].size() > request.radius.cap) {  // more than the cap
         ids[q].resize(request.radius.cap);
         dist[q].resize(request.radius.cap);
         capped[q] = 1;
-        continue;
       }
+      if (done) continue;
       if (k == kMaxK) {
-        throw BackendUnavailable(concat(caller, ": more than ", kMaxK - 1, " points lie within the radius of query ", q,
-                                        ", more than the ", backend_->name(), " backend returns per query without the "
-                                        "CPU backend's radius search; give max_results, or use BackendKind::Cpu"));
+        throw BackendUnavailable(concat(caller, ": query ", q, " needs more than the ", kMaxK, " nearest points (",
+                                        all ? "more lie within the radius" : "too few of them pass its predicate",
+                                        ") that the ", backend_->name(), " backend returns per search until its kernels "
+                                        "test ", all ? "radius bounds" : "predicates",
+                                        all ? "; give max_results, or use BackendKind::Cpu" : "; use BackendKind::Cpu"));
       }
       again.push_back(q);
     }
@@ -111,7 +123,7 @@ QueryResult Engine::radius_by_search(const QueryRequest& request, const char* ca
     k = std::min(k * 4, kMaxK);
   }
   QueryResult result;
-  if (all) {
+  if (all) {  // radius_search
     RadiusNeighbors& r = result.radius;
     r.num_queries = nq;
     r.epoch = epoch;

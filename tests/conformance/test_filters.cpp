@@ -2,9 +2,10 @@
 // a float64 brute force on the model of the store: every metric, predicates that pass none, few or
 // most points, per-query predicates composed with IdRange, duplicates, erased slots, exact ties at
 // the radius (integer grids, where float64 is exact), caps, and the attribute words' path through
-// the queue, the double buffer, the publish report and checkpoints. A backend that does not run
-// predicates yet must refuse them by name (BackendUnavailable); radius searches run on both (the
-// CUDA backend's through its k-nearest search, Engine::radius_by_search).
+// the queue, the double buffer, the publish report and checkpoints. Both backends run them (the
+// CUDA backend through its k-nearest search until its kernels test them,
+// Engine::filtered_by_search); radius bounds on aggregated predictions run on the CPU backend only,
+// and the CUDA backend must refuse them by name (BackendUnavailable).
 #include <functional>
 
 #include "support/test_support.hpp"
@@ -17,7 +18,7 @@ constexpr std::size_t kWords = 2;
 using Attrs = std::unordered_map<PointId, std::array<std::uint32_t, kWords>>;
 using Pass = std::function<bool(PointId)>;
 
-/// Predicates, and radius bounds on predictions, run on the CPU backend only for now.
+/// Predicates and radius bounds on aggregated predictions run on the CPU backend only for now.
 bool filters_run_here() { return backend_under_test() == BackendKind::Cpu; }
 
 StoreConfig attr_config(std::size_t dim, Metric metric) {
@@ -120,7 +121,6 @@ void check_radius(const RadiusNeighbors& got, Metric metric, const Model& model,
 }  // namespace
 
 TEST_CASE("filters: predicates with attribute words, every metric, against the float64 brute force") {
-  if (!filters_run_here()) return;
   for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
     CAPTURE(to_string(metric));
     const std::size_t dim = metric == Metric::Haversine ? 2 : 5;
@@ -149,7 +149,6 @@ TEST_CASE("filters: predicates with attribute words, every metric, against the f
 }
 
 TEST_CASE("filters: set_attributes goes through the queue, the publish report and both buffers") {
-  if (!filters_run_here()) return;
   ReferenceSet store(attr_config(2, Metric::L2));
   const std::array<std::uint32_t, kWords> available{1, 0}, busy{0, 0};
   for (PointId id = 0; id < 8; ++id) {
@@ -199,7 +198,6 @@ TEST_CASE("filters: set_attributes goes through the queue, the publish report an
 }
 
 TEST_CASE("filters: duplicates, erased slots and ties under a predicate") {
-  if (!filters_run_here()) return;
   ReferenceSet store(attr_config(2, Metric::L2));
   // 40 copies of one point, every other one available; 10 of them erased.
   for (PointId id = 0; id < 40; ++id) {
@@ -241,10 +239,8 @@ TEST_CASE("radius: every metric against the float64 brute force, with caps, pred
     check_radius(store.radius_search(queries, radius), metric, model, queries, radius, kNoLimit, all);
     check_radius(store.radius_search(queries, radius, 7), metric, model, queries, radius, 7, all);
     const Predicate p = Predicate{}.require(0, 2).within(1, 0, 700);
-    if (filters_run_here()) {
-      check_radius(store.radius_search(queries, radius, kNoLimit, {}, std::span(&p, 1)), metric, model, queries,
-                   radius, kNoLimit, passes_of(p, attrs));
-    }
+    check_radius(store.radius_search(queries, radius, kNoLimit, {}, std::span(&p, 1)), metric, model, queries, radius,
+                 kNoLimit, passes_of(p, attrs));
     // The capped radius search is the k nearest within: the same ids as search_within.
     const RadiusNeighbors capped = store.radius_search(queries, radius, 9);
     const Neighbors within = store.search_within(queries, 9, radius);
@@ -361,8 +357,11 @@ TEST_CASE("filters: bad input is refused by name and queues nothing") {
     CHECK(store.radius_search(v, std::numeric_limits<double>::infinity()).count(0) == store.size());
   }
   if (!filters_run_here()) {
-    msg = message_of<BackendUnavailable>([&] { (void)store.search(v, 1, {}, std::span(&any, 1)); });
-    CHECK(msg.find("predicates") != std::string::npos);
+    ReferenceSet labelled(config_for(2, Metric::L2, TargetSpec::classes(2)));
+    labelled.push(Update::insert(1, v, 1));
+    labelled.publish();
+    msg = message_of<BackendUnavailable>([&] { (void)KnnClassifier(labelled, 1).within(1.0).predict(v); });
+    CHECK(msg.find("radius bounds on predictions") != std::string::npos);
     CHECK(msg.find("BackendKind::Cpu") != std::string::npos);
   }
   StoreConfig five = config_for(2, Metric::L2);

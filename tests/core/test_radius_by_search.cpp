@@ -1,8 +1,11 @@
-// The radius search of a backend without native radius bounds (Engine::radius_by_search: its
-// k-nearest search grown until each row ends past the radius, "within" decided exactly on the
-// host) against the CPU backend's native radius search, on the CPU backend itself: every metric,
-// caps, ranges, rows that need k to grow, the k nearest within a radius, and more points within
-// than one row returns.
+// Predicates and radius bounds on a backend without native support (Engine::filtered_by_search:
+// its k-nearest search grown until each row holds what it needs, the predicate tested and "within"
+// decided exactly on the host) against the CPU backend's native filters, on the CPU backend
+// itself: every metric, caps, ranges, predicates that pass few points (k grows), the k nearest
+// within a radius, and rows that need more than one search returns.
+#include <cmath>
+#include <limits>
+
 #include "core/engine_access.hpp"
 #include "core/metric_space.hpp"
 #include "support/test_support.hpp"
@@ -15,7 +18,8 @@ using streamknn::detail::QueryRequest;
 namespace {
 
 QueryRequest radius_request(const ReferenceSet& set, const std::vector<float>& queries, double radius, bool all,
-                            std::size_t k, std::size_t cap, const std::vector<IdRange>& visible = {}) {
+                            std::size_t k, std::size_t cap, const std::vector<IdRange>& visible = {},
+                            const std::vector<Predicate>& where = {}) {
   const StoreConfig& c = set.config();
   const std::size_t sdim = streamknn::detail::stored_dim(c.metric, c.dim), nq = queries.size() / c.dim;
   QueryRequest r;
@@ -28,6 +32,8 @@ QueryRequest radius_request(const ReferenceSet& set, const std::vector<float>& q
   }
   r.queries = r.converted;
   r.visible = visible;
+  r.where = where;
+  if (std::isnan(radius)) return r;  // no radius: the k nearest that pass
   r.radius.active = true;
   r.radius.all = all;
   r.radius.cap = cap;
@@ -40,9 +46,14 @@ ReferenceSet random_set(Metric metric, std::size_t dim, std::size_t n, std::uint
   StoreConfig c = config_for(dim, metric);
   c.backend = BackendKind::Cpu;
   c.cpu_threads = 2;
+  c.attribute_words = 1;
   ReferenceSet set(c);
   const auto v = points_for(metric, g, n, dim);
-  for (std::size_t i = 0; i < n; ++i) set.push(Update::insert(2 * i + 3, std::span<const float>(v.data() + i * dim, dim)));
+  std::uniform_int_distribution<std::uint32_t> flags(0, 31);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t word[1] = {flags(g)};
+    set.push(Update::insert(2 * i + 3, std::span<const float>(v.data() + i * dim, dim)).with_attributes(word));
+  }
   set.publish();
   for (std::size_t i = 0; i < n; i += 11) set.erase(2 * i + 3);
   set.publish();
@@ -73,15 +84,15 @@ TEST_CASE("radius by search: the same answers as the CPU backend's radius search
                                                                   : std::vector<double>{-0.8, -0.5, 0.0};
     for (const double r : radii) {
       CAPTURE(r);
-      same(engine.radius_by_search(radius_request(set, queries, r, true, 0, kNoLimit), "test").radius,
+      same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, kNoLimit), "test").radius,
            set.radius_search(queries, r));
-      same(engine.radius_by_search(radius_request(set, queries, r, true, 0, 40), "test").radius,
+      same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, 40), "test").radius,
            set.radius_search(queries, r, 40));
       std::vector<IdRange> ranges(6);
       ranges[1] = {100, 3000};
-      same(engine.radius_by_search(radius_request(set, queries, r, true, 0, kNoLimit, ranges), "test").radius,
+      same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, kNoLimit, ranges), "test").radius,
            set.radius_search(queries, r, kNoLimit, ranges));
-      const Neighbors within = engine.radius_by_search(radius_request(set, queries, r, false, 20, kNoLimit), "test").neighbors;
+      const Neighbors within = engine.filtered_by_search(radius_request(set, queries, r, false, 20, kNoLimit), "test").neighbors;
       const Neighbors want = set.search_within(queries, 20, r);
       CHECK(within.ids == want.ids);
       CHECK(within.distances == want.distances);
@@ -94,8 +105,44 @@ TEST_CASE("radius by search: more points within than a row returns is refused by
   const Engine& engine = EngineAccess::of(set);
   const std::vector<float> q = {0, 0};
   const std::string msg = message_of<BackendUnavailable>(
-      [&] { (void)engine.radius_by_search(radius_request(set, q, 10.0, true, 0, kNoLimit), "test"); });
+      [&] { (void)engine.filtered_by_search(radius_request(set, q, 10.0, true, 0, kNoLimit), "test"); });
   CHECK(msg.find("give max_results") != std::string::npos);
   // With a cap it answers: the nearest cap, flagged.
-  same(engine.radius_by_search(radius_request(set, q, 10.0, true, 0, 100), "test").radius, set.radius_search(q, 10.0, 100));
+  same(engine.filtered_by_search(radius_request(set, q, 10.0, true, 0, 100), "test").radius, set.radius_search(q, 10.0, 100));
+}
+
+TEST_CASE("filtered by search: predicates, alone and with a radius, as the CPU backend answers them") {
+  for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
+    CAPTURE(to_string(metric));
+    const std::size_t dim = metric == Metric::Haversine ? 2 : 3;
+    const ReferenceSet set = random_set(metric, dim, 4000, 70 + std::size_t(metric));
+    const Engine& engine = EngineAccess::of(set);
+    auto g = rng(71);
+    const auto queries = points_for(metric, g, 5, dim);
+    // About 1/2, 1/8 and 1/32 of the points pass (k' grows from 64 for the last).
+    const std::vector<Predicate> each = {Predicate{}.require(0, 1), Predicate{}.require(0, 7),
+                                         Predicate{}.require(0, 31), Predicate{}.forbid(0, 31).require(0, 1),
+                                         Predicate{}.within(0, 3, 4)};
+    for (const std::size_t k : {1ul, 10ul, 40ul}) {
+      const Neighbors got =
+          engine.filtered_by_search(radius_request(set, queries, std::nan(""), false, k, kNoLimit, {}, each), "test")
+              .neighbors;
+      const Neighbors want = set.search(queries, k, {}, each);
+      CHECK(got.ids == want.ids);
+      CHECK(got.distances == want.distances);
+    }
+    const Neighbors big = engine.filtered_by_search(
+        radius_request(set, queries, std::nan(""), false, 300, kNoLimit, {}, {Predicate{}.require(0, 3)}), "test").neighbors;
+    CHECK(big.ids == set.search(queries, 300, {}, std::vector<Predicate>{Predicate{}.require(0, 3)}).ids);
+    const Neighbors n100 = set.search(queries, 100);
+    double r = std::numeric_limits<double>::infinity();
+    for (std::size_t q = 0; q < 5; ++q) r = std::min(r, double(n100.distances[q * 100 + 99]));
+    same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, kNoLimit, {}, each), "test").radius,
+         set.radius_search(queries, r, kNoLimit, {}, each));
+    same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, 3, {}, each), "test").radius,
+         set.radius_search(queries, r, 3, {}, each));
+    const Neighbors within =
+        engine.filtered_by_search(radius_request(set, queries, r, false, 8, kNoLimit, {}, each), "test").neighbors;
+    CHECK(within.ids == set.search_within(queries, 8, r, {}, each).ids);
+  }
 }

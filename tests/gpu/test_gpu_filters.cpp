@@ -5,10 +5,10 @@
 // (dense screen), k up to past what passes; predicates shared and per query, composed with IdRange,
 // passing none, few or most points; attribute changes across publishes (both device buffers);
 // radius with and without caps, with predicates, ties at the radius on integer grids, and the k
-// nearest within a radius. Radius searches run on the CUDA backend through its k-nearest search
-// (Engine::radius_by_search) until its kernels take radius bounds; where it does not run predicates
-// yet, the predicate cases check that it refuses them with BackendUnavailable naming the feature
-// and BackendKind::Cpu.
+// nearest within a radius. Until its kernels test predicates and radius bounds, the CUDA backend runs
+// them through its k-nearest search (Engine::filtered_by_search); the cases hold either to the CPU
+// backend's answers, and gpu_runs_filters still checks a refusal by name should predicates ever be
+// refused.
 #include <array>
 #include <cstring>
 #include <functional>

@@ -9,8 +9,6 @@ import pytest
 import streamknn
 
 BACKEND = os.environ.get("STREAMKNN_TEST_BACKEND", "cpu")
-needs_predicates = pytest.mark.skipif(BACKEND == "cuda", reason="the CUDA backend refuses predicates for now "
-                                                                "(BackendUnavailable)")
 
 
 def store_with_attributes(n=400, seed=0):
@@ -30,7 +28,6 @@ def brute(X, q, k, mask):
     return order[np.isfinite(d[order])]
 
 
-@needs_predicates
 def test_where_shared_and_per_query():
     s, X, words = store_with_attributes()
     Q = np.random.default_rng(1).random((3, 2), dtype=np.float32)
@@ -46,7 +43,6 @@ def test_where_shared_and_per_query():
         assert list(ids[q]) == list(brute(X, Q[q], 5, m))
 
 
-@needs_predicates
 def test_none_pass_pads_and_set_attributes_publishes():
     s, X, words = store_with_attributes(50)
     d, ids, _ = s.search(np.zeros((1, 2), np.float32), 3, where={"range_word": 1, "range_min": 5000})
@@ -57,7 +53,6 @@ def test_none_pass_pads_and_set_attributes_publishes():
     assert sorted(ids[0][:3]) == [0, 1, 2] and ids[0][3] == streamknn.invalid_id
 
 
-@needs_predicates
 def test_radius_search_and_search_within_against_brute_force():
     s, X, words = store_with_attributes(600)
     Q = np.random.default_rng(2).random((4, 2), dtype=np.float32)
@@ -77,7 +72,6 @@ def test_radius_search_and_search_within_against_brute_force():
         assert (within[q][len(got):] == streamknn.invalid_id).all()
 
 
-@needs_predicates
 def test_bad_input_is_refused_by_name():
     s, _, _ = store_with_attributes(10)
     with pytest.raises(streamknn.InvalidArgument, match="attributes must have shape"):
