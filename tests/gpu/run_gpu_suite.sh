@@ -4,7 +4,8 @@
 #                              [--bench] [--soak-detach]
 # BIN: the binaries, either a CUDA build tree (default build) or a folder holding them side by side;
 # OUT: the folder the logs are written to (default gpu-logs).
-#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search (when present)
+#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search, test_gpu_filters
+#                    (the last two when present)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the
@@ -67,6 +68,7 @@ if [[ ${SKIP_SUITES:-0} != 1 ]]; then
   run gpu_vs_cpu "$(bin test_gpu_vs_cpu)"
 fi
 [[ -x $(bin test_device_search) ]] && run device_search "$(bin test_device_search)"
+[[ -x $(bin test_gpu_filters) ]] && run gpu_filters "$(bin test_gpu_filters)"
 sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
   local suffix=$1 binary=$2; shift 2
   for tool in memcheck racecheck synccheck initcheck; do
