@@ -247,14 +247,18 @@ namespace {
 
 /// Squared-L2 ranks of one query against slots [s0, s1) in float32 (any order of operations: the
 /// screen's bound covers them), into rank[0 .. s1 - s0).
-void float_ranks(const HostStore& store, const float* q, std::size_t dim, std::size_t s0, std::size_t s1, float* rank) {
+void float_ranks(const HostStore& store, const float* q, std::size_t dim, std::size_t s0, std::size_t s1,
+                 float* __restrict rank) {
   const std::size_t n = s1 - s0;
   if (store.by_column()) {
     for (std::size_t j = 0; j < n; ++j) rank[j] = 0.0f;
     for (std::size_t d = 0; d < dim; ++d) {
-      const float* col = store.column(d) + s0;
+      const float* __restrict col = store.column(d) + s0;
       const float qd = q[d];
-      for (std::size_t j = 0; j < n; ++j) rank[j] += (qd - col[j]) * (qd - col[j]);
+      for (std::size_t j = 0; j < n; ++j) {
+        const float diff = qd - col[j];
+        rank[j] += diff * diff;
+      }
     }
     return;
   }
@@ -296,6 +300,14 @@ void radius_neighbours(const ExactInput& in, double hi, double lo, std::size_t c
         if (screened) float_ranks(store, in.screen.queries + q * stride, in.stored_dim, t0, t1, rank.data());
         std::vector<Entry>& list = found[q * chunks + c];
         for (std::size_t s = t0; s < t1; ++s) {
+          if (screened && (s - t0) % 8 == 0 && s + 8 <= t1) {  // most blocks of 8 have no candidate
+            bool any = false;
+            for (std::size_t j = 0; j < 8; ++j) any |= rank[s - t0 + j] <= fbound;
+            if (!any) {
+              s += 7;
+              continue;
+            }
+          }
           if (screened && !(rank[s - t0] <= fbound)) continue;
           const PointId id = store.id(s);
           if (id == kInvalidId || !in.screen.admits(q, s, id)) continue;
