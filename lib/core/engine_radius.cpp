@@ -77,6 +77,7 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
                                       backend_->name(), " backend does not read back; use BackendKind::Cpu"));
     }
     std::vector<std::size_t> again;
+    std::size_t next = 4 * k;  // the next k': 4 k', or as many as the rows' pass rates ask for
     std::size_t at = 0;  // the next answer's place in slots / vectors
     for (std::size_t i = 0; i < pending.size(); ++i) {
       const std::size_t q = pending[i];
@@ -118,9 +119,12 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
                                         all ? "; give max_results, or use BackendKind::Cpu" : "; use BackendKind::Cpu"));
       }
       again.push_back(q);
+      if (!ids[q].empty() && want != kNoLimit) {  // want / (the row's pass rate), with a margin
+        next = std::max(next, (3 * k * want) / (2 * ids[q].size()) + 1);
+      }
     }
     pending.swap(again);
-    k = std::min(k * 4, kMaxK);
+    k = std::min(next, kMaxK);
   }
   QueryResult result;
   if (all) {  // radius_search
