@@ -6,6 +6,7 @@
 #include "streamknn/classifier.hpp"
 #include "streamknn/config.hpp"
 #include "streamknn/error.hpp"
+#include "streamknn/kmeans.hpp"
 #include "streamknn/metric.hpp"
 #include "streamknn/predicate.hpp"
 #include "streamknn/publish_report.hpp"
