@@ -6,7 +6,13 @@
 // by the error-free sum, so both backends include exactly the same points.
 #pragma once
 
-#include "core/exact_rank.hpp"  // STREAMKNN_HD too
+#include "core/exact_rank.hpp"
+
+#if defined(__CUDACC__)
+#define STREAMKNN_HD __host__ __device__ __forceinline__
+#else
+#define STREAMKNN_HD inline
+#endif
 
 namespace streamknn::detail::exact {
 
