@@ -72,7 +72,8 @@ class Engine {
   bool points_of(std::span<const PointId> ids, std::vector<std::int32_t>& labels, std::vector<float>& values,
                  std::vector<float>* vectors);
 
-  /// Validates and runs a query batch. caller names the public entry point in error messages.
+  /// Validates and runs a query batch (engine_query.cpp, with query_device and lookup_and_update).
+  /// caller names the public entry point in error messages.
   /// The store's origin (StoreConfig::origin) is subtracted from each row first, in double.
   Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
                             AggregateSpec aggregate, const char* caller) const;

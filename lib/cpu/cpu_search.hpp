@@ -3,7 +3,7 @@
 // store's columns against groups of 2-8 queries), a
 // vector threshold test, and a bounded max-heap per query ordered by (rank, id) for the few
 // pairs that pass it. Every pair's rank is computed by one fixed sequence of operations,
-// whatever the batch, slot or thread split (cpu_search.cpp states it). Uses every thread of
+// whatever the batch, slot or thread split (cpu_scan.cpp states it). Uses every thread of
 // the pool.
 #pragma once
 
