@@ -46,6 +46,15 @@ class QueryRanker {
   void sort(std::vector<Entry>& e) const {
     std::sort(e.begin(), e.end(), [&](const Entry& a, const Entry& b) { return less(a, b); });
   }
+  /// The k best of e in order, the rest dropped (a selection, then a sort of k).
+  void keep_best(std::vector<Entry>& e, std::size_t k) const {
+    const auto by_rank = [&](const Entry& a, const Entry& b) { return less(a, b); };
+    if (e.size() > k) {
+      std::nth_element(e.begin(), e.begin() + std::ptrdiff_t(k - 1), e.end(), by_rank);
+      e.resize(k);
+    }
+    std::sort(e.begin(), e.end(), by_rank);
+  }
   /// sum |q_i p_i| of one slot (the inner product's magnitude), and |q| (double).
   double magnitude(std::uint32_t slot) const {
     double m = 0;
@@ -122,10 +131,16 @@ double upper(const exact::Key& k) {
   return hi + std::fabs(hi) * 0x1p-50;
 }
 
+/// Why a query's screened list did not give its answers.
+enum Failure : unsigned char { kCertified = 0, kWiden = 1, kTied = 2 };
+
 /// One round: the screen at `width` for the queries `which` (all where empty), each re-ranked;
-/// the answers of those it certifies written, the others returned.
+/// the answers of those it certifies written, the others returned. Queries whose last candidate
+/// may tie with the k-th go to `tied`: a wider screen would hold more of the same tie, so they
+/// take the gather at once.
 std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, const std::vector<std::size_t>& which,
-                                      std::size_t width, std::vector<Candidate>& found, std::vector<float>& distances) {
+                                      std::size_t width, std::vector<Candidate>& found, std::vector<float>& distances,
+                                      std::vector<std::size_t>& tied) {
   const std::size_t k = in.k, slots = in.screen.store->slot_count(), stride = in.screen.store->stride();
   CpuSearchInput screen = in.screen;
   screen.k = width;
@@ -166,7 +181,8 @@ std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, co
       const double far_mag = ip ? ranker.magnitude(list.back().slot) : 0.0;
       const double outside_mag = ip ? ranker.query_norm() * in.max_norm : 0.0;
       if (width <= k || !exact::screen_certified(list[k - 1].key, list.back().key, far_mag, outside_mag, bound, ip)) {
-        failed[i] = 1;
+        const exact::Key& far = list.back().key;
+        failed[i] = width > k && far.key - far.err <= upper(list[k - 1].key) ? kTied : kWiden;
         return;
       }
     }
@@ -174,7 +190,8 @@ std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, co
   });
   std::vector<std::size_t> again;
   for (std::size_t i = 0; i < failed.size(); ++i) {
-    if (failed[i]) again.push_back(which.empty() ? i : which[i]);
+    if (failed[i] == kWiden) again.push_back(which.empty() ? i : which[i]);
+    if (failed[i] == kTied) tied.push_back(which.empty() ? i : which[i]);
   }
   return again;
 }
@@ -193,11 +210,13 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
   constexpr std::size_t kMaxRetryWidth = 1 << 16;
   const std::size_t cap = std::max(k, std::min<std::size_t>(slots, std::size_t(1) << 30));
   std::size_t width = exact::screen_width(static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(cap));
-  std::vector<std::size_t> pending = screen_round(in, pool, {}, width, found, distances);
+  std::vector<std::size_t> tied;
+  std::vector<std::size_t> pending = screen_round(in, pool, {}, width, found, distances, tied);
   while (!pending.empty() && width < std::min(cap, kMaxRetryWidth) && width > k) {
     width = std::min({width * 8, cap, kMaxRetryWidth});
-    pending = screen_round(in, pool, pending, width, found, distances);
+    pending = screen_round(in, pool, pending, width, found, distances, tied);
   }
+  pending.insert(pending.end(), tied.begin(), tied.end());
   pool.parallel_for(pending.size(), [&](std::size_t i) {
     const std::size_t q = pending[i];
     const QueryRanker ranker(in, q);
@@ -218,7 +237,7 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
     }
     ranker.sort(list);
     if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one);
-    ranker.sort(list);
+    ranker.keep_best(list, k);
     ranker.write(list, found.data() + q * k, distances.data() + q * k);
   });
 }
