@@ -33,13 +33,13 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.1
     _FeaturesOut = object
 
 from ._radius_mixin import _check_radius, _RadiusMixin
-from ._sklearn_base import _densify, _fitted_rows, _StreamNeighborsBase, _validate_data
+from ._sklearn_base import _densify, _fitted_rows, _MultiOutputTags, _StreamNeighborsBase, _validate_data
 
 __all__ = ["KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer",
            "kneighbors_graph"]
 
 
-class _Supervised(_StreamNeighborsBase):
+class _Supervised(_MultiOutputTags, _StreamNeighborsBase):
     """fit / partial_fit input handling of the classifier and the regressor."""
 
     def _validate_Xy(self, X, y, *, reset):
@@ -184,18 +184,6 @@ class KNeighborsClassifier(ClassifierMixin, _Supervised):
         probas = self._host_proba(X)
         return probas if self.outputs_2d_ else probas[0]
 
-    # Tags. Both spellings in this class (scikit-learn's check_estimator_tags_renamed looks for
-    # __sklearn_tags__ next to _more_tags): __sklearn_tags__ for scikit-learn >= 1.6, _more_tags
-    # for older versions (1.6 ignores it when __sklearn_tags__ is defined).
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.input_tags.sparse = True
-        return tags
-
-    def _more_tags(self):
-        return {"multioutput": True}
-
 
 class KNeighborsRegressor(RegressorMixin, _Supervised):
     """k-nearest-neighbour regressor on streamknn (scikit-learn API).
@@ -240,16 +228,6 @@ class KNeighborsRegressor(RegressorMixin, _Supervised):
             for j in range(y.shape[1]):
                 pred[:, j] = np.sum(y[ind, j] * weights, axis=1) / denom
         return pred.ravel() if self._y_1d else pred
-
-    # Tags: see KNeighborsClassifier.
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.input_tags.sparse = True
-        return tags
-
-    def _more_tags(self):
-        return {"multioutput": True}
 
 
 class NearestNeighbors(_RadiusMixin, _StreamNeighborsBase):

@@ -114,6 +114,22 @@ def _check_k(k, name="n_neighbors"):
         raise ValueError(f"Expected {name} in [1, {_streamknn.max_k}], got {k}")
 
 
+class _MultiOutputTags:
+    """Tags of the supervised estimators: multi-output targets, sparse input. Both spellings in
+    one class (scikit-learn's check_estimator_tags_renamed looks for __sklearn_tags__ next to
+    _more_tags): __sklearn_tags__ for scikit-learn >= 1.6, _more_tags for older versions (1.6
+    ignores it when __sklearn_tags__ is defined)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def _more_tags(self):
+        return {"multioutput": True}
+
+
 class _StreamNeighborsCore(BaseEstimator):
     """scikit-learn's constructor and k-neighbours search over a streamknn reference set (the radius
     estimators derive from this, not from scikit-learn's KNeighborsMixin)."""

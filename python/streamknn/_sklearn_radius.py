@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._radius_mixin import _check_radius, _RadiusMixin
 from ._sklearn import _Supervised, KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
-from ._sklearn_base import _StreamNeighborsCore
+from ._sklearn_base import _MultiOutputTags, _StreamNeighborsCore
 
 __all__ = ["RadiusNeighborsClassifier", "RadiusNeighborsRegressor", "radius_neighbors_graph"]
 
@@ -35,7 +35,7 @@ def _radius_weights(dist, weights):
     return weights(dist)
 
 
-class _RadiusEstimator(_RadiusMixin, _StreamNeighborsCore):
+class _RadiusEstimator(_MultiOutputTags, _RadiusMixin, _StreamNeighborsCore):
     """scikit-learn's radius-estimator constructor over a streamknn reference set."""
 
     n_neighbors = None  # the k-neighbours checks of the shared base do not apply
@@ -56,15 +56,6 @@ class _RadiusEstimator(_RadiusMixin, _StreamNeighborsCore):
     def _check_params(self):
         _check_radius(self.radius)
         return super()._check_params()
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.input_tags.sparse = True
-        return tags
-
-    def _more_tags(self):
-        return {"multioutput": True}
 
 
 class RadiusNeighborsClassifier(ClassifierMixin, _RadiusEstimator):
