@@ -38,6 +38,53 @@ std::size_t first_k(const RadiusSpec& r, std::size_t k, bool predicates) {
   return std::min(first, kMaxK);
 }
 
+/// One round's search: the pending queries' rows (and id ranges) at k.
+QueryRequest round_request(const QueryRequest& request, const std::vector<std::size_t>& pending, std::size_t k,
+                           std::size_t sdim) {
+  QueryRequest round;
+  round.num_queries = pending.size();
+  round.k = k;
+  round.converted.resize(pending.size() * sdim);
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    std::copy_n(request.queries.data() + pending[i] * sdim, sdim, round.converted.data() + i * sdim);
+    if (!request.visible.empty()) round.visible.push_back(request.visible[pending[i]]);
+  }
+  round.queries = round.converted;
+  return round;
+}
+
+/// The answer of every query from its filtered row: a radius search's flat list (all), else k
+/// per query, padded.
+QueryResult assemble(bool all, std::size_t k, std::uint64_t epoch, const std::vector<std::vector<PointId>>& ids,
+                     const std::vector<std::vector<float>>& dist, std::vector<std::uint8_t>&& capped) {
+  const std::size_t nq = ids.size();
+  QueryResult result;
+  if (all) {  // radius_search
+    RadiusNeighbors& r = result.radius;
+    r.num_queries = nq;
+    r.epoch = epoch;
+    r.offsets.assign(nq + 1, 0);
+    for (std::size_t q = 0; q < nq; ++q) r.offsets[q + 1] = r.offsets[q] + ids[q].size();
+    for (std::size_t q = 0; q < nq; ++q) {
+      r.ids.insert(r.ids.end(), ids[q].begin(), ids[q].end());
+      r.distances.insert(r.distances.end(), dist[q].begin(), dist[q].end());
+    }
+    r.cap_hit = std::move(capped);
+    return result;
+  }
+  Neighbors& nb = result.neighbors;
+  nb.num_queries = nq;
+  nb.k = k;
+  nb.epoch = epoch;
+  nb.ids.assign(nq * k, kInvalidId);
+  nb.distances.assign(nq * k, std::numeric_limits<float>::infinity());
+  for (std::size_t q = 0; q < nq; ++q) {
+    std::copy(ids[q].begin(), ids[q].end(), nb.ids.begin() + std::ptrdiff_t(q * k));
+    std::copy(dist[q].begin(), dist[q].end(), nb.distances.begin() + std::ptrdiff_t(q * k));
+  }
+  return result;
+}
+
 }  // namespace
 
 QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* caller) const {
@@ -57,16 +104,7 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
   std::lock_guard lock(publish_mutex_);
   const std::uint64_t epoch = this->epoch();
   while (!pending.empty()) {
-    QueryRequest round;
-    round.num_queries = pending.size();
-    round.k = k;
-    round.converted.resize(pending.size() * sdim);
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      std::copy_n(request.queries.data() + pending[i] * sdim, sdim, round.converted.data() + i * sdim);
-      if (!request.visible.empty()) round.visible.push_back(request.visible[pending[i]]);
-    }
-    round.queries = round.converted;
-    const Neighbors found = backend_->submit(std::move(round)).get().neighbors;
+    const Neighbors found = backend_->submit(round_request(request, pending, k, sdim)).get().neighbors;
     std::vector<std::uint32_t> slots;
     for (const PointId id : found.ids) {
       if (id != kInvalidId) slots.push_back(*catalog_.slot_of(id));
@@ -126,31 +164,7 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
     pending.swap(again);
     k = std::min(next, kMaxK);
   }
-  QueryResult result;
-  if (all) {  // radius_search
-    RadiusNeighbors& r = result.radius;
-    r.num_queries = nq;
-    r.epoch = epoch;
-    r.offsets.assign(nq + 1, 0);
-    for (std::size_t q = 0; q < nq; ++q) r.offsets[q + 1] = r.offsets[q] + ids[q].size();
-    for (std::size_t q = 0; q < nq; ++q) {
-      r.ids.insert(r.ids.end(), ids[q].begin(), ids[q].end());
-      r.distances.insert(r.distances.end(), dist[q].begin(), dist[q].end());
-    }
-    r.cap_hit = std::move(capped);
-    return result;
-  }
-  Neighbors& nb = result.neighbors;
-  nb.num_queries = nq;
-  nb.k = request.k;
-  nb.epoch = epoch;
-  nb.ids.assign(nq * request.k, kInvalidId);
-  nb.distances.assign(nq * request.k, std::numeric_limits<float>::infinity());
-  for (std::size_t q = 0; q < nq; ++q) {
-    std::copy(ids[q].begin(), ids[q].end(), nb.ids.begin() + std::ptrdiff_t(q * request.k));
-    std::copy(dist[q].begin(), dist[q].end(), nb.distances.begin() + std::ptrdiff_t(q * request.k));
-  }
-  return result;
+  return assemble(all, request.k, epoch, ids, dist, std::move(capped));
 }
 
 }  // namespace streamknn::detail
