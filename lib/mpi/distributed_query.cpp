@@ -192,6 +192,39 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
   }
 }
 
+/// Every rank's id ranges in one array of `total` rows (rank r's from row first[r]; ranks that
+/// sent none see everything).
+std::vector<IdRange> combined_ranges(const std::vector<CallHeader>& headers, const std::vector<std::size_t>& first,
+                                     std::size_t total, const std::vector<std::byte>& all_visible,
+                                     const std::vector<std::size_t>& v_offsets) {
+  std::vector<IdRange> visible(total, IdRange{});
+  for (std::size_t r = 0; r < headers.size(); ++r) {
+    if (headers[r].visible) {
+      std::memcpy(visible.data() + first[r], all_visible.data() + v_offsets[r], headers[r].num_queries * sizeof(IdRange));
+    }
+  }
+  return visible;
+}
+
+/// Where each shard's lists start in `received`, after its chunk header and message: a shard's
+/// failure is thrown as that shard's error, and an answer from another epoch is refused.
+std::vector<const std::byte*> shard_lists(const std::vector<std::byte>& received, const std::vector<std::size_t>& offsets,
+                                          std::size_t ranks, std::uint64_t epoch, const char* caller) {
+  std::vector<const std::byte*> lists(ranks);
+  for (std::size_t s = 0; s < ranks; ++s) {
+    ChunkHeader h;
+    std::memcpy(&h, received.data() + offsets[s], sizeof h);
+    const char* text = reinterpret_cast<const char*>(received.data() + offsets[s] + sizeof h);
+    if (h.status != 0) {
+      mpi::throw_failure(static_cast<mpi::ErrorKind>(h.status),
+                         concat(caller, ": shard ", s, ": ", std::string(text, h.message_bytes)));
+    }
+    if (h.epoch != epoch) throw Error(concat(caller, ": shard ", s, " answered at epoch ", h.epoch, ", not ", epoch));
+    lists[s] = received.data() + offsets[s] + sizeof h + h.message_bytes;
+  }
+  return lists;
+}
+
 }  // namespace
 
 QueryResult DistributedEngine::run_query(const QueryCall& call) {
@@ -234,14 +267,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   if (total > 0) {
     try {
       std::vector<IdRange> visible;
-      if (any_visible) {
-        visible.assign(total, IdRange{});
-        for (std::size_t r = 0; r < ranks; ++r) {
-          if (headers[r].visible) {
-            std::memcpy(visible.data() + first[r], all_visible.data() + v_offsets[r], headers[r].num_queries * sizeof(IdRange));
-          }
-        }
-      }
+      if (any_visible) visible = combined_ranges(headers, first, total, all_visible, v_offsets);
       together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), total * dim}, k_max, visible,
                              targets, shape, caller);
     } catch (...) {
@@ -285,19 +311,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message
 
   const EntryShape got{shape.stored_dim, output == AggregateSpec::Output::Values ? outputs : 0};
-  std::vector<const std::byte*> lists(ranks);
-  for (std::size_t s = 0; s < ranks; ++s) {
-    ChunkHeader h;
-    std::memcpy(&h, received.data() + offsets[s], sizeof h);
-    const char* text = reinterpret_cast<const char*>(received.data() + offsets[s] + sizeof h);
-    if (h.status != 0) {
-      mpi::throw_failure(static_cast<mpi::ErrorKind>(h.status),
-                         concat(caller, ": shard ", s, ": ", std::string(text, h.message_bytes)));
-    }
-    if (h.epoch != epoch()) throw Error(concat(caller, ": shard ", s, " answered at epoch ", h.epoch, ", not ", epoch()));
-    lists[s] = received.data() + offsets[s] + sizeof h + h.message_bytes;
-  }
-  merge_lists(config_, call, lists, got, result);
+  merge_lists(config_, call, shard_lists(received, offsets, ranks, epoch(), caller), got, result);
   return result;
 }
 
