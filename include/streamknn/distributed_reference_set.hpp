@@ -7,8 +7,9 @@
 // nothing else in the library includes this header. docs/distributed.md has the whole contract.
 //
 // Threading and MPI: MPI must be initialised with MPI_THREAD_MULTIPLE (mpi4py does so). The
-// constructor, load(), the destructor and the collective calls below (publish, search, classify,
-// regress, their submit_ forms, save) are collective: every rank makes them, in the same order,
+// constructor, load(), the destructor and the collective calls below (publish, search,
+// search_within, radius_search, classify, regress, their submit_ forms, save) are collective:
+// every rank makes them, in the same order,
 // on one thread at a time (a rank with nothing to ask passes an empty batch). They run in that
 // order on the object's own thread, over its own duplicate of the communicator, so a ticket may
 // be waited on later and the caller's MPI traffic never mixes with the store's. push()/try_push()
@@ -42,7 +43,9 @@
 #include "streamknn/checkpoint.hpp"
 #include "streamknn/classifier.hpp"
 #include "streamknn/config.hpp"
+#include "streamknn/predicate.hpp"
 #include "streamknn/publish_report.hpp"
+#include "streamknn/radius.hpp"
 #include "streamknn/reference_set.hpp"
 #include "streamknn/regressor.hpp"
 #include "streamknn/search.hpp"
@@ -102,6 +105,9 @@ class DistributedReferenceSet {
   void erase(PointId id) { push(Update::erase(id)); }
   void set_target(PointId id, std::int32_t label) { push(Update::set_target(id, label)); }
   void set_target(PointId id, std::span<const float> values) { push(Update::set_target(id, values)); }
+  /// Attribute words (StoreConfig::attribute_words): routed to the owner like a move; an insert
+  /// gives them with push(Update::insert(id, v).with_attributes(words)).
+  void set_attributes(PointId id, std::span<const std::uint32_t> words) { push(Update::set_attributes(id, words)); }
 
   // ---- collective calls ------------------------------------------------------------------------
   /// Routes every rank's queued updates to their owners and applies them as one global epoch.
@@ -116,8 +122,23 @@ class DistributedReferenceSet {
   /// returns its k best (with their vectors, where its backend can read them back), and one
   /// merge in the exact (distance, id) order gives the single-store answer.
   /// Different ranks may pass different k. The result carries the global epoch.
-  Neighbors search(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {});
-  Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {});
+  /// where: predicates as for ReferenceSet::search (none, one for all queries or one per query);
+  /// each shard applies them in its own search, so each sends its k best that pass.
+  Neighbors search(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {},
+                   std::span<const Predicate> where = {});
+  Ticket<Neighbors> submit(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible = {},
+                           std::span<const Predicate> where = {});
+  /// The k nearest no farther than radius (streamknn/radius.hpp), as ReferenceSet::search_within.
+  Neighbors search_within(std::span<const float> queries, std::size_t k, double radius,
+                          std::span<const IdRange> visible = {}, std::span<const Predicate> where = {});
+  /// Every point within radius, as ReferenceSet::radius_search: each shard answers its own radius
+  /// search (with the cap), and the merge orders each query's union by (exact distance, id) and
+  /// keeps the nearest max_results; capped where a shard was capped or the union exceeds the cap.
+  RadiusNeighbors radius_search(std::span<const float> queries, double radius, std::size_t max_results = kNoLimit,
+                                std::span<const IdRange> visible = {}, std::span<const Predicate> where = {});
+  Ticket<RadiusNeighbors> submit_radius(std::span<const float> queries, double radius,
+                                        std::size_t max_results = kNoLimit, std::span<const IdRange> visible = {},
+                                        std::span<const Predicate> where = {});
 
   /// Classification after the merge (store of TargetSpec::classes), the rules of
   /// streamknn/aggregation.hpp; probabilities filled when asked for.

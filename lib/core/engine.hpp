@@ -117,6 +117,14 @@ class Engine {
 
   /// Checks k against [1, kMaxK], naming the caller.
   static void check_k(std::size_t k, const char* caller);
+  /// Checks the predicates and radius of a batch of num_queries as query() does (InvalidArgument
+  /// naming caller), searching nothing: the sharded store (lib/mpi) checks them at the call.
+  void check_filters(const QueryFilters& filters, std::size_t num_queries, AggregateSpec aggregate,
+                     const char* caller) const {
+    QueryRequest request;
+    request.aggregate = aggregate;
+    take_filters(filters, num_queries, request, caller);
+  }
 
  private:
   void validate(const Update& update, const char* caller) const;

@@ -13,9 +13,10 @@ namespace streamknn::detail {
 namespace {
 
 /// The StoreConfig fields every rank must agree on (the rest are per-host resources).
-constexpr std::array<const char*, 10> kAgreedFields = {"dim",           "metric",         "target.kind", "target.count",
+constexpr std::array<const char*, 11> kAgreedFields = {"dim",           "metric",         "target.kind", "target.count",
                                                        "capacity_hint", "queue_capacity", "backend",     "spatial_index",
-                                                       "debug",         "origin (a hash of its values)"};
+                                                       "debug",         "origin (a hash of its values)",
+                                                       "attribute_words"};
 
 /// FNV-1a of the origin's bytes (0 for none): equal origins give equal hashes.
 std::uint64_t origin_hash(const std::vector<double>& origin) noexcept {
@@ -31,7 +32,7 @@ std::array<std::uint64_t, kAgreedFields.size() + 1> fingerprint(const StoreConfi
   MPI_Query_thread(&provided);
   return {c.dim, std::uint64_t(c.metric), std::uint64_t(c.target.kind), c.target.count, c.capacity_hint,
           c.queue_capacity, std::uint64_t(c.backend), std::uint64_t(c.spatial_index), std::uint64_t(c.debug),
-          origin_hash(c.origin), std::uint64_t(provided == MPI_THREAD_MULTIPLE)};
+          origin_hash(c.origin), c.attribute_words, std::uint64_t(provided == MPI_THREAD_MULTIPLE)};
 }
 
 /// "8 on ranks 0, 2; 16 on rank 1".
@@ -85,10 +86,6 @@ void check_mpi_initialised() {
 
 DistributedEngine::DistributedEngine(MPI_Comm comm, const StoreConfig& config) {
   check_mpi_initialised();
-  if (config.attribute_words > 0) {
-    fail_argument("DistributedReferenceSet(StoreConfig): attribute_words=", config.attribute_words,
-                  ": the sharded store does not carry attribute words yet (use a ReferenceSet)");
-  }
   comm_ = std::make_unique<mpi::Comm>(comm);
   local_rank_ = mpi::local_rank(comm_->get());
   check_configs(config);
@@ -254,23 +251,25 @@ void DistributedEngine::save(const std::string& path) {
   }).get();
 }
 
-Ticket<QueryResult> DistributedEngine::query(std::span<const float> queries, std::size_t k,
-                                             std::span<const IdRange> visible, AggregateSpec aggregate,
-                                             const char* caller, const std::function<void()>& check) {
+Ticket<QueryResult> DistributedEngine::query(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
+                                             AggregateSpec aggregate, const char* caller,
+                                             const std::function<void()>& check) {
   auto call = std::make_shared<QueryCall>();
   call->header.kind = CallHeader::Query;
   call->header.output = static_cast<std::uint32_t>(aggregate.output);
   call->header.weights = static_cast<std::uint32_t>(aggregate.weights);
   call->header.regression = static_cast<std::uint32_t>(aggregate.regression);
   call->aggregate = aggregate;
+  const bool all_within = filters.radius_on && filters.radius_all;
   std::exception_ptr refused;
   try {
     if (check) check();
-    Engine::check_k(k, caller);
+    if (!all_within) Engine::check_k(k, caller);
     if (queries.size() % config_.dim != 0) {
       fail_argument(caller, ": queries has ", queries.size(), " floats, not a multiple of dim=", config_.dim);
     }
     const std::size_t n = queries.size() / config_.dim;
+    const std::span<const IdRange> visible = filters.visible;
     if (!visible.empty() && visible.size() != n) {
       fail_argument(caller, ": visible has ", visible.size(), " ranges for ", n, " queries (give one per query or none)");
     }
@@ -279,19 +278,26 @@ Ticket<QueryResult> DistributedEngine::query(std::span<const float> queries, std
         fail_argument(caller, ": visible[", q, "] = [", visible[q].begin, ", ", visible[q].end, ") has begin > end");
       }
     }
+    EngineAccess::of(*shard_).check_filters(filters, n, aggregate, caller);
     call->header.num_queries = n;
-    call->header.k = k;
+    call->header.k = all_within ? 1 : k;
     call->header.visible = visible.empty() ? 0 : 1;
+    call->header.where = filters.where.size();
+    call->header.radius_mode = !filters.radius_on ? RadiusNone : all_within ? RadiusAll : RadiusWithin;
+    call->header.radius = filters.radius;
+    call->header.cap = filters.cap;
     call->queries.assign(queries.begin(), queries.end());
     call->visible.assign(visible.begin(), visible.end());
+    call->where.assign(filters.where.begin(), filters.where.end());
   } catch (...) {
     // This rank still takes part (with no queries), so the other ranks' call goes on.
     refused = std::current_exception();
-    call->header.num_queries = 0;
-    call->header.k = 1;
-    call->header.visible = 0;
+    call->header = CallHeader{};
+    call->header.kind = CallHeader::Query;
+    call->header.output = static_cast<std::uint32_t>(aggregate.output);
     call->queries.clear();
     call->visible.clear();
+    call->where.clear();
   }
   Ticket<QueryResult> ticket = enqueue<QueryResult>([this, call] { return run_query(*call); });
   if (refused) {

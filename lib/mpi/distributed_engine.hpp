@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/engine.hpp"
 #include "mpi/comm.hpp"
 #include "mpi/outbox.hpp"
 #include "streamknn/checkpoint.hpp"
@@ -41,14 +42,22 @@ struct CallHeader {
   std::uint32_t visible = 0;      ///< 1 when the batch carries one IdRange per query
   std::uint32_t weights = 0;
   std::uint32_t regression = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t radius_mode = 0;  ///< RadiusMode
+  std::uint64_t where = 0;        ///< predicates the batch carries: 0, 1 (for all) or num_queries
+  double radius = 0;
+  std::uint64_t cap = 0;          ///< RadiusAll: the most points per query
 };
+
+/// How a query batch is bounded by a radius: not, its k nearest within (search_within), or every
+/// point within (radius_search).
+enum RadiusMode : std::uint32_t { RadiusNone = 0, RadiusWithin = 1, RadiusAll = 2 };
 
 /// A query batch of this rank, validated and copied.
 struct QueryCall {
   CallHeader header;
   std::vector<float> queries;
   std::vector<IdRange> visible;
+  std::vector<Predicate> where;
   AggregateSpec aggregate;
 };
 
@@ -80,7 +89,8 @@ class DistributedEngine {
   PublishReport publish();
   /// Validates at the call (InvalidArgument on this rank only, after queueing an empty part so
   /// that the other ranks' call goes on), then runs the call on the object's thread.
-  Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, std::span<const IdRange> visible,
+  /// filters: visible ranges, predicates and a radius, as for ReferenceSet (core/engine.hpp).
+  Ticket<QueryResult> query(std::span<const float> queries, std::size_t k, const QueryFilters& filters,
                             AggregateSpec aggregate, const char* caller, const std::function<void()>& check = {});
   void save(const std::string& path);
 

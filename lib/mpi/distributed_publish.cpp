@@ -18,6 +18,7 @@ constexpr const char* kCaller = "DistributedReferenceSet::publish";
 /// The counts of a report, as one fixed-size record for the exchange.
 struct ReportCounts {
   std::uint64_t drained = 0, applied = 0, inserted = 0, moved = 0, erased = 0, retargeted = 0, size = 0, rejected = 0;
+  std::uint64_t attributed = 0;
 };
 
 struct WireRejection {
@@ -33,6 +34,7 @@ void add(PublishReport& into, const PublishReport& part) {
   into.moved += part.moved;
   into.erased += part.erased;
   into.retargeted += part.retargeted;
+  into.attributed += part.attributed;
   into.rejected.insert(into.rejected.end(), part.rejected.begin(), part.rejected.end());
 }
 
@@ -118,7 +120,7 @@ PublishReport DistributedEngine::apply_owned(std::span<const Update> updates) {
 PublishReport DistributedEngine::unite(const PublishReport& local) {
   MPI_Comm comm = comm_->get();
   const ReportCounts mine{local.drained, local.applied, local.inserted, local.moved, local.erased, local.retargeted,
-                          local.size,    local.rejected.size()};
+                          local.size,    local.rejected.size(), local.attributed};
   const std::vector<ReportCounts> counts = mpi::allgather(comm, mine);
   std::vector<WireRejection> wire(local.rejected.size());
   for (std::size_t i = 0; i < wire.size(); ++i) {
@@ -138,6 +140,7 @@ PublishReport DistributedEngine::unite(const PublishReport& local) {
     report.moved += c.moved;
     report.erased += c.erased;
     report.retargeted += c.retargeted;
+    report.attributed += c.attributed;
     report.size += c.size;
   }
   const std::size_t n = all.size() / sizeof(WireRejection);

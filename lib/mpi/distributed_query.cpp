@@ -20,8 +20,10 @@ namespace streamknn::detail {
 
 namespace {
 
-const char* caller_of(std::uint32_t output) {
-  switch (static_cast<AggregateSpec::Output>(output)) {
+const char* caller_of(const CallHeader& h) {
+  if (h.radius_mode == RadiusAll) return "DistributedReferenceSet::radius_search";
+  if (h.radius_mode == RadiusWithin) return "DistributedReferenceSet::search_within";
+  switch (static_cast<AggregateSpec::Output>(h.output)) {
     case AggregateSpec::Output::Neighbors: return "DistributedReferenceSet::search";
     case AggregateSpec::Output::Labels:
     case AggregateSpec::Output::Probabilities: return "DistributedReferenceSet::classify";
@@ -55,23 +57,41 @@ struct Entry {
   exact::Key key;
 };
 
-/// A shard's answers to a batch of rows: the neighbours (k per row) and what is shipped with them.
+/// A shard's answers to a batch of rows: the neighbours (k per row, or a radius search's lists)
+/// and what is shipped with them.
 struct Searched {
   Neighbors n;
+  RadiusNeighbors radius;
   std::vector<std::int32_t> labels;
   std::vector<float> values, vectors;
 };
 
-/// Searches rows with k and fills what the entries carry: labels / values where some part asks for
-/// a prediction, vectors for the exact merge.
-Searched search_rows(Engine& engine, std::span<const float> rows, std::size_t k, std::span<const IdRange> visible,
+/// Searches rows with k and the filters, and fills what the entries carry: labels / values where
+/// some part asks for a prediction, vectors for the exact merge.
+Searched search_rows(Engine& engine, std::span<const float> rows, std::size_t k, const QueryFilters& filters,
                      bool targets, const EntryShape& shape, const char* caller) {
   Searched out;
-  out.n = engine.query(rows, k, visible, AggregateSpec{}, caller).get().neighbors;
+  const bool all_within = filters.radius_on && filters.radius_all;
+  QueryResult found = engine.query(rows, all_within ? 0 : k, filters, AggregateSpec{}, caller).get();
+  const std::span<const PointId> ids = all_within ? std::span<const PointId>(found.radius.ids) : found.neighbors.ids;
   if (targets || shape.stored_dim > 0) {
-    engine.points_of(out.n.ids, out.labels, out.values, shape.stored_dim > 0 ? &out.vectors : nullptr);
+    engine.points_of(ids, out.labels, out.values, shape.stored_dim > 0 ? &out.vectors : nullptr);
   }
+  out.n = std::move(found.neighbors);
+  out.radius = std::move(found.radius);
   return out;
+}
+
+/// A rank's part of the gathered batch: its rows' ranges and predicates, its radius.
+QueryFilters part_filters(const CallHeader& h, const IdRange* visible, const Predicate* where) {
+  QueryFilters f;
+  if (h.visible) f.visible = {visible, h.num_queries};
+  if (h.where) f.where = {where, h.where};
+  f.radius_on = h.radius_mode != RadiusNone;
+  f.radius_all = h.radius_mode == RadiusAll;
+  f.radius = h.radius;
+  f.cap = h.cap;
+  return f;
 }
 
 /// The chunk for one source rank: rows [first, first + h.num_queries) of `found` (whose rows hold
@@ -105,6 +125,117 @@ std::vector<std::byte> pack(const CallHeader& h, const Searched* found, std::siz
   return out;
 }
 
+/// A radius search's chunk: the header, then per query its count and capped flag (two 64-bit
+/// words), then every query's entries in turn (the entry layout of pack(), no target values).
+std::vector<std::byte> pack_radius(const Searched* found, const mpi::Failure& failure, const EntryShape& shape,
+                                   std::uint64_t epoch) {
+  ChunkHeader header;
+  header.epoch = epoch;
+  header.status = static_cast<std::int32_t>(failure.kind);
+  header.message_bytes = static_cast<std::uint32_t>(failure.message.size());
+  const std::size_t dims = shape.stored_dim, per = EntryShape{dims, 0}.bytes();
+  const std::size_t nq = failure.failed() ? 0 : found->radius.num_queries;
+  const std::size_t entries = failure.failed() ? 0 : found->radius.ids.size();
+  std::vector<std::byte> out(sizeof header + failure.message.size() + nq * 16 + entries * per);
+  std::memcpy(out.data(), &header, sizeof header);
+  std::memcpy(out.data() + sizeof header, failure.message.data(), failure.message.size());
+  if (failure.failed()) return out;
+  std::byte* p = out.data() + sizeof header;
+  for (std::size_t q = 0; q < nq; ++q, p += 16) {
+    const std::uint64_t count = found->radius.count(q), capped = found->radius.cap_hit[q];
+    std::memcpy(p, &count, 8);
+    std::memcpy(p + 8, &capped, 8);
+  }
+  for (std::size_t i = 0; i < entries; ++i, p += per) {
+    const std::int32_t label = kNoLabel;
+    std::memcpy(p, &found->radius.distances[i], 4);
+    std::memcpy(p + 4, &label, 4);
+    std::memcpy(p + 8, &found->radius.ids[i], 8);
+    if (dims) std::memcpy(p + 16, found->vectors.data() + i * dims, 4 * dims);
+  }
+  return out;
+}
+
+/// A query row in the stored form the shards rank by (minus the origin in double, rounded once,
+/// where there is one: L2 only).
+void stored_query(const StoreConfig& config, const float* row, float* query) {
+  if (config.origin.empty()) {
+    to_stored_form(config.metric, {row, config.dim}, query);
+  } else {
+    for (std::size_t d = 0; d < config.dim; ++d) query[d] = static_cast<float>(double(row[d]) - config.origin[d]);
+  }
+}
+
+/// One shipped entry at p: its vector appended to coords.
+Entry read_entry(const std::byte* p, const EntryShape& shape, std::vector<float>& coords) {
+  Entry e;
+  std::memcpy(&e.distance, p, 4);
+  std::memcpy(&e.label, p + 4, 4);
+  std::memcpy(&e.id, p + 8, 8);
+  e.values = p + 16 + 4 * shape.stored_dim;
+  e.coords = coords.size();
+  coords.resize(coords.size() + shape.stored_dim);
+  std::memcpy(coords.data() + e.coords, p + 16, 4 * shape.stored_dim);
+  return e;
+}
+
+/// Puts the `found` first of entries in the single store's order: (exact distance, id) from the
+/// stored vectors where the shards sent them, else (reported distance, id).
+void order_entries(std::vector<Entry>& entries, std::size_t found, const float* query, const std::vector<float>& coords,
+                   std::size_t sdim, bool inner_product, bool exact_order) {
+  auto at = [&](const Entry& e) {
+    const float* v = coords.data() + e.coords;
+    return [v](std::uint32_t i) { return v[i]; };
+  };
+  if (exact_order) {
+    for (Entry& e : entries) e.key = exact::float64_key(query, at(e), std::uint32_t(sdim), inner_product);
+  }
+  std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(found), entries.end(),
+                    [&](const Entry& a, const Entry& b) {
+                      if (!exact_order) return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
+                      return exact::exact_less(query, a.key, a.id, at(a), b.key, b.id, at(b), std::uint32_t(sdim),
+                                               inner_product);
+                    });
+}
+
+/// Per query: every shard's points within the radius, in the single store's order, the first
+/// `cap` of them; capped where a shard was capped or more than cap were found.
+void merge_radius(const StoreConfig& config, const QueryCall& call, const std::vector<const std::byte*>& lists,
+                  const EntryShape& shape, std::uint64_t epoch, RadiusNeighbors& out) {
+  const std::size_t nq = call.header.num_queries, ranks = lists.size(), per = shape.bytes();
+  const std::size_t sdim = stored_dim(config.metric, config.dim), cap = call.header.cap;
+  std::vector<const std::byte*> next(ranks);
+  for (std::size_t s = 0; s < ranks; ++s) next[s] = lists[s] + nq * 16;
+  out = RadiusNeighbors{};
+  out.num_queries = nq;
+  out.epoch = epoch;
+  out.offsets.assign(1, 0);
+  out.cap_hit.assign(nq, 0);
+  std::vector<Entry> entries;
+  std::vector<float> coords, query(sdim);
+  for (std::size_t q = 0; q < nq; ++q) {
+    entries.clear();
+    coords.clear();
+    stored_query(config, call.queries.data() + q * config.dim, query.data());
+    for (std::size_t s = 0; s < ranks; ++s) {
+      std::uint64_t count = 0, capped = 0;
+      std::memcpy(&count, lists[s] + q * 16, 8);
+      std::memcpy(&capped, lists[s] + q * 16 + 8, 8);
+      out.cap_hit[q] |= capped != 0 ? 1 : 0;
+      for (std::uint64_t j = 0; j < count; ++j, next[s] += per) entries.push_back(read_entry(next[s], shape, coords));
+    }
+    const std::size_t found = std::min(cap, entries.size());
+    if (entries.size() > cap) out.cap_hit[q] = 1;
+    order_entries(entries, found, query.data(), coords, sdim, config.metric == Metric::InnerProduct,
+                  shape.stored_dim > 0);
+    for (std::size_t j = 0; j < found; ++j) {
+      out.ids.push_back(entries[j].id);
+      out.distances.push_back(entries[j].distance);
+    }
+    out.offsets.push_back(out.ids.size());
+  }
+}
+
 /// Per query: the k first of the shards' entries in the single store's order ((exact distance,
 /// id) from the stored vectors where the shards sent them, else (reported distance, id)), then
 /// the output the call asked for.
@@ -134,41 +265,18 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
   for (std::size_t q = 0; q < nq; ++q) {
     entries.clear();
     coords.clear();
-    const float* row = call.queries.data() + q * config.dim;
-    if (config.origin.empty()) {
-      to_stored_form(config.metric, {row, config.dim}, query.data());
-    } else {  // as the store shifts it (L2 only): minus the origin in double, rounded once
-      for (std::size_t d = 0; d < config.dim; ++d) query[d] = static_cast<float>(double(row[d]) - config.origin[d]);
-    }
+    stored_query(config, call.queries.data() + q * config.dim, query.data());
     for (std::size_t s = 0; s < ranks; ++s) {
       for (std::size_t j = 0; j < k; ++j) {
         const std::byte* p = lists[s] + (q * k + j) * per;
-        Entry e;
-        std::memcpy(&e.distance, p, 4);
-        std::memcpy(&e.label, p + 4, 4);
-        std::memcpy(&e.id, p + 8, 8);
-        if (e.id == kInvalidId) break;  // padding: the rest of this list is padding too
-        e.values = p + 16 + 4 * shape.stored_dim;
-        e.coords = coords.size();
-        coords.resize(coords.size() + shape.stored_dim);
-        std::memcpy(coords.data() + e.coords, p + 16, 4 * shape.stored_dim);
-        entries.push_back(e);
+        PointId id = kInvalidId;
+        std::memcpy(&id, p + 8, 8);
+        if (id == kInvalidId) break;  // padding: the rest of this list is padding too
+        entries.push_back(read_entry(p, shape, coords));
       }
     }
-    auto at = [&](const Entry& e) {
-      const float* v = coords.data() + e.coords;
-      return [v](std::uint32_t i) { return v[i]; };
-    };
-    if (exact_order) {
-      for (Entry& e : entries) e.key = exact::float64_key(query.data(), at(e), std::uint32_t(sdim), inner_product);
-    }
     const std::size_t found = std::min(k, entries.size());
-    std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(found), entries.end(),
-                      [&](const Entry& a, const Entry& b) {
-                        if (!exact_order) return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
-                        return exact::exact_less(query.data(), a.key, a.id, at(a), b.key, b.id, at(b), std::uint32_t(sdim),
-                                                 inner_product);
-                      });
+    order_entries(entries, found, query.data(), coords, sdim, inner_product, exact_order);
     dist.clear();
     for (std::size_t j = 0; j < found; ++j) dist.push_back(entries[j].distance);
     if (output == AggregateSpec::Output::Neighbors) {
@@ -225,11 +333,30 @@ std::vector<const std::byte*> shard_lists(const std::vector<std::byte>& received
   return lists;
 }
 
+/// One rank's part searched alone, with its own filters: its chunk, or the failure's (the error
+/// kept in *error too, where the part is this rank's).
+std::vector<std::byte> search_part(Engine& engine, const CallHeader& h, std::span<const float> rows,
+                                   const QueryFilters& filters, const EntryShape& shape, std::uint64_t epoch,
+                                   std::exception_ptr* error) {
+  mpi::Failure failure;
+  std::optional<Searched> part;
+  try {
+    part = search_rows(engine, rows, h.k, filters, h.output != std::uint32_t(AggregateSpec::Output::Neighbors), shape,
+                       caller_of(h));
+  } catch (...) {
+    if (error) *error = std::current_exception();
+    failure = mpi::failure_of(std::current_exception());
+  }
+  const Searched* found = part ? &*part : nullptr;
+  if (h.radius_mode == RadiusAll) return pack_radius(found, failure, shape, epoch);
+  return pack(h, found, 0, failure, shape, epoch);
+}
+
 }  // namespace
 
 QueryResult DistributedEngine::run_query(const QueryCall& call) {
   MPI_Comm comm = comm_->get();
-  const char* caller = caller_of(call.header.output);
+  const char* caller = caller_of(call.header);
   const std::vector<CallHeader> headers = exchange_headers(call.header, caller);
   const std::size_t ranks = headers.size(), me = std::size_t(comm_->rank()), dim = config_.dim;
   const std::size_t outputs = config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
@@ -240,16 +367,25 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   std::vector<std::size_t> q_offsets, v_offsets;
   const std::vector<std::byte> all_queries =
       mpi::allgatherv(comm, std::as_bytes(std::span<const float>(call.queries)), q_offsets, "queries");
-  bool any_visible = false;
-  for (const CallHeader& h : headers) any_visible |= h.visible != 0;
-  std::vector<std::byte> all_visible;
+  bool any_visible = false, any_where = false, filtered = false;
+  for (const CallHeader& h : headers) {
+    any_visible |= h.visible != 0;
+    any_where |= h.where != 0;
+    filtered |= h.where != 0 || h.radius_mode != RadiusNone;
+  }
+  std::vector<std::byte> all_visible, all_where;
   if (any_visible) {
     all_visible = mpi::allgatherv(comm, std::as_bytes(std::span<const IdRange>(call.visible)), v_offsets, "visible");
+  }
+  std::vector<std::size_t> w_offsets;
+  if (any_where) {
+    all_where = mpi::allgatherv(comm, std::as_bytes(std::span<const Predicate>(call.where)), w_offsets, "where");
   }
 
   // 2. This shard searches every rank's rows in one batch (k: the largest asked; each rank gets
   //    the first k of its rows' entries, which are its own k best). Where that batch is refused
-  //    (a rank's bad row), each part is searched alone, so that only its rank gets the error.
+  //    (a rank's bad row), or where some rank's call has predicates or a radius (each rank its
+  //    own), each part is searched alone, so that only its rank gets the error.
   Engine& engine = EngineAccess::of(*shard_);
   std::vector<std::vector<std::byte>> send(ranks);
   std::exception_ptr own_error;
@@ -264,12 +400,12 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
     targets |= headers[r].output != std::uint32_t(AggregateSpec::Output::Neighbors);
   }
   std::optional<Searched> together;
-  if (total > 0) {
+  if (total > 0 && !filtered) {
     try {
       std::vector<IdRange> visible;
       if (any_visible) visible = combined_ranges(headers, first, total, all_visible, v_offsets);
-      together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), total * dim}, k_max, visible,
-                             targets, shape, caller);
+      together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), total * dim}, k_max,
+                             QueryFilters{visible}, targets, shape, caller);
     } catch (...) {
       together.reset();  // searched part by part below
     }
@@ -282,18 +418,10 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
       continue;
     }
     const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
-    std::span<const IdRange> visible;
-    if (h.visible) visible = {reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]), h.num_queries};
-    mpi::Failure failure;
-    std::optional<Searched> part;
-    try {
-      part = search_rows(engine, {q, h.num_queries * dim}, h.k, visible,
-                         h.output != std::uint32_t(AggregateSpec::Output::Neighbors), shape, caller_of(h.output));
-    } catch (...) {
-      if (r == me) own_error = std::current_exception();
-      failure = mpi::failure_of(std::current_exception());
-    }
-    send[r] = pack(h, part ? &*part : nullptr, 0, failure, shape, epoch());
+    const auto* visible = h.visible ? reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]) : nullptr;
+    const auto* where = h.where ? reinterpret_cast<const Predicate*>(all_where.data() + w_offsets[r]) : nullptr;
+    send[r] = search_part(engine, h, {q, h.num_queries * dim}, part_filters(h, visible, where), shape, epoch(),
+                          r == me ? &own_error : nullptr);
   }
 
   // 3. Each shard's lists for this rank's queries.
@@ -307,11 +435,18 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   const std::size_t classes = config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;
   result.classes.num_classes = classes;
   result.regression.num_outputs = outputs;
+  result.radius.offsets.assign(1, 0);
+  result.radius.epoch = epoch();
   if (nq == 0) return result;
   if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message
 
+  const auto lists = shard_lists(received, offsets, ranks, epoch(), caller);
+  if (call.header.radius_mode == RadiusAll) {
+    merge_radius(config_, call, lists, EntryShape{shape.stored_dim, 0}, epoch(), result.radius);
+    return result;
+  }
   const EntryShape got{shape.stored_dim, output == AggregateSpec::Output::Values ? outputs : 0};
-  merge_lists(config_, call, shard_lists(received, offsets, ranks, epoch(), caller), got, result);
+  merge_lists(config_, call, lists, got, result);
   return result;
 }
 

@@ -54,13 +54,40 @@ void DistributedReferenceSet::push(std::span<const Update> updates) {
 PublishReport DistributedReferenceSet::publish() { return engine_->publish(); }
 
 Ticket<Neighbors> DistributedReferenceSet::submit(std::span<const float> queries, std::size_t k,
-                                                  std::span<const IdRange> visible) {
-  auto ticket = engine_->query(queries, k, visible, AggregateSpec{}, "DistributedReferenceSet::search");
+                                                  std::span<const IdRange> visible, std::span<const Predicate> where) {
+  auto ticket = engine_->query(queries, k, detail::QueryFilters{visible, where}, AggregateSpec{},
+                               "DistributedReferenceSet::search");
   return map_ticket<Neighbors>(std::move(ticket), [](QueryResult r) { return std::move(r.neighbors); });
 }
 Neighbors DistributedReferenceSet::search(std::span<const float> queries, std::size_t k,
-                                          std::span<const IdRange> visible) {
-  return submit(queries, k, visible).get();
+                                          std::span<const IdRange> visible, std::span<const Predicate> where) {
+  return submit(queries, k, visible, where).get();
+}
+
+Neighbors DistributedReferenceSet::search_within(std::span<const float> queries, std::size_t k, double radius,
+                                                 std::span<const IdRange> visible, std::span<const Predicate> where) {
+  detail::QueryFilters filters{visible, where};
+  filters.radius_on = true;
+  filters.radius = radius;
+  auto ticket = engine_->query(queries, k, filters, AggregateSpec{}, "DistributedReferenceSet::search_within");
+  return ticket.get().neighbors;
+}
+
+Ticket<RadiusNeighbors> DistributedReferenceSet::submit_radius(std::span<const float> queries, double radius,
+                                                               std::size_t max_results, std::span<const IdRange> visible,
+                                                               std::span<const Predicate> where) {
+  detail::QueryFilters filters{visible, where};
+  filters.radius_on = true;
+  filters.radius_all = true;
+  filters.radius = radius;
+  filters.cap = max_results;
+  auto ticket = engine_->query(queries, 0, filters, AggregateSpec{}, "DistributedReferenceSet::radius_search");
+  return map_ticket<RadiusNeighbors>(std::move(ticket), [](QueryResult r) { return std::move(r.radius); });
+}
+RadiusNeighbors DistributedReferenceSet::radius_search(std::span<const float> queries, double radius,
+                                                       std::size_t max_results, std::span<const IdRange> visible,
+                                                       std::span<const Predicate> where) {
+  return submit_radius(queries, radius, max_results, visible, where).get();
 }
 
 Ticket<ClassPredictions> DistributedReferenceSet::submit_classify(std::span<const float> queries, std::size_t k,
@@ -83,7 +110,7 @@ Ticket<ClassPredictions> DistributedReferenceSet::submit_classify(std::span<cons
       detail::fail_argument(where, ": distance weights need a non-negative metric, and inner-product distances can be negative");
     }
   };
-  auto ticket = engine_->query(queries, k, visible, spec, where, check);
+  auto ticket = engine_->query(queries, k, detail::QueryFilters{visible}, spec, where, check);
   return map_ticket<ClassPredictions>(std::move(ticket), [](QueryResult r) { return std::move(r.classes); });
 }
 ClassPredictions DistributedReferenceSet::classify(std::span<const float> queries, std::size_t k, Weights weights,
@@ -112,7 +139,7 @@ Ticket<RegressionPredictions> DistributedReferenceSet::submit_regress(std::span<
       detail::fail_argument(where, ": weighted_mean needs a non-negative metric, and inner-product distances can be negative");
     }
   };
-  auto ticket = engine_->query(queries, k, visible, spec, where, check);
+  auto ticket = engine_->query(queries, k, detail::QueryFilters{visible}, spec, where, check);
   return map_ticket<RegressionPredictions>(std::move(ticket), [](QueryResult r) { return std::move(r.regression); });
 }
 RegressionPredictions DistributedReferenceSet::regress(std::span<const float> queries, std::size_t k,

@@ -11,7 +11,7 @@ namespace streamknn::detail::mpi {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 16;
-constexpr unsigned char kHasTarget = 1, kDoubles = 2;  // flag bits of byte 9
+constexpr unsigned char kHasTarget = 1, kDoubles = 2, kHasAttributes = 4;  // flag bits of byte 9
 
 bool carries_vector(UpdateKind kind) noexcept { return kind == UpdateKind::Insert || kind == UpdateKind::Move; }
 
@@ -25,12 +25,21 @@ std::size_t vector_bytes(const Update& u, const StoreConfig& config) noexcept {
   return config.dim * (u.vector64.empty() ? sizeof(float) : sizeof(double));
 }
 
+/// Attribute words carried: all of the store's for a set-attributes or an insert that gives them.
+std::size_t attribute_words(const Update& u, const StoreConfig& config) noexcept {
+  if (u.kind == UpdateKind::SetAttributes || (u.kind == UpdateKind::Insert && !u.attributes.empty())) {
+    return config.attribute_words;
+  }
+  return 0;
+}
+
 std::size_t round8(std::size_t n) noexcept { return (n + 7) / 8 * 8; }
 
 }  // namespace
 
 std::size_t record_bytes(const Update& u, const StoreConfig& config) noexcept {
-  return round8(kHeaderBytes + vector_bytes(u, config) + value_floats(u, config) * sizeof(float));
+  return round8(kHeaderBytes + vector_bytes(u, config) + value_floats(u, config) * sizeof(float) +
+                attribute_words(u, config) * sizeof(std::uint32_t));
 }
 
 void encode(const Update& u, const StoreConfig& config, std::vector<std::byte>& out) {
@@ -39,7 +48,8 @@ void encode(const Update& u, const StoreConfig& config, std::vector<std::byte>& 
   std::byte* p = out.data() + at;
   std::memcpy(p, &u.id, 8);
   p[8] = static_cast<std::byte>(u.kind);
-  p[9] = static_cast<std::byte>((u.has_target ? kHasTarget : 0) | (u.vector64.empty() ? 0 : kDoubles));
+  p[9] = static_cast<std::byte>((u.has_target ? kHasTarget : 0) | (u.vector64.empty() ? 0 : kDoubles) |
+                                 (attribute_words(u, config) ? kHasAttributes : 0));
   std::memcpy(p + 12, &u.label, 4);
   p += kHeaderBytes;
   if (carries_vector(u.kind)) {
@@ -47,7 +57,11 @@ void encode(const Update& u, const StoreConfig& config, std::vector<std::byte>& 
     std::memcpy(p, u.vector64.empty() ? static_cast<const void*>(u.vector.data()) : u.vector64.data(), n);
     p += n;
   }
-  if (const std::size_t n = value_floats(u, config)) std::memcpy(p, u.values.data(), n * sizeof(float));
+  if (const std::size_t n = value_floats(u, config)) {
+    std::memcpy(p, u.values.data(), n * sizeof(float));
+    p += n * sizeof(float);
+  }
+  if (const std::size_t n = attribute_words(u, config)) std::memcpy(p, u.attributes.data(), n * sizeof(std::uint32_t));
 }
 
 std::vector<Update> decode(std::span<const std::byte> bytes, const StoreConfig& config) {
@@ -62,6 +76,9 @@ std::vector<Update> decode(std::span<const std::byte> bytes, const StoreConfig& 
     const auto flags = static_cast<unsigned char>(p[9]);
     u.has_target = (flags & kHasTarget) != 0;
     std::memcpy(&u.label, p + 12, 4);
+    // A placeholder of the right length, so that record_bytes() counts the words; set below.
+    static constexpr std::uint32_t kNoWords[kMaxAttributeWords] = {};
+    if (flags & kHasAttributes) u.attributes = {kNoWords, config.attribute_words};
     // Records are multiples of 8 bytes long and buffers start aligned, so the values are aligned.
     const std::byte* payload = p + kHeaderBytes;
     if (carries_vector(u.kind)) {
@@ -74,7 +91,13 @@ std::vector<Update> decode(std::span<const std::byte> bytes, const StoreConfig& 
     const std::size_t size = record_bytes(u, config);
     if (bytes.size() - at < size) throw Error("DistributedReferenceSet::publish: a truncated update record");
     payload += vector_bytes(u, config);
-    if (const std::size_t n = value_floats(u, config)) u.values = {reinterpret_cast<const float*>(payload), n};
+    if (const std::size_t n = value_floats(u, config)) {
+      u.values = {reinterpret_cast<const float*>(payload), n};
+      payload += n * sizeof(float);
+    }
+    if (const std::size_t n = attribute_words(u, config)) {
+      u.attributes = {reinterpret_cast<const std::uint32_t*>(payload), n};
+    }
     if (!u.has_target) u.label = -1;
     out.push_back(u);
     at += size;

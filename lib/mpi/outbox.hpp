@@ -16,10 +16,11 @@
 
 namespace streamknn::detail::mpi {
 
-/// Record layout: id (8 bytes), kind (1), flags (1: has a target, vector in doubles), 2 zero
+/// Record layout: id (8 bytes), kind (1), flags (1: has a target, 2: vector in doubles), 2 zero
 /// bytes, label (4), then the vector of an insert or move (dim floats, or dim doubles as the
 /// update gave them: the owner subtracts its StoreConfig::origin in double), then the target's
-/// floats for an insert or set-target of an Outputs store; zeros up to a multiple of 8 bytes.
+/// floats for an insert or set-target of an Outputs store, then the attribute words of a
+/// set-attributes or of an insert that gives them (flag 4); zeros up to a multiple of 8 bytes.
 /// Native byte order (every rank of a job runs the same build).
 std::size_t record_bytes(const Update& update, const StoreConfig& config) noexcept;
 void encode(const Update& update, const StoreConfig& config, std::vector<std::byte>& out);
