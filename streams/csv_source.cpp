@@ -1,6 +1,9 @@
 #include "streams/csv_source.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <unordered_map>
 
 #include "streams/cells.hpp"
@@ -20,6 +23,40 @@ std::string column_list(const std::vector<std::string>& header) {
   std::string out;
   for (std::size_t i = 0; i < header.size(); ++i) out += (i ? ", " : "") + quote_cell(header[i]);
   return out;
+}
+
+/// An attribute word: decimal digits or 0x and hexadecimal digits, at most 2^32 - 1.
+std::optional<std::uint32_t> parse_word(const std::string& cell) {
+  const bool hex = cell.size() > 2 && cell[0] == '0' && (cell[1] == 'x' || cell[1] == 'X');
+  const std::string digits = hex ? cell.substr(2) : cell;
+  if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  if (digits.size() > 16) return std::nullopt;
+  const unsigned long long value = std::strtoull(digits.c_str(), nullptr, hex ? 16 : 10);
+  if (value > 0xffffffffull) return std::nullopt;
+  return static_cast<std::uint32_t>(value);
+}
+
+/// The CSV columns of the attribute words, by name; none may be the target or named twice.
+std::vector<std::size_t> attribute_columns(const std::string& path, std::size_t header_line,
+                                           const std::vector<std::string>& header,
+                                           const std::unordered_map<std::string, std::size_t>& column_of,
+                                           const std::vector<std::string>& names, std::size_t target) {
+  std::vector<std::size_t> columns;
+  for (const std::string& name : names) {
+    const auto it = column_of.find(name);
+    if (it == column_of.end()) {
+      throw DataError(path + ", line " + std::to_string(header_line) + ": no column named " + quote_cell(name) +
+                      " for --attributes; the columns are " + column_list(header));
+    }
+    if (it->second == target) throw UsageError("--attributes " + quote_cell(name) + " is the target column");
+    if (std::find(columns.begin(), columns.end(), it->second) != columns.end()) {
+      throw UsageError("--attributes names " + quote_cell(name) + " twice");
+    }
+    columns.push_back(it->second);
+  }
+  return columns;
 }
 
 }  // namespace
@@ -59,15 +96,22 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
   info.name = path;
   info.task = options.task;
   info.target_name = header[target];
+  const std::vector<std::size_t> word_columns =
+      attribute_columns(path, header_line, header, column_of, options.attributes, target);
+  info.attribute_names = options.attributes;
   std::vector<std::size_t> feature_columns;  // feature i is CSV column feature_columns[i] (0-based)
   for (std::size_t c = 0; c < header.size(); ++c) {
-    if (c == target) continue;
+    if (c == target || std::find(word_columns.begin(), word_columns.end(), c) != word_columns.end()) continue;
     feature_columns.push_back(c);
     info.feature_names.push_back(header[c]);
   }
   info.dim = feature_columns.size();
+  if (info.dim == 0) {
+    throw UsageError(path + ": no feature column is left once the target and --attributes columns are taken");
+  }
 
   std::vector<float> features;
+  std::vector<std::uint32_t> words;
   std::vector<float> values;
   std::vector<std::string> class_cells;
   std::vector<std::size_t> lines;  // line of each data row, for where()
@@ -82,6 +126,14 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
       const ParsedNumber n = parse_number(record.cells[c]);
       if (!n.ok) throw DataError(place(path, record.cell_lines[c], c + 1, header[c]) + ": " + n.problem);
       features.push_back(static_cast<float>(n.value));
+    }
+    for (std::size_t c : word_columns) {
+      const std::optional<std::uint32_t> word = parse_word(record.cells[c]);
+      if (!word) {
+        throw DataError(place(path, record.cell_lines[c], c + 1, header[c]) + ": " + quote_cell(record.cells[c]) +
+                        " is not an attribute word (a whole number in [0, 4294967295], decimal or 0x hexadecimal)");
+      }
+      words.push_back(*word);
     }
     const std::string& cell = record.cells[target];
     const std::string where_target = place(path, record.cell_lines[target], target + 1, header[target]);
@@ -126,7 +178,7 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
     return place(path, line, c + 1, header[c]);
   };
   return std::make_unique<MemorySource>(std::move(info), std::move(features), std::move(labels), std::move(values),
-                                        std::move(locator));
+                                        std::move(locator), std::move(words));
 }
 
 }  // namespace streamknn::streams

@@ -4,11 +4,13 @@
 // feature. Feature cells must be finite numbers. For classification the target column holds
 // integers (the distinct values, in ascending order, become labels 0..C-1) or, if any cell is
 // not an integer, class names (numbered in order of first appearance); for regression it holds
-// finite numbers. Any bad cell is a DataError naming the file, line, column and value.
+// finite numbers. Columns named as attributes hold attribute words instead of features. Any
+// bad cell is a DataError naming the file, line, column and value.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "streams/source.hpp"
 
@@ -18,6 +20,9 @@ struct CsvOptions {
   std::string target;            ///< target column name; empty = the last column
   Task task = Task::Classify;
   std::size_t limit = 0;         ///< read at most this many data rows (0 = all)
+  /// Columns holding the points' attribute words (word i from attributes[i]), not features: each
+  /// cell a whole number in [0, 2^32) written in decimal or 0x hexadecimal.
+  std::vector<std::string> attributes;
 };
 
 std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& options);

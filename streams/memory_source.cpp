@@ -6,12 +6,13 @@
 namespace streamknn::streams {
 
 MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::vector<std::int32_t> labels,
-                           std::vector<float> values, Locator locator)
+                           std::vector<float> values, Locator locator, std::vector<std::uint32_t> attributes)
     : info_(std::move(info)),
       features_(std::move(features)),
       labels_(std::move(labels)),
       values_(std::move(values)),
-      locator_(std::move(locator)) {
+      locator_(std::move(locator)),
+      attributes_(std::move(attributes)) {
   if (info_.dim == 0 || features_.size() % info_.dim != 0) {
     throw std::logic_error("MemorySource: features do not hold whole rows of dim " + std::to_string(info_.dim));
   }
@@ -19,6 +20,10 @@ MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::ve
   const std::size_t targets = info_.task == Task::Classify ? labels_.size() : values_.size();
   if (targets != size_) {
     throw std::logic_error("MemorySource: " + std::to_string(targets) + " targets for " + std::to_string(size_) + " rows");
+  }
+  if (attributes_.size() != size_ * info_.attribute_names.size()) {
+    throw std::logic_error("MemorySource: " + std::to_string(attributes_.size()) + " attribute words for " +
+                           std::to_string(size_) + " rows of " + std::to_string(info_.attribute_names.size()));
   }
   info_.length = size_;
 }
@@ -34,6 +39,8 @@ std::size_t MemorySource::read(std::size_t max, Chunk& out) {
   } else {
     out.values.assign(values_.begin() + first, values_.begin() + last);
   }
+  const auto words = static_cast<std::ptrdiff_t>(info_.attribute_names.size());
+  out.attributes.assign(attributes_.begin() + first * words, attributes_.begin() + last * words);
   out.size = n;
   next_ += n;
   return n;

@@ -18,9 +18,10 @@ class MemorySource final : public Source {
  public:
   using Locator = std::function<std::string(std::size_t index, std::optional<std::size_t> column)>;
 
-  /// labels (classification) or values (regression) hold one entry per row of features.
+  /// labels (classification) or values (regression) hold one entry per row of features;
+  /// attributes, one row of info.attribute_names.size() words per row (or none without them).
   MemorySource(SourceInfo info, std::vector<float> features, std::vector<std::int32_t> labels,
-               std::vector<float> values, Locator locator);
+               std::vector<float> values, Locator locator, std::vector<std::uint32_t> attributes = {});
 
   const SourceInfo& info() const noexcept override { return info_; }
   std::size_t read(std::size_t max, Chunk& out) override;
@@ -32,6 +33,7 @@ class MemorySource final : public Source {
   std::vector<std::int32_t> labels_;
   std::vector<float> values_;
   Locator locator_;
+  std::vector<std::uint32_t> attributes_;
   std::size_t size_ = 0;
   std::size_t next_ = 0;
 };

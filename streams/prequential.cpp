@@ -51,6 +51,7 @@ StoreConfig store_config(const SourceInfo& info, const PrequentialOptions& optio
   // One batch pushes at most `batch` inserts and `batch` erases before its publish.
   config.queue_capacity = 2 * options.batch;
   config.backend = options.backend;
+  config.attribute_words = info.attribute_names.size();
   return config;
 }
 
@@ -64,6 +65,11 @@ ReferenceSet make_store(const Source& source, const PrequentialOptions& options)
     load.queue_capacity = config.queue_capacity;
     ReferenceSet store = ReferenceSet::load(options.resume, load);
     const StoreConfig& saved = store.config();
+    if (saved.attribute_words != config.attribute_words) {
+      throw UsageError("--resume " + options.resume + ": the checkpoint's points carry " +
+                       std::to_string(saved.attribute_words) + " attribute words; this run gives " +
+                       std::to_string(config.attribute_words) + " (--attributes)");
+    }
     if (saved.dim != config.dim || saved.metric != config.metric || !(saved.target == config.target)) {
       throw UsageError("--resume " + options.resume + ": the checkpoint holds a store of " + std::to_string(saved.dim) +
                        " features, metric " + std::string(to_string(saved.metric)) + ", " +
@@ -108,11 +114,13 @@ Prequential::Prequential(Source& source, const PrequentialOptions& options)
   try {
     if (source.info().task == Task::Classify) {
       classifier_.emplace(KnnClassifier(store_, options_.k, options_.weights).within(options_.radius));
+      if (options_.where) classifier_.emplace(classifier_->where(*options_.where));
     } else {
       regressor_.emplace(KnnRegressor(store_, options_.k,
                                       options_.weights == Weights::Uniform ? RegressionAggregate::Mean
                                                                            : RegressionAggregate::WeightedMean)
                              .within(options_.radius));
+      if (options_.where) regressor_.emplace(regressor_->where(*options_.where));
     }
   } catch (const InvalidArgument& e) {
     throw UsageError(e.what());
@@ -219,10 +227,12 @@ PrequentialResult Prequential::run(const Observer& observer) {
     if (window && b0 > window) {
       for (; erased_below < b0 - window; ++erased_below) push(Update::erase(erased_below));
     }
+    const std::size_t words = info.attribute_names.size();
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row(chunk.features.data() + i * dim, dim);
-      push(classify ? Update::insert(b0 + i, row, chunk.labels[i])
-                    : Update::insert(b0 + i, row, std::span<const float>(&chunk.values[i], 1)));
+      const Update insert = classify ? Update::insert(b0 + i, row, chunk.labels[i])
+                                     : Update::insert(b0 + i, row, std::span<const float>(&chunk.values[i], 1));
+      push(words ? insert.with_attributes({chunk.attributes.data() + i * words, words}) : insert);
     }
     const PublishReport report = store_.publish();
     if (!report.rejected.empty()) {

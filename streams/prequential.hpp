@@ -39,6 +39,9 @@ struct PrequentialOptions {
   /// Predict from the k nearest within this distance only (metres for haversine; KnnClassifier::
   /// within): a point with none gets no prediction and is not scored. +infinity: no bound.
   double radius = std::numeric_limits<double>::infinity();
+  /// Predict from the points that pass this predicate only (KnnClassifier::where) on their
+  /// attribute words (SourceInfo::attribute_names); none: every point.
+  std::optional<Predicate> where;
   BackendKind backend = BackendKind::Auto;
   std::size_t limit = 0;      ///< stop after this many points of this run (0 = the whole stream)
   /// Save the store to this checkpoint (docs/durability.md) at the start, every

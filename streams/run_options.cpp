@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "streams/csv_source.hpp"
 #include "streams/drift_generators.hpp"
@@ -65,6 +67,35 @@ CLI::Validator non_negative_number() {
       "NUMBER >= 0");
 }
 
+/// WORD:BITS (--require, --forbid): a word index below kMaxAttributeWords and a 32-bit mask in
+/// decimal or 0x hexadecimal. parse_word_bits() reads what this validator let through.
+std::optional<std::pair<std::size_t, std::uint32_t>> parse_word_bits(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  const std::string word = text.substr(0, colon), bits = text.substr(colon + 1);
+  if (word.find_first_not_of("0123456789") != std::string::npos || word.size() > 2) return std::nullopt;
+  const bool hex = bits.size() > 2 && bits[0] == '0' && (bits[1] == 'x' || bits[1] == 'X');
+  const std::string digits = hex ? bits.substr(2) : bits;
+  if (digits.empty() || digits.size() > 16 ||
+      digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const unsigned long long mask = std::strtoull(digits.c_str(), nullptr, hex ? 16 : 10);
+  const std::size_t w = std::stoul(word);
+  if (mask > 0xffffffffull || w >= kMaxAttributeWords) return std::nullopt;
+  return std::pair{w, static_cast<std::uint32_t>(mask)};
+}
+
+CLI::Validator word_bits() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (parse_word_bits(text)) return {};
+        return text + " is not WORD:BITS (WORD in [0, " + std::to_string(kMaxAttributeWords - 1) +
+               "], BITS a 32-bit mask in decimal or 0x hexadecimal)";
+      },
+      "WORD:BITS");
+}
+
 }  // namespace
 
 void add_run_options(CLI::App& run, RunOptions& o) {
@@ -93,6 +124,10 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                                                "speed per point (default 0.001)")
                 ->check(non_negative_number())
                 ->default_str(""));
+  auto* attributes = run.add_option("--attributes", o.attributes,
+                                    "CSV: columns holding each point's attribute words (word 0, 1, ...; whole numbers in "
+                                    "[0, 2^32), decimal or 0x hex), not features; at most 4")
+                        ->group(input)->needs(in)->delimiter(',')->expected(1, int(kMaxAttributeWords));
   run.add_option("--limit", o.limit, "stop after this many points (0 = the whole input)")
       ->group(input)->check(whole_number(0, kAny));
 
@@ -113,6 +148,14 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                  "predict from the k nearest within this distance only (metres for haversine); a point with "
                  "none gets no prediction and is not scored (CPU backend)")
       ->group(model)->check(CLI::NonNegativeNumber);
+  run.add_option("--require", o.require,
+                 "predict from points whose attribute word WORD has every bit of BITS set (repeatable; needs "
+                 "--attributes)")
+      ->group(model)->needs(attributes)->check(word_bits())->take_all();
+  run.add_option("--forbid", o.forbid,
+                 "predict from points whose attribute word WORD has no bit of BITS set (repeatable; needs "
+                 "--attributes)")
+      ->group(model)->needs(attributes)->check(word_bits())->take_all();
   run.add_option("--backend", o.backend, "auto (CUDA where a GPU is usable), cpu or cuda")
       ->group(model)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 
@@ -149,10 +192,15 @@ std::unique_ptr<Source> open_source(const RunOptions& o) {
         throw UsageError("--input " + o.input + " holds vectors only; give their labels or targets with --labels FILE");
       }
       if (!o.target.empty()) throw UsageError("--target names a CSV column; vector files take --labels");
+      if (!o.attributes.empty()) throw UsageError("--attributes names CSV columns; vector files carry no attribute words");
       return open_vecs(o.input, o.labels, task, o.limit);
     }
     if (!o.labels.empty()) throw UsageError("--labels is for .fvecs/.bvecs/.ivecs input; a CSV names its --target column");
-    return open_csv(o.input, {o.target, task, o.limit});
+    if (o.attributes.size() > kMaxAttributeWords) {
+      throw UsageError("--attributes names " + std::to_string(o.attributes.size()) + " columns; a point carries at most " +
+                       std::to_string(kMaxAttributeWords) + " attribute words");
+    }
+    return open_csv(o.input, {o.target, task, o.limit, o.attributes});
   }
   const auto expect = [&](Task natural) {
     if (task_of(o, natural) != natural) {
@@ -206,6 +254,22 @@ PrequentialOptions prequential_options(const RunOptions& o, const SourceInfo& in
   p.window = o.window;
   p.batch = o.batch;
   p.radius = o.radius;
+  if (!o.require.empty() || !o.forbid.empty()) {
+    Predicate where;
+    const std::size_t words = info.attribute_names.size();
+    for (const auto* list : {&o.require, &o.forbid}) {
+      for (const std::string& text : *list) {
+        const auto [word, bits] = *parse_word_bits(text);
+        const char* flag = list == &o.require ? "--require" : "--forbid";
+        if (word >= words) {
+          throw UsageError(std::string(flag) + " " + text + ": word " + std::to_string(word) + " is not among the " +
+                           std::to_string(words) + " --attributes columns (words 0 to " + std::to_string(words - 1) + ")");
+        }
+        where = list == &o.require ? where.require(word, bits) : where.forbid(word, bits);
+      }
+    }
+    p.where = where;
+  }
   p.backend = o.backend == "cpu" ? BackendKind::Cpu : o.backend == "cuda" ? BackendKind::Cuda : BackendKind::Auto;
   p.limit = o.limit;
   p.checkpoint = o.checkpoint;

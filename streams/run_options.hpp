@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -20,6 +21,7 @@ namespace streamknn::streams {
 struct RunOptions {
   // Input: a file, or a built-in generator.
   std::string input, target, labels;
+  std::vector<std::string> attributes;  ///< --attributes: CSV columns of attribute words
   std::string stream = "hyperplane";
   std::size_t points = 200000;
   std::uint64_t seed = 42;
@@ -36,6 +38,7 @@ struct RunOptions {
   std::size_t window = 1000;
   std::size_t batch = 64;
   double radius = std::numeric_limits<double>::infinity();  ///< --radius: none given
+  std::vector<std::string> require, forbid;  ///< --require / --forbid WORD:BITS, as given
   std::string backend = "auto";
   // Checkpoints (docs/durability.md).
   std::string checkpoint, resume;

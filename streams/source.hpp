@@ -31,6 +31,9 @@ struct SourceInfo {
   std::optional<std::size_t> length;       ///< number of points, when known before reading
   Metric metric = Metric::L2;              ///< the metric the data is meant for
   std::string notes;                       ///< e.g. how class names were mapped to labels
+  /// The columns whose cells are the points' attribute words (CSV --attributes), one per word;
+  /// empty: the points carry none.
+  std::vector<std::string> attribute_names;
 };
 
 /// A run of consecutive points: rows of features and their targets.
@@ -39,12 +42,14 @@ struct Chunk {
   std::vector<float> features;       ///< size x dim, row-major
   std::vector<std::int32_t> labels;  ///< classification: size labels
   std::vector<float> values;         ///< regression: size values
+  std::vector<std::uint32_t> attributes;  ///< size x attribute words (SourceInfo::attribute_names)
 
   void clear() {
     size = 0;
     features.clear();
     labels.clear();
     values.clear();
+    attributes.clear();
   }
 };
 

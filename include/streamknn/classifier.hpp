@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -52,12 +53,19 @@ class KnnClassifier {
   const ReferenceSet& store() const noexcept { return *store_; }
   /// The radius given to within(), or +infinity.
   double radius() const noexcept { return radius_; }
+  /// This classifier using only the points that pass predicate (ReferenceSet::search's where,
+  /// one Predicate for every query; streamknn/predicate.hpp): a query with none gets kNoLabel. The
+  /// predicate is checked against the store's attribute words at each prediction.
+  KnnClassifier where(const Predicate& predicate) const;
+  /// The predicate given to where(), if any.
+  const std::optional<Predicate>& predicate() const noexcept { return where_; }
 
  private:
   const ReferenceSet* store_;
   std::size_t k_;
   Weights weights_;
   double radius_ = std::numeric_limits<double>::infinity();
+  std::optional<Predicate> where_;
 };
 
 }  // namespace streamknn

@@ -156,10 +156,11 @@ class ReferenceSet {
   /// vectors (n x dim), labels (n; classification stores) or values (n x outputs; regression
   /// stores), each point checked as push() checks it, plus repeated ids. The store then answers,
   /// saves and takes updates exactly as one that pushed the points in this order and published
-  /// once. Throws InvalidArgument (naming the row; no store is made) or OutOfMemory.
+  /// once. attributes: empty (every word 0) or n x config.attribute_words words, as insert's.
+  /// Throws InvalidArgument (naming the row or argument; no store is made) or OutOfMemory.
   static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
                                   std::span<const float> vectors, std::span<const std::int32_t> labels = {},
-                                  std::span<const float> values = {});
+                                  std::span<const float> values = {}, std::span<const std::uint32_t> attributes = {});
   /// From now on each publish (and lookup_and_update) that changes the store appends what it
   /// wrote to the journal at path before returning. An existing journal is continued when it
   /// ends at this store's epoch (else CheckpointError); a missing one starts at this epoch.

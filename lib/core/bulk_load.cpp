@@ -73,7 +73,7 @@ bool all_pass(const StoreConfig& config, std::span<const PointId> ids, std::span
 
 ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<const PointId> ids,
                                        std::span<const float> vectors, std::span<const std::int32_t> labels,
-                                       std::span<const float> values) {
+                                       std::span<const float> values, std::span<const std::uint32_t> attributes) {
   const char* caller = "ReferenceSet::from_points";
   const detail::Engine probe(probe_config(config));  // throws for a bad config, before any data is read
   const std::size_t n = ids.size(), dim = config.dim;
@@ -88,6 +88,15 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
   }
   if (values.size() != n * outputs) {
     detail::fail_argument(caller, ": ", values.size(), " target values for ", n, " ids and ", outputs, " outputs");
+  }
+  const std::size_t words = config.attribute_words;
+  if (!attributes.empty() && words == 0) {
+    detail::fail_argument(caller, ": attributes has ", attributes.size(),
+                          " words but the store's points carry none (StoreConfig::attribute_words = 0)");
+  }
+  if (!attributes.empty() && attributes.size() != n * words) {
+    detail::fail_argument(caller, ": attributes has ", attributes.size(), " words; ", n, " ids need ", n * words,
+                          " (attribute_words=", words, ") or none");
   }
   if (n > std::numeric_limits<std::uint32_t>::max() - 1) {
     detail::fail_argument(caller, ": ", n, " points exceed the limit of ", std::numeric_limits<std::uint32_t>::max() - 1);
@@ -112,6 +121,8 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
     }
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
+    image.attribute_words = words;
+    image.attributes.assign(attributes.begin(), attributes.end());  // empty: every word 0
     index.reserve(n);
     const bool checked = config.origin.empty() && all_pass(config, ids, vectors, labels, values);
     for (std::size_t i = 0; i < n; ++i) {

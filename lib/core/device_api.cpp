@@ -1,4 +1,7 @@
 // The entry points of streamknn/device.hpp, and ReferenceSet::lookup_and_update.
+#include <limits>
+
+#include "core/check.hpp"
 #include "core/engine.hpp"
 #include "core/engine_access.hpp"
 #include "streamknn/device.hpp"
@@ -20,6 +23,15 @@ detail::DeviceQueryRequest request_for(const ReferenceSet& set, const DeviceQuer
   return request;
 }
 
+/// Device-resident predictions take neither a radius nor a predicate: refused, not ignored.
+template <class Model>
+void refuse_filters(const Model& model, const char* caller) {
+  if (model.radius() != std::numeric_limits<double>::infinity() || model.predicate()) {
+    detail::fail_argument(caller, ": device-resident queries take no within() radius or where() predicate; copy "
+                                  "them to the host and call predict()");
+  }
+}
+
 }  // namespace
 
 Ticket<std::uint64_t> search_device(const ReferenceSet& set, const DeviceQueries& queries, std::size_t k,
@@ -32,6 +44,7 @@ Ticket<std::uint64_t> search_device(const ReferenceSet& set, const DeviceQueries
 
 Ticket<std::uint64_t> predict_device(const KnnClassifier& model, const DeviceQueries& queries,
                                      const DeviceClassPredictions& out, std::uintptr_t cuda_stream) {
+  refuse_filters(model, "predict_device(KnnClassifier)");
   detail::DeviceQueryRequest request = request_for(model.store(), queries, model.k(), cuda_stream);
   request.aggregate.output = out.probabilities ? detail::AggregateSpec::Output::Probabilities
                                                : detail::AggregateSpec::Output::Labels;
@@ -44,6 +57,7 @@ Ticket<std::uint64_t> predict_device(const KnnClassifier& model, const DeviceQue
 
 Ticket<std::uint64_t> predict_device(const KnnRegressor& model, const DeviceQueries& queries, float* values,
                                      std::uintptr_t cuda_stream) {
+  refuse_filters(model, "predict_device(KnnRegressor)");
   detail::DeviceQueryRequest request = request_for(model.store(), queries, model.k(), cuda_stream);
   request.aggregate.output = detail::AggregateSpec::Output::Values;
   request.aggregate.regression = model.aggregate();

@@ -14,9 +14,11 @@ namespace streamknn {
 
 namespace {
 
-/// The filters of a model's query: its visibility ranges, and its radius where within() gave one.
-detail::QueryFilters model_filters(std::span<const IdRange> visible, double radius) {
-  detail::QueryFilters f(visible);
+/// The filters of a model's query: its visibility ranges, its radius where within() gave one and
+/// its predicate where where() gave one (the engine copies it into the request).
+detail::QueryFilters model_filters(std::span<const IdRange> visible, double radius,
+                                  const std::optional<Predicate>& where) {
+  detail::QueryFilters f(visible, where ? std::span<const Predicate>(&*where, 1) : std::span<const Predicate>());
   if (!(radius == std::numeric_limits<double>::infinity())) {
     f.radius_on = true;
     f.radius = radius;
@@ -46,6 +48,18 @@ KnnRegressor KnnRegressor::within(double radius) const {
   KnnRegressor bounded = *this;
   bounded.radius_ = radius;
   return bounded;
+}
+
+KnnClassifier KnnClassifier::where(const Predicate& predicate) const {
+  KnnClassifier filtered = *this;
+  filtered.where_ = predicate;
+  return filtered;
+}
+
+KnnRegressor KnnRegressor::where(const Predicate& predicate) const {
+  KnnRegressor filtered = *this;
+  filtered.where_ = predicate;
+  return filtered;
 }
 
 KnnClassifier::KnnClassifier(const ReferenceSet& store, std::size_t k, Weights weights)
@@ -78,7 +92,7 @@ Ticket<ClassPredictions> KnnClassifier::submit(std::span<const float> queries, b
   spec.output = with_probabilities ? detail::AggregateSpec::Output::Probabilities : detail::AggregateSpec::Output::Labels;
   spec.weights = weights_;
   const detail::Engine& engine = detail::EngineAccess::of(*store_);
-  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_), spec, "KnnClassifier::predict"),
+  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_, where_), spec, "KnnClassifier::predict"),
                             &detail::QueryResult::classes);
 }
 
@@ -109,7 +123,7 @@ Ticket<RegressionPredictions> KnnRegressor::submit(std::span<const float> querie
   spec.regression = aggregate_;
   spec.weights = aggregate_ == RegressionAggregate::WeightedMean ? Weights::Distance : Weights::Uniform;
   const detail::Engine& engine = detail::EngineAccess::of(*store_);
-  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_), spec, "KnnRegressor::predict"),
+  return detail::map_ticket(engine.query(queries, k_, model_filters(visible, radius_, where_), spec, "KnnRegressor::predict"),
                             &detail::QueryResult::regression);
 }
 

@@ -1,6 +1,7 @@
 // Bindings of streamknn::KnnClassifier and KnnRegressor: light views over a ReferenceSet whose
 // aggregation runs where the search runs (on the device for the CUDA backend).
 #include "common.hpp"
+#include "filters.hpp"
 #include "streamknn/device.hpp"
 
 namespace streamknn::python {
@@ -10,6 +11,7 @@ namespace {
 struct Classifier {
   Classifier(const Store& store, std::size_t k, const std::string& weights)
       : store(&store), model(store.set(), k, parse_weights(weights)) {}
+  Classifier(const Store* store, KnnClassifier model) : store(store), model(std::move(model)) {}
   const Store* store;
   KnnClassifier model;
 };
@@ -17,11 +19,24 @@ struct Classifier {
 struct Regressor {
   Regressor(const Store& store, std::size_t k, const std::string& aggregate)
       : store(&store), model(store.set(), k, parse_regression_aggregate(aggregate)) {}
+  Regressor(const Store* store, KnnRegressor model) : store(store), model(std::move(model)) {}
   const Store* store;
   KnnRegressor model;
 };
 
 py::ssize_t ssize(std::size_t n) { return static_cast<py::ssize_t>(n); }
+
+/// The one predicate of a model's where(): a dict as ReferenceSet.search's where, not per query.
+Predicate one_predicate(const Store& store, py::handle where, const char* call) {
+  if (where.is_none()) fail_argument(call, ": where must be a dict of arrays (required, forbidden, range_word, ...)");
+  const std::vector<Predicate> p = as_predicates(where, 1, store.set().config().attribute_words, call);
+  return p.empty() ? Predicate{} : p.front();
+}
+
+constexpr const char* kWhereDoc =
+    "A model using only the points that pass where, a dict as ReferenceSet.search's where giving one "
+    "predicate for every query (required, forbidden: uint32 (attribute_words,); range_word, range_min, "
+    "range_max: scalars): a query with none gets no prediction.";
 
 }  // namespace
 
@@ -90,6 +105,20 @@ is kept alive by the classifier and may keep changing; every answer carries its 
           py::arg("queries"), py::arg("num_queries"), py::arg("row_stride"), py::arg("device"), py::arg("labels"),
           py::arg("probabilities"), py::arg("stream"), py::arg("visible") = 0,
           "predict_device on raw CUDA pointers (probabilities 0: labels only); see ReferenceSet._search_device.")
+      .def(
+          "within", [](const Classifier& c, double radius) { return Classifier(c.store, c.model.within(radius)); },
+          py::arg("radius"), py::keep_alive<0, 1>(),
+          "A classifier voting among the k nearest within radius only (ReferenceSet.radius_search's "
+          "'within'): a query with none gets -1, all-zero probabilities. Raises InvalidArgument for a NaN "
+          "or negative radius (any finite radius for the inner product).")
+      .def(
+          "where",
+          [](const Classifier& c, py::handle where) {
+            return Classifier(c.store, c.model.where(one_predicate(*c.store, where, "KnnClassifier.where")));
+          },
+          py::arg("where"), py::keep_alive<0, 1>(), kWhereDoc)
+      .def_property_readonly("radius", [](const Classifier& c) { return c.model.radius(); },
+                             "The radius given to within(), or inf.")
       .def_property_readonly("store", [](const Classifier& c) { return c.store; }, py::return_value_policy::reference)
       .def_property_readonly("n_classes", [](const Classifier& c) { return c.store->set().config().target.count; })
       .def_property_readonly("backend", [](const Classifier& c) { return c.store->set().backend() == BackendKind::Cuda ? "cuda" : "cpu"; },
@@ -140,6 +169,19 @@ neighbour at distance 0 takes all the weight) or 'median' (numpy's), each output
           py::arg("queries"), py::arg("num_queries"), py::arg("row_stride"), py::arg("device"), py::arg("values"),
           py::arg("stream"), py::arg("visible") = 0,
           "predict_device on raw CUDA pointers; see ReferenceSet._search_device.")
+      .def(
+          "within", [](const Regressor& r, double radius) { return Regressor(r.store, r.model.within(radius)); },
+          py::arg("radius"), py::keep_alive<0, 1>(),
+          "A regressor aggregating the k nearest within radius only (as KnnClassifier.within): a query "
+          "with none gets a NaN row.")
+      .def(
+          "where",
+          [](const Regressor& r, py::handle where) {
+            return Regressor(r.store, r.model.where(one_predicate(*r.store, where, "KnnRegressor.where")));
+          },
+          py::arg("where"), py::keep_alive<0, 1>(), kWhereDoc)
+      .def_property_readonly("radius", [](const Regressor& r) { return r.model.radius(); },
+                             "The radius given to within(), or inf.")
       .def_property_readonly("store", [](const Regressor& r) { return r.store; }, py::return_value_policy::reference)
       .def_property_readonly("n_outputs", [](const Regressor& r) { return r.store->set().config().target.count; })
       .def_property_readonly("backend", [](const Regressor& r) { return r.store->set().backend() == BackendKind::Cuda ? "cuda" : "cpu"; },

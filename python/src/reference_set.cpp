@@ -281,6 +281,14 @@ StoreConfig make_config(std::size_t dim, const std::string& metric, std::optiona
   return config;
 }
 
+/// from_points' attribute_words where none is given: attributes' columns (1 for a 1-D array), 0 without.
+std::size_t words_of(py::handle attributes, const char* call) {
+  if (attributes.is_none()) return 0;
+  const py::array a = py::array::ensure(attributes);
+  if (!a || a.ndim() < 1 || a.ndim() > 2) fail_argument(call, ": attributes must be a 1-D or 2-D uint32 array");
+  return a.ndim() == 1 ? 1 : std::size_t(a.shape(1));
+}
+
 /// The arrays of ReferenceSet.from_points, converted and shape-checked (with the GIL held).
 struct Points {
   IdArray ids;
@@ -436,27 +444,41 @@ any thread; searches and publishes release the GIL.
           [](py::handle ids, py::handle vectors, py::handle targets, const std::string& metric,
              std::optional<std::uint32_t> n_classes, std::optional<std::uint32_t> n_outputs, const std::string& backend,
              std::size_t capacity_hint, std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-             std::size_t publish_threads, const std::string& spatial_index) {
+             std::size_t publish_threads, const std::string& spatial_index, py::handle attributes,
+             std::optional<std::size_t> attribute_words) {
             const char* call = "ReferenceSet.from_points";
             const py::array shape_of = py::array::ensure(vectors);
             if (!shape_of || shape_of.ndim() != 2) fail_argument(call, ": vectors must be a 2-D array (n, dim)");
-            const StoreConfig config =
-                make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend, capacity_hint,
-                            queue_capacity, cuda_device, cpu_threads, publish_threads, spatial_index);
+            const StoreConfig config = make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend,
+                                                   capacity_hint, queue_capacity, cuda_device, cpu_threads,
+                                                   publish_threads, spatial_index,
+                                                   attribute_words.value_or(words_of(attributes, call)));
             const Points p = as_points(config, ids, vectors, targets, call);
+            std::optional<AttrRows> words;
+            if (!attributes.is_none()) {
+              words = as_attributes(attributes, config.attribute_words, call);
+              if (words->rows != p.ids.rows) {
+                fail_argument(call, ": ", p.ids.rows, " ids but ", words->rows, " attribute rows");
+              }
+            }
             py::gil_scoped_release nogil;
             return std::make_unique<Store>(ReferenceSet::from_points(
                 config, {p.ids.data, p.ids.rows}, {p.vectors.data, p.vectors.rows * p.vectors.cols},
                 p.labels, p.values ? std::span<const float>(p.values->data, p.values->rows * p.values->cols)
-                                   : std::span<const float>()));
+                                   : std::span<const float>(),
+                words ? std::span<const std::uint32_t>(words->data, words->rows * words->cols)
+                      : std::span<const std::uint32_t>()));
           },
           py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(), py::arg("metric") = "l2",
           py::arg("n_classes") = py::none(), py::arg("n_outputs") = py::none(), py::arg("backend") = "auto",
           py::arg("capacity_hint") = 1024, py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0,
           py::arg("cpu_threads") = 0, py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto",
+          py::arg("attributes") = py::none(), py::arg("attribute_words") = py::none(),
           R"doc(A store holding ids (n,), vectors (n, dim) and targets (as for insert) at epoch 1, built in
 one step (ReferenceSet::from_points: no update queue, no publish): the fast way to load a data set.
-The other arguments are the constructor's (dim is vectors.shape[1]). Answers, snapshot and
+The other arguments are the constructor's (dim is vectors.shape[1]). attributes: None (every word
+0) or uint32 (n, attribute_words) (also (n,) for one word); attribute_words: None takes it from
+attributes (0 without them); given, attributes must match it. Answers, snapshot and
 checkpoint are those of a store that inserted the rows in order and published once. Every row
 is checked as insert checks it, and repeated ids are refused: InvalidArgument names the row.
 float32 C-contiguous vectors are read in place; anything else is converted once.)doc")

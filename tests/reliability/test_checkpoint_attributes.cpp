@@ -149,3 +149,34 @@ TEST_CASE("journal format version 1 still replays, and is continued in version 1
   const ReferenceSet again = ReferenceSet::load(dir.file("b.skc"), {.journal = dir.file("b.skj")});
   CHECK(state_bytes(again) == state_bytes(loaded));
 }
+
+TEST_CASE("from_points with attribute words equals pushing them and publishing once") {
+  const StoreConfig c = words_config(3);
+  std::vector<PointId> ids;
+  std::vector<float> vectors;
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint32_t> attributes;
+  ReferenceSet pushed(c);
+  for (PointId id = 0; id < 120; ++id) {
+    const std::uint32_t words[3] = {std::uint32_t(id % 3 == 0), std::uint32_t(id * 7), std::uint32_t(id % 31)};
+    const float v[2] = {float(id % 11), float(id / 11)};
+    pushed.push(Update::insert(id, v, std::int32_t(id % 3)).with_attributes(words));
+    ids.push_back(id);
+    vectors.insert(vectors.end(), v, v + 2);
+    labels.push_back(std::int32_t(id % 3));
+    attributes.insert(attributes.end(), words, words + 3);
+  }
+  pushed.publish();
+  const ReferenceSet built = ReferenceSet::from_points(c, ids, vectors, labels, {}, attributes);
+  CHECK(state_bytes(built) == state_bytes(pushed));
+  CHECK(available_near(built, 12) == available_near(pushed, 12));
+  // Without attributes every word is 0; a wrong count, or words for a store without any, is refused.
+  const ReferenceSet zeros = ReferenceSet::from_points(c, ids, vectors, labels);
+  const auto none = available_near(zeros, 12);
+  CHECK(std::all_of(none.begin(), none.end(), [](PointId id) { return id == kInvalidId; }));
+  const std::span<const std::uint32_t> short_words(attributes.data(), attributes.size() - 1);
+  CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, vectors, labels, {}, short_words),
+                       doctest::Contains("attributes has 359 words"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ReferenceSet::from_points(words_config(0), ids, vectors, labels, {}, attributes),
+                       doctest::Contains("carry none"), InvalidArgument);
+}

@@ -228,6 +228,41 @@ def main():
                 check(f"--batch 1, 7, 64 identical: {name}, window {window}",
                       files[0] == files[1] == files[2] and files[0].startswith("index"), files[0][:200])
 
+        # ---- attribute words and predicates ---------------------------------------------------------
+        rows = ["x,y,flags,region,label"]
+        for i in range(400):
+            rows.append(f"{(i * 37) % 101 / 10},{(i * 53) % 97 / 10},{i % 4},{hex(i % 16)},{(i // 7) % 3}")
+        attrs = write(tmp, "attrs.csv", "\n".join(rows) + "\n")
+        base = ["run", "--input", attrs, "--target", "label", "--attributes", "flags,region", "--window", "100"]
+        out = expect("--attributes with --require and --forbid", [*base, "--require", "0:1", "--forbid", "1:0x8"], 0,
+                     "accuracy")
+        files = []
+        for batch in ("1", "13"):
+            preds = os.path.join(tmp, f"pred{batch}.csv")
+            rc, _, err = run(*base, "--require", "0:1", "--forbid", "1:0x8", "--batch", batch, "--predictions", preds)
+            files.append(read(preds) if rc == 0 else f"exit {rc}: {err}")
+        check("a predicate: --batch 1 and 13 identical", files[0] == files[1] and files[0].startswith("index"),
+              files[0][:200])
+        # Points with flags bit 0 clear never vote, so a predicate that nothing passes scores nothing.
+        report = os.path.join(tmp, "none.json")
+        expect("a predicate nothing passes", [*base, "--require", "0:4", "--report", report], 0)
+        check("a predicate nothing passes scores no point", json.loads(read(report))["scored"] == 0,
+              read(report)[:300])
+        expect("--require WORD beyond --attributes", [*base, "--require", "2:1"], 2, "--require 2:1",
+               "--attributes columns")
+        for bad in ("1", "x:1", "0:", "0:0x", "4:1", "0:4294967296", "0:-1"):
+            expect(f"--require {bad} is refused", [*base, "--require", bad], 2, "--require")
+        expect("--forbid 0:zz is refused", [*base, "--forbid", "0:zz"], 2, "--forbid")
+        expect("--require needs --attributes", ["run", "--input", attrs, "--require", "0:1"], 2, "--require")
+        expect("--attributes needs --input", ["run", "--attributes", "flags"], 2, "--attributes")
+        expect("--attributes naming the target", ["run", "--input", attrs, "--target", "label", "--attributes",
+                                                  "label"], 2, "--attributes", "target")
+        expect("--attributes naming a missing column", ["run", "--input", attrs, "--attributes", "nope"], 1,
+               "no column named \"nope\" for --attributes")
+        expect("--attributes with a bad cell", ["run", "--input", attrs, "--target", "label", "--attributes", "x,region"],
+               1,
+               "line 2, column 1 (\"x\")", "is not an attribute word")
+
         # ---- the JSON report ------------------------------------------------------------------------
         report = os.path.join(tmp, "r.json")
         expect("--report", ["run", "--points", "3000", "--window", "500", "--batch", "32", "--report", report], 0)

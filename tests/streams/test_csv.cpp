@@ -166,3 +166,31 @@ TEST_CASE("csv source: bad files and bad targets") {
     CHECK(std::string(e.what()) == "/nonexistent/streamknn.csv: cannot open the file for reading");
   }
 }
+
+TEST_CASE("csv source: --attributes columns are attribute words, not features") {
+  test::ScratchDir dir;
+  const auto d = load(dir, "x,flags,y,region,label\n1,3,2,0x10,a\n4,0,5,7,b\n", {"label", Task::Classify, 0, {"region", "flags"}});
+  CHECK(d.info.dim == 2);
+  CHECK(d.info.feature_names == std::vector<std::string>{"x", "y"});
+  CHECK(d.info.attribute_names == std::vector<std::string>{"region", "flags"});
+  CHECK(d.all.features == std::vector<float>{1, 2, 4, 5});
+  CHECK(d.all.attributes == std::vector<std::uint32_t>{16, 3, 7, 0});
+  // Where() still numbers the features among the remaining columns.
+  auto source = open_csv(dir.path("data.csv"), {"label", Task::Classify, 0, {"region", "flags"}});
+  CHECK(source->where(1, 1) == dir.path("data.csv") + ", line 3, column 3 (\"y\")");
+
+  const CsvOptions flags{"t", Task::Classify, 0, {"f"}};
+  for (const char* bad : {"-1", "4294967296", "1.5", "0x", "abc", ""}) {
+    const std::string m = data_error(std::string("a,f,t\n1,2,0\n3,") + bad + ",1\n", flags);
+    CHECK_MESSAGE(m.find("line 3, column 2 (\"f\")") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("is not an attribute word") != std::string::npos, m);
+  }
+  CHECK(load(dir, "a,f,t\n1,4294967295,0\n", flags).all.attributes == std::vector<std::uint32_t>{4294967295u});
+  CHECK(data_error("a,f,t\n1,2,0\n", {"t", Task::Classify, 0, {"g"}}).find("no column named \"g\" for --attributes") !=
+        std::string::npos);
+  const std::string path = dir.write("u.csv", "a,f,t\n1,2,0\n");
+  CHECK_THROWS_WITH_AS(open_csv(path, {"t", Task::Classify, 0, {"t"}}), doctest::Contains("is the target column"), UsageError);
+  CHECK_THROWS_WITH_AS(open_csv(path, {"t", Task::Classify, 0, {"f", "f"}}), doctest::Contains("twice"), UsageError);
+  CHECK_THROWS_WITH_AS(open_csv(path, {"t", Task::Classify, 0, {"a", "f"}}), doctest::Contains("no feature column"),
+                       UsageError);
+}

@@ -285,3 +285,57 @@ TEST_CASE("data the metric refuses is a DataError naming the file, line and colu
   Prequential cosine(*zeros, o);
   CHECK_THROWS_WITH_AS(cosine.run(), doctest::Contains("zero.csv, line 3: the zero vector"), DataError);
 }
+
+TEST_CASE("a predicate (--require / --forbid): the k nearest earlier points that pass it vote") {
+  auto g = test::rng(21);
+  const std::size_t n = 300, dim = 3, k = 4, window = 60, classes = 3;
+  SourceInfo info;
+  info.name = "random";
+  info.dim = dim;
+  info.attribute_names = {"flags", "region"};
+  for (std::size_t c = 0; c < classes; ++c) info.class_names.push_back(std::to_string(c));
+  const auto features = test::uniform(g, n * dim);
+  std::vector<std::int32_t> labels;
+  std::vector<std::uint32_t> words;
+  std::uniform_int_distribution<std::uint32_t> word(0, 15);
+  for (std::size_t i = 0; i < n; ++i) {
+    labels.push_back(std::int32_t(word(g) % classes));
+    words.push_back(word(g));
+    words.push_back(word(g));
+  }
+  words[0] = 0;  // point 0 fails the predicate: point 1 has no neighbour that passes
+  const Predicate where = Predicate{}.require(0, 0b101).forbid(1, 0b10);
+  for (const std::size_t batch : {1, 16}) {
+    MemorySource source(info, features, labels, {}, nullptr, words);
+    PrequentialOptions o;
+    o.k = k;
+    o.window = window;
+    o.batch = batch;
+    o.where = where;
+    const Predictions got = run(source, o);
+    REQUIRE(got.labels.size() == n);
+    std::size_t none = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::pair<double, std::size_t>> near;
+      for (std::size_t j = i > window ? i - window : 0; j < i; ++j) {
+        if (!where.passes({words.data() + 2 * j, 2})) continue;
+        double s = 0;
+        for (std::size_t c = 0; c < dim; ++c) s += std::pow(double(features[i * dim + c]) - features[j * dim + c], 2);
+        near.emplace_back(std::sqrt(s), j);
+      }
+      std::sort(near.begin(), near.end());
+      near.resize(std::min(k, near.size()));
+      if (near.empty()) {
+        ++none;
+        CHECK_MESSAGE(got.labels[i] == kNoLabel, "point ", i);
+        continue;
+      }
+      std::vector<int> votes(classes, 0);
+      for (const auto& [d, j] : near) ++votes[labels[j]];
+      const auto want = static_cast<std::int32_t>(std::max_element(votes.begin(), votes.end()) - votes.begin());
+      CHECK_MESSAGE(got.labels[i] == want, "point ", i, ", batch ", batch);
+    }
+    CHECK(got.labels[1] == kNoLabel);  // the filter leaves point 1 without a neighbour
+    CHECK(got.result.scored == n - none);
+  }
+}
