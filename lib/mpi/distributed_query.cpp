@@ -352,6 +352,38 @@ std::vector<std::byte> search_part(Engine& engine, const CallHeader& h, std::spa
   return pack(h, found, 0, failure, shape, epoch);
 }
 
+/// Every rank's rows as one batch: where each rank's rows start, their total, the largest k
+/// asked, and whether any rank asked for targets.
+struct CombinedBatch {
+  std::vector<std::size_t> first;
+  std::size_t total = 0, k_max = 1;
+  bool targets = false;
+};
+CombinedBatch combine(const std::vector<CallHeader>& headers) {
+  CombinedBatch b;
+  b.first.assign(headers.size(), 0);
+  for (std::size_t r = 0; r < headers.size(); ++r) {
+    b.first[r] = b.total;
+    b.total += headers[r].num_queries;
+    if (headers[r].num_queries == 0) continue;
+    b.k_max = std::max<std::size_t>(b.k_max, headers[r].k);
+    b.targets |= headers[r].output != std::uint32_t(AggregateSpec::Output::Neighbors);
+  }
+  return b;
+}
+
+/// A result with nothing merged yet: k, the epoch and the store's class and output counts.
+QueryResult empty_result(const StoreConfig& config, std::size_t k, std::uint64_t epoch) {
+  QueryResult result;
+  result.neighbors.k = k;
+  result.neighbors.epoch = result.classes.epoch = result.regression.epoch = epoch;
+  result.classes.num_classes = config.target.kind == TargetSpec::Kind::Classes ? config.target.count : 0;
+  result.regression.num_outputs = config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  result.radius.offsets.assign(1, 0);
+  result.radius.epoch = epoch;
+  return result;
+}
+
 }  // namespace
 
 QueryResult DistributedEngine::run_query(const QueryCall& call) {
@@ -389,23 +421,14 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   Engine& engine = EngineAccess::of(*shard_);
   std::vector<std::vector<std::byte>> send(ranks);
   std::exception_ptr own_error;
-  std::size_t total = 0, k_max = 1;
-  bool targets = false;
-  std::vector<std::size_t> first(ranks, 0);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    first[r] = total;
-    total += headers[r].num_queries;
-    if (headers[r].num_queries == 0) continue;
-    k_max = std::max<std::size_t>(k_max, headers[r].k);
-    targets |= headers[r].output != std::uint32_t(AggregateSpec::Output::Neighbors);
-  }
+  const CombinedBatch batch = combine(headers);
   std::optional<Searched> together;
-  if (total > 0 && !filtered) {
+  if (batch.total > 0 && !filtered) {
     try {
       std::vector<IdRange> visible;
-      if (any_visible) visible = combined_ranges(headers, first, total, all_visible, v_offsets);
-      together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), total * dim}, k_max,
-                             QueryFilters{visible}, targets, shape, caller);
+      if (any_visible) visible = combined_ranges(headers, batch.first, batch.total, all_visible, v_offsets);
+      together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), batch.total * dim},
+                             batch.k_max, QueryFilters{visible}, batch.targets, shape, caller);
     } catch (...) {
       together.reset();  // searched part by part below
     }
@@ -414,7 +437,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
     const CallHeader& h = headers[r];
     if (h.num_queries == 0) continue;
     if (together) {
-      send[r] = pack(h, &*together, first[r], {}, shape, epoch());
+      send[r] = pack(h, &*together, batch.first[r], {}, shape, epoch());
       continue;
     }
     const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
@@ -427,17 +450,8 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   // 3. Each shard's lists for this rank's queries.
   std::vector<std::size_t> offsets;
   const std::vector<std::byte> received = mpi::alltoallv(comm, send, offsets, "query results");
-  const std::size_t nq = call.header.num_queries, k = call.header.k;
-  QueryResult result;
-  result.neighbors.k = k;
-  result.neighbors.epoch = result.classes.epoch = result.regression.epoch = epoch();
-  const auto output = call.aggregate.output;
-  const std::size_t classes = config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;
-  result.classes.num_classes = classes;
-  result.regression.num_outputs = outputs;
-  result.radius.offsets.assign(1, 0);
-  result.radius.epoch = epoch();
-  if (nq == 0) return result;
+  QueryResult result = empty_result(config_, call.header.k, epoch());
+  if (call.header.num_queries == 0) return result;
   if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message
 
   const auto lists = shard_lists(received, offsets, ranks, epoch(), caller);
@@ -445,7 +459,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
     merge_radius(config_, call, lists, EntryShape{shape.stored_dim, 0}, epoch(), result.radius);
     return result;
   }
-  const EntryShape got{shape.stored_dim, output == AggregateSpec::Output::Values ? outputs : 0};
+  const EntryShape got{shape.stored_dim, call.aggregate.output == AggregateSpec::Output::Values ? outputs : 0};
   merge_lists(config_, call, lists, got, result);
   return result;
 }
