@@ -301,19 +301,26 @@ class KNeighborsTransformer(_FeaturesOut, TransformerMixin, NearestNeighbors):
         return self.fit(X).transform(X)
 
 
+def _graph_source(X, method, metric, p, metric_params, fit):
+    """The estimator a graph function reads: X where it is a fitted estimator with `method` (its
+    metric, p and metric_params must equal these, as scikit-learn checks), else fit(X)."""
+    if not hasattr(X, method):
+        return fit(X)
+    for name, value in (("metric", metric), ("p", p), ("metric_params", metric_params)):
+        if getattr(X, name) != value:
+            raise ValueError(f"Got {value} for {name}, while the estimator has {getattr(X, name)} for the "
+                             "same parameter.")
+    return X
+
+
 def kneighbors_graph(X, n_neighbors, *, mode="connectivity", metric="minkowski", p=2, metric_params=None,
                      include_self=False, n_jobs=None, backend="auto"):
     """scikit-learn's sklearn.neighbors.kneighbors_graph on streamknn: X is data (a
     NearestNeighbors is fitted on it) or a fitted k-neighbours estimator whose parameters must
     equal these."""
-    if not hasattr(X, "kneighbors_graph"):
-        X = NearestNeighbors(n_neighbors=n_neighbors, metric=metric, p=p, metric_params=metric_params,
-                             n_jobs=n_jobs, backend=backend).fit(X)
-    else:
-        for name, value in (("metric", metric), ("p", p), ("metric_params", metric_params)):
-            if getattr(X, name) != value:
-                raise ValueError(f"Got {value} for {name}, while the estimator has {getattr(X, name)} for the "
-                                 "same parameter.")
+    X = _graph_source(X, "kneighbors_graph", metric, p, metric_params,
+                      lambda X: NearestNeighbors(n_neighbors=n_neighbors, metric=metric, p=p,
+                                                 metric_params=metric_params, n_jobs=n_jobs, backend=backend).fit(X))
     if include_self == "auto":
         include_self = mode == "connectivity"
     return X.kneighbors_graph(X=X._fit_X if include_self else None, n_neighbors=n_neighbors, mode=mode)

@@ -11,7 +11,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._radius_mixin import _check_radius, _RadiusMixin
-from ._sklearn import _Supervised, KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+from ._sklearn import _graph_source, _Supervised, KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from ._sklearn_base import _MultiOutputTags, _StreamNeighborsCore
 
 __all__ = ["RadiusNeighborsClassifier", "RadiusNeighborsRegressor", "radius_neighbors_graph"]
@@ -189,14 +189,9 @@ def radius_neighbors_graph(X, radius, *, mode="connectivity", metric="minkowski"
     """scikit-learn's sklearn.neighbors.radius_neighbors_graph on streamknn: X is data (a
     NearestNeighbors is fitted on it) or a fitted radius-neighbours estimator whose parameters
     must equal these."""
-    if not hasattr(X, "radius_neighbors_graph"):
-        X = NearestNeighbors(radius=radius, metric=metric, p=p, metric_params=metric_params, n_jobs=n_jobs,
-                             backend=backend).fit(X)
-    else:
-        for name, value in (("metric", metric), ("p", p), ("metric_params", metric_params)):
-            if getattr(X, name) != value:
-                raise ValueError(f"Got {value} for {name}, while the estimator has {getattr(X, name)} for the "
-                                 "same parameter.")
+    X = _graph_source(X, "radius_neighbors_graph", metric, p, metric_params,
+                      lambda X: NearestNeighbors(radius=radius, metric=metric, p=p, metric_params=metric_params,
+                                                 n_jobs=n_jobs, backend=backend).fit(X))
     if include_self == "auto":
         include_self = mode == "connectivity"
     return X.radius_neighbors_graph(X=X._fit_X if include_self else None, radius=radius, mode=mode)
