@@ -11,15 +11,11 @@
 // and every fused multiply-add is written out, so both backends compute the same bits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define STREAMKNN_HD __host__ __device__ __forceinline__
-#else
-#include <cmath>
-#define STREAMKNN_HD inline
-#endif
+#include "core/host_device.hpp"
 
 namespace streamknn::detail::exact {
 
@@ -358,5 +354,3 @@ struct ExactMinus {
 };
 
 }  // namespace streamknn::detail::exact
-
-#undef STREAMKNN_HD

@@ -7,12 +7,7 @@
 #pragma once
 
 #include "core/exact_rank.hpp"
-
-#if defined(__CUDACC__)
-#define STREAMKNN_HD __host__ __device__ __forceinline__
-#else
-#define STREAMKNN_HD inline
-#endif
+#include "core/host_device.hpp"
 
 namespace streamknn::detail::exact {
 
@@ -55,5 +50,3 @@ STREAMKNN_HD double screen_rank_bound(double limit, const ScreenBound& b) {
 }
 
 }  // namespace streamknn::detail::exact
-
-#undef STREAMKNN_HD
