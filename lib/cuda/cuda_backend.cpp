@@ -243,23 +243,25 @@ class CudaBackend final : public Backend {
     DeviceScope scope(device_);
     out.assign(slots.size() * stored_dim_, 0.0f);
     if (slots.empty()) return true;
-    const std::string what = concat("ReferenceSet: the stored rows of ", slots.size(), " points");
-    DeviceArray<std::uint32_t> chosen(slots.size(), what.c_str());
-    DeviceArray<float> rows(out.size(), what.c_str());
+    // The sharded store's merge reads rows on every query batch: its device arrays are kept and
+    // grown, not allocated per call (cudaFree waits for the whole device).
+    std::lock_guard gathering(gather_.mutex);
+    fit_array(gather_.slots, slots.size(), "stored rows read back: slots");
+    fit_array(gather_.rows, out.size(), "stored rows read back: rows");
     const Event copied;
     {
       std::lock_guard lock(mutex_);
       DeviceBuffer& buffer = store_.buffer(store_.front());
       cudaStream_t qs = query_stream_.get();
       check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
-      check_cuda(cudaMemcpyAsync(chosen.get(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, qs),
-                 "cudaMemcpyAsync", what);
+      check_cuda(cudaMemcpyAsync(gather_.slots.get(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, qs),
+                 "cudaMemcpyAsync(stored rows read back: slots)");
       launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
-                                      static_cast<std::uint32_t>(stored_dim_), chosen.get(),
-                                      static_cast<std::uint32_t>(slots.size()), rows.get()},
+                                      static_cast<std::uint32_t>(stored_dim_), gather_.slots.get(),
+                                      static_cast<std::uint32_t>(slots.size()), gather_.rows.get()},
                          qs);
-      check_cuda(cudaMemcpyAsync(out.data(), rows.get(), out.size() * 4, cudaMemcpyDeviceToHost, qs), "cudaMemcpyAsync",
-                 what);
+      check_cuda(cudaMemcpyAsync(out.data(), gather_.rows.get(), out.size() * 4, cudaMemcpyDeviceToHost, qs),
+                 "cudaMemcpyAsync(stored rows read back: rows)");
       copied.record(qs);
       buffer.last_read.record(qs);
     }
@@ -551,6 +553,12 @@ class CudaBackend final : public Backend {
   mutable Stream query_stream_;
   mutable DeviceStore store_;
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
+  struct GatherWorkspace {         // read_vectors' arrays, held under their own mutex until its copy is done
+    std::mutex mutex;
+    DeviceArray<std::uint32_t> slots;
+    DeviceArray<float> rows;
+  };
+  mutable GatherWorkspace gather_;
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> scan_occupancy_;  // under mutex_
   mutable SpatialTree spatial_[2];  // one per store buffer, guarded by mutex_ (built on the query stream)
