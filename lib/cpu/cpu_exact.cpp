@@ -137,10 +137,11 @@ enum Failure : unsigned char { kCertified = 0, kWiden = 1, kTied = 2 };
 /// One round: the screen at `width` for the queries `which` (all where empty), each re-ranked;
 /// the answers of those it certifies written, the others returned. Queries whose last candidate
 /// may tie with the k-th go to `tied`: a wider screen would hold more of the same tie, so they
-/// take the gather at once.
+/// take the gather at once. Every query it fails gets the gather's bound in `bounds` (the upper
+/// bound of its k-th exact key: the true k-th is no larger).
 std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, const std::vector<std::size_t>& which,
                                       std::size_t width, std::vector<Candidate>& found, std::vector<float>& distances,
-                                      std::vector<std::size_t>& tied) {
+                                      std::vector<std::size_t>& tied, std::vector<double>& bounds) {
   const std::size_t k = in.k, slots = in.screen.store->slot_count(), stride = in.screen.store->stride();
   CpuSearchInput screen = in.screen;
   screen.k = width;
@@ -182,7 +183,8 @@ std::vector<std::size_t> screen_round(const ExactInput& in, ThreadPool& pool, co
       const double outside_mag = ip ? ranker.query_norm() * in.max_norm : 0.0;
       if (width <= k || !exact::screen_certified(list[k - 1].key, list.back().key, far_mag, outside_mag, bound, ip)) {
         const exact::Key& far = list.back().key;
-        failed[i] = width > k && far.key - far.err <= upper(list[k - 1].key) ? kTied : kWiden;
+        if (width > k) bounds[q] = upper(list[k - 1].key);
+        failed[i] = width > k && far.key - far.err <= bounds[q] ? kTied : kWiden;
         return;
       }
     }
@@ -211,10 +213,11 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
   const std::size_t cap = std::max(k, std::min<std::size_t>(slots, std::size_t(1) << 30));
   std::size_t width = exact::screen_width(static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(cap));
   std::vector<std::size_t> tied;
-  std::vector<std::size_t> pending = screen_round(in, pool, {}, width, found, distances, tied);
+  std::vector<double> bounds(nq, std::numeric_limits<double>::quiet_NaN());  // NaN: none known yet
+  std::vector<std::size_t> pending = screen_round(in, pool, {}, width, found, distances, tied, bounds);
   while (!pending.empty() && width < std::min(cap, kMaxRetryWidth) && width > k) {
     width = std::min({width * 8, cap, kMaxRetryWidth});
-    pending = screen_round(in, pool, pending, width, found, distances, tied);
+    pending = screen_round(in, pool, pending, width, found, distances, tied, bounds);
   }
   pending.insert(pending.end(), tied.begin(), tied.end());
   pool.parallel_for(pending.size(), [&](std::size_t i) {
@@ -228,15 +231,19 @@ void exact_neighbours(const ExactInput& in, ThreadPool& pool, std::vector<Candid
     one.visible = in.screen.visible ? in.screen.visible + q : nullptr;
     if (in.screen.where && in.screen.where_per_query) one.where = in.screen.where + q;
     one.k = k;
-    std::vector<Candidate> first;
-    ThreadPool single(0);
-    exact_search(one, single, first);
     std::vector<Entry> list;
-    for (const Candidate& c : first) {
-      if (c.id != kInvalidId) list.push_back(ranker.entry(c.slot, c.id));
+    if (!std::isnan(bounds[q])) {  // the last screen's k-th already bounds the answers
+      list = ranker.gather(bounds[q], one);
+    } else {  // a screen no wider than k: screen at k for the bound
+      std::vector<Candidate> first;
+      ThreadPool single(0);
+      exact_search(one, single, first);
+      for (const Candidate& c : first) {
+        if (c.id != kInvalidId) list.push_back(ranker.entry(c.slot, c.id));
+      }
+      ranker.sort(list);
+      if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one);
     }
-    ranker.sort(list);
-    if (list.size() >= k) list = ranker.gather(upper(list[k - 1].key), one);
     ranker.keep_best(list, k);
     ranker.write(list, found.data() + q * k, distances.data() + q * k);
   });
