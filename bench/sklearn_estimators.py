@@ -2,7 +2,7 @@
 """streamknn's scikit-learn estimators against scikit-learn's own, same data, same machine.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/sklearn_estimators.py [--n 100000] [--d 32]
-        [--queries 10000] [--k 10] [--reps 7] [--backend cpu]
+        [--queries 10000] [--k 10] [--reps 7] [--backend cpu] [--fit-only]
 
 Times (median of --reps calls, time.perf_counter, one warm-up call first) for
 KNeighborsClassifier / KNeighborsRegressor / NearestNeighbors: fit on n x d float64 rows
@@ -10,6 +10,9 @@ KNeighborsClassifier / KNeighborsRegressor / NearestNeighbors: fit on n x d floa
 those rows, and one query row at a time (mean over 200 calls). scikit-learn runs
 algorithm='brute' (its fastest exact search at this width) and, for the fit, also its default
 'auto'. Prints a Markdown table and the BLAS library scikit-learn loaded.
+
+--fit-only times fit alone (the same estimator refitted, as above) on float32 and float64 input,
+C- and Fortran-ordered (the same values), streamknn against scikit-learn's 'brute' fit.
 """
 import argparse
 import os
@@ -50,6 +53,22 @@ def one_query_ms(model, Q, calls=200):
     return 1e3 * (time.perf_counter() - start) / calls
 
 
+def fit_table(a, X, targets):
+    """Fit times per estimator, input dtype and memory order: streamknn, scikit-learn, ratio."""
+    print("| estimator | input | streamknn fit | scikit-learn fit | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for name, y in targets.items():
+        ours = getattr(streamknn, name)(n_neighbors=a.k, backend=a.backend)
+        ref = getattr(skn, name)(n_neighbors=a.k, algorithm="brute")
+        for dtype in (np.float32, np.float64):
+            for order in ("C", "F"):
+                Xi = np.asarray(X, dtype=dtype, order=order)
+                mine = median_ms(lambda: ours.fit(Xi, y), a.reps)
+                theirs = median_ms(lambda: ref.fit(Xi, y), a.reps)
+                print(f"| {name} | {np.dtype(dtype).name} {order} | {mine:.2f} | {theirs:.2f} | "
+                      f"{mine / theirs:.1f}x |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
@@ -58,6 +77,7 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--fit-only", action="store_true", help="time fit alone, per input dtype and order")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((a.n, a.d))
@@ -67,6 +87,8 @@ def main():
     print(f"n={a.n} d={a.d} queries={a.queries} k={a.k}; scikit-learn {sklearn.__version__} "
           f"(BLAS {loaded_blas()}), numpy {np.__version__}, streamknn {streamknn.__version__} "
           f"backend={a.backend}, {os.cpu_count()} CPUs; ms, median of {a.reps}")
+    if a.fit_only:
+        return fit_table(a, X, targets)
     print("| estimator | library | fit | fit (sklearn auto) | predict | kneighbors | 1 query |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name, y in targets.items():

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <memory>
 #include <new>
 #include <string>
 #include <utility>
@@ -42,65 +43,102 @@ Update insert_of(const StoreConfig& config, PointId id, std::span<const float> v
   return Update::insert(id, vector);
 }
 
+/// Whether every |x| of xs is at most `bound` (and so finite), by the bits of the magnitudes
+/// (sign cleared): on those bits the order of non-negative floats is the integers' order, and
+/// +-Inf and NaN lie above every finite value, so one comparison per float tests finiteness and
+/// the bound together. As int32 (the cleared sign keeps them non-negative) the comparisons are
+/// OR-ed: that vectorises on the baseline x86-64 ISA with no loop-carried max, and reads the
+/// floats at memory speed (a running max took twice as long).
+bool all_within(std::span<const float> xs, float bound) {
+  const std::int32_t limit = std::bit_cast<std::int32_t>(bound);
+  std::int32_t beyond = 0;
+  for (const float x : xs) beyond |= (std::bit_cast<std::int32_t>(x) & 0x7fffffff) > limit;
+  return beyond == 0;
+}
+
 /// Whether every point passes push()'s checks by a test of the whole arrays, without early
-/// exits (the compiler vectorises it): where the stored form is the vector itself (L2, inner
-/// product) those checks are finiteness and the coordinate bound (metric_space.hpp: NaN, +-Inf
-/// and larger magnitudes all fail |x| <= bound), plus ids other than kInvalidId, labels in
-/// range and finite values. False sends every point through the engine's own check, which
-/// names the first bad one.
-bool all_pass(const StoreConfig& config, std::span<const PointId> ids, std::span<const float> vectors,
+/// exits: where the stored form is the vector itself (L2, inner product) those checks are
+/// finiteness and the coordinate bound (metric_space.hpp: NaN, +-Inf and larger magnitudes all
+/// fail |x| <= bound), given as vectors_within (all_within of the vectors), plus ids other than
+/// kInvalidId, labels in range and finite values. False sends every point through the engine's own check,
+/// which names the first bad one.
+bool all_pass(const StoreConfig& config, std::span<const PointId> ids, bool vectors_within,
               std::span<const std::int32_t> labels, std::span<const float> values) {
   if (!detail::stored_as_given(config.metric)) return false;
-  // On the magnitude's bits (sign cleared) the order of non-negative floats is the integers'
-  // order, and +-Inf and NaN lie above every finite value: one integer max per array.
-  const auto largest_magnitude = [](std::span<const float> xs) {
-    std::uint32_t worst = 0;
-    for (const float x : xs) worst = std::max(worst, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
-    return worst;
-  };
-  const float bound = detail::coordinate_bound(config.metric, config.dim);
-  const float inf = std::numeric_limits<float>::infinity();
   std::uint64_t low_id = std::numeric_limits<std::uint64_t>::max();  // of id + 1: kInvalidId wraps to 0
   for (const PointId id : ids) low_id = std::min<std::uint64_t>(low_id, id + 1);
   std::uint32_t top_label = 0;
   for (const std::int32_t label : labels) top_label = std::max(top_label, std::uint32_t(label));  // < 0 wraps high
-  return largest_magnitude(vectors) <= std::bit_cast<std::uint32_t>(bound) &&
-         largest_magnitude(values) < std::bit_cast<std::uint32_t>(inf) && (ids.empty() || low_id != 0) &&
+  return vectors_within && all_within(values, std::numeric_limits<float>::max()) && (ids.empty() || low_id != 0) &&
          (labels.empty() || top_label < config.target.count);
 }
 
-}  // namespace
-
-ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<const PointId> ids,
-                                       std::span<const float> vectors, std::span<const std::int32_t> labels,
-                                       std::span<const float> values, std::span<const std::uint32_t> attributes) {
-  const char* caller = "ReferenceSet::from_points";
-  const detail::Engine probe(probe_config(config));  // throws for a bad config, before any data is read
-  const std::size_t n = ids.size(), dim = config.dim;
+/// The argument checks of from_points (sizes and limits), before any data is read.
+void check_shapes(const StoreConfig& config, std::size_t n, std::size_t vector_floats, std::size_t label_count,
+                  std::size_t value_count, std::size_t attribute_count, const char* caller) {
+  const std::size_t dim = config.dim;
   const bool classes = config.target.kind == TargetSpec::Kind::Classes;
   const std::size_t outputs = config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
-  if (vectors.size() != n * dim) {
-    detail::fail_argument(caller, ": ", n, " ids need ", n * dim, " vector floats (dim=", dim, "), got ", vectors.size());
+  if (vector_floats != n * dim) {
+    detail::fail_argument(caller, ": ", n, " ids need ", n * dim, " vector floats (dim=", dim, "), got ", vector_floats);
   }
-  if (labels.size() != (classes ? n : 0)) {
-    detail::fail_argument(caller, ": ", labels.size(), " labels for ", n, " ids (a ",
+  if (label_count != (classes ? n : 0)) {
+    detail::fail_argument(caller, ": ", label_count, " labels for ", n, " ids (a ",
                           classes ? "classification store takes one each)" : "store without classes takes none)");
   }
-  if (values.size() != n * outputs) {
-    detail::fail_argument(caller, ": ", values.size(), " target values for ", n, " ids and ", outputs, " outputs");
+  if (value_count != n * outputs) {
+    detail::fail_argument(caller, ": ", value_count, " target values for ", n, " ids and ", outputs, " outputs");
   }
   const std::size_t words = config.attribute_words;
-  if (!attributes.empty() && words == 0) {
-    detail::fail_argument(caller, ": attributes has ", attributes.size(),
+  if (attribute_count != 0 && words == 0) {
+    detail::fail_argument(caller, ": attributes has ", attribute_count,
                           " words but the store's points carry none (StoreConfig::attribute_words = 0)");
   }
-  if (!attributes.empty() && attributes.size() != n * words) {
-    detail::fail_argument(caller, ": attributes has ", attributes.size(), " words; ", n, " ids need ", n * words,
+  if (attribute_count != 0 && attribute_count != n * words) {
+    detail::fail_argument(caller, ": attributes has ", attribute_count, " words; ", n, " ids need ", n * words,
                           " (attribute_words=", words, ") or none");
   }
   if (n > std::numeric_limits<std::uint32_t>::max() - 1) {
     detail::fail_argument(caller, ": ", n, " points exceed the limit of ", std::numeric_limits<std::uint32_t>::max() - 1);
   }
+}
+
+/// The image's vectors in stored form: `owned` itself where the stored form is the vector as
+/// given (else the given rows are copied, minus the origin, or left for a row-by-row write),
+/// and whether all the given vectors are within the coordinate bound where that decides their
+/// checks (false where the rows are checked one by one).
+bool stored_vectors(const StoreConfig& config, std::span<const float> vectors, std::vector<float>* owned,
+                    std::vector<float>& out) {
+  const std::size_t n = vectors.size() / std::max<std::size_t>(1, config.dim);
+  const std::size_t sdim = detail::stored_dim(config.metric, config.dim), dim = config.dim;
+  if (!detail::stored_as_given(config.metric)) {
+    out.resize(n * sdim);  // written row by row once each row is checked
+    return false;
+  }
+  if (!config.origin.empty()) {
+    // Minus the origin in double, rounded once (StoreConfig::origin); checked row by row.
+    out.resize(n * sdim);
+    for (std::size_t i = 0; i < n * dim; ++i) out[i] = float(double(vectors[i]) - config.origin[i % dim]);
+    return false;
+  }
+  if (owned != nullptr) {
+    out = std::move(*owned);
+    return all_within(out, detail::coordinate_bound(config.metric, config.dim));
+  }
+  out.assign(vectors.begin(), vectors.end());  // one copy (a resize would zero it first), then the check
+  return all_within(out, detail::coordinate_bound(config.metric, config.dim));
+}
+
+/// from_points with the vectors given (`vectors`) and, where the caller hands them over, owned
+/// (`owned`, holding the same floats; taken instead of copied).
+std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const PointId> ids,
+                                      std::span<const float> vectors, std::vector<float>* owned,
+                                      std::span<const std::int32_t> labels, std::span<const float> values,
+                                      std::span<const std::uint32_t> attributes) {
+  const char* caller = "ReferenceSet::from_points";
+  const detail::Engine probe(probe_config(config));  // throws for a bad config, before any data is read
+  const std::size_t n = ids.size(), dim = config.dim;
+  check_shapes(config, n, vectors.size(), labels.size(), values.size(), attributes.size(), caller);
   const std::size_t sdim = detail::stored_dim(config.metric, dim);
   detail::StoreImage image;
   detail::IdIndex index;
@@ -108,23 +146,14 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
-    // Stored as given (L2, inner product): one copy, checked below; else written row by row.
-    const bool as_given = detail::stored_as_given(config.metric);
-    if (as_given && !config.origin.empty()) {
-      // Minus the origin in double, rounded once (StoreConfig::origin); checked row by row below.
-      image.vectors.resize(n * sdim);
-      for (std::size_t i = 0; i < n * dim; ++i) image.vectors[i] = float(double(vectors[i]) - config.origin[i % dim]);
-    } else if (as_given) {
-      image.vectors.assign(vectors.begin(), vectors.end());
-    } else {
-      image.vectors.resize(n * sdim);
-    }
+    const bool within = stored_vectors(config, vectors, owned, image.vectors);
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
-    image.attribute_words = words;
+    image.attribute_words = config.attribute_words;
     image.attributes.assign(attributes.begin(), attributes.end());  // empty: every word 0
+    const bool as_given = detail::stored_as_given(config.metric);
+    const bool checked = config.origin.empty() && all_pass(config, ids, within, labels, values);
     index.reserve(n);
-    const bool checked = config.origin.empty() && all_pass(config, ids, vectors, labels, values);
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);
       if (!checked) {
@@ -144,7 +173,23 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(detail::concat(caller, ": host memory exhausted for ", n, " points of dim ", dim));
   }
-  return ReferenceSet(std::make_unique<detail::Engine>(config, std::move(image), std::move(index)));
+  return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));
+}
+
+}  // namespace
+
+ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<const PointId> ids,
+                                       std::span<const float> vectors, std::span<const std::int32_t> labels,
+                                       std::span<const float> values, std::span<const std::uint32_t> attributes) {
+  return ReferenceSet(build(config, ids, vectors, nullptr, labels, values, attributes));
+}
+
+ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<const PointId> ids,
+                                       std::vector<float>&& vectors, std::span<const std::int32_t> labels,
+                                       std::span<const float> values, std::span<const std::uint32_t> attributes) {
+  // Taken over only where the stored form is the vector as given (L2, inner product, no
+  // origin); the span keeps pointing at the same floats, then held by the image.
+  return ReferenceSet(build(config, ids, vectors, &vectors, labels, values, attributes));
 }
 
 }  // namespace streamknn

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -148,20 +149,54 @@ class CpuBackend final : public Backend {
 
   void restore(const ResolvedBatch& batch, std::uint64_t epoch) override {
     // Both buffers at once: nothing reads them yet, and no copy of the batch is kept for a replay.
+    // A batch of every slot in order (a load, from_points) fills each buffer in one pass, the two
+    // on two threads where the pool has one: nothing is zeroed and then overwritten.
+    const bool whole = HostStore::fills_every_slot(batch, config_.target.kind != TargetSpec::Kind::None,
+                                                   !batch.attribute_slots.empty());
     try {
       refuse_beyond_memory(2.0 * double(batch.slot_count) * double(row_stride(stored_dim_)) * sizeof(float),
                            "ReferenceSet::load: ", batch.slot_count, " points of dim ", config_.dim,
                            " on the CPU backend");
-      for (Buffer& b : buffers_) b.store.reserve(batch.slot_count);
+      if (whole) {
+        load_both(batch);
+      } else {
+        for (Buffer& b : buffers_) b.store.reserve(batch.slot_count);
+      }
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(concat("ReferenceSet::load: host memory exhausted for ", batch.slot_count, " points of dim ",
                                config_.dim));
     }
     note_norms(batch);
     for (Buffer& b : buffers_) {
-      b.store.apply(batch);
+      if (!whole) b.store.apply(batch);
       b.epoch = epoch;
     }
+  }
+
+  /// HostStore::load of both buffers, concurrently where the pool has a worker. Throws
+  /// std::bad_alloc (then neither buffer changed: each load builds new arrays before swapping).
+  void load_both(const ResolvedBatch& batch) {
+    HostStore fresh[2] = {HostStore(stored_dim_, config_.target, config_.attribute_words),
+                          HostStore(stored_dim_, config_.target, config_.attribute_words)};
+    std::exception_ptr failed[2];
+    const auto one = [&](std::size_t i) {
+      try {
+        fresh[i].load(batch);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    };
+    // Large loads only: for a few thousand points waking a worker costs more than the copy.
+    if (batch.vectors.size() >= (std::size_t(1) << 18)) {
+      pool_.parallel_for(2, one);
+    } else {
+      one(0);
+      one(1);
+    }
+    for (const std::exception_ptr& e : failed) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (std::size_t i = 0; i < 2; ++i) buffers_[i].store = std::move(fresh[i]);
   }
 
   void read_snapshot(StoreImage& image) const override {

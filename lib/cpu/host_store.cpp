@@ -1,8 +1,32 @@
 #include "cpu/host_store.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace streamknn::detail {
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+constexpr std::size_t kHugeBytes = std::size_t(4) << 20;
+std::align_val_t store_alignment(std::size_t bytes) noexcept {
+  return std::align_val_t(bytes >= kHugeBytes ? kHugePage : 64);
+}
+}  // namespace
+
+void* allocate_store_bytes(std::size_t bytes) {
+  void* p = ::operator new(bytes, store_alignment(bytes));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes >= kHugeBytes) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: errors ignored
+#endif
+  return p;
+}
+
+void free_store_bytes(void* p, std::size_t bytes) noexcept { ::operator delete(p, store_alignment(bytes)); }
 
 HostStore::HostStore(std::size_t stored_dim, TargetSpec target, std::size_t attribute_words)
     : stored_dim_(stored_dim),
@@ -15,7 +39,7 @@ void HostStore::reserve(std::size_t slots) {
   if (slots <= capacity()) return;
   const std::size_t grown = (std::max(slots, capacity() + capacity() / 2) + 7) / 8 * 8;
   // Grow every array before committing any, so a bad_alloc leaves the store as it was.
-  AlignedVector<float> vectors(grown * stride_, 0.0f);
+  StoreVector vectors(grown * stride_, 0.0f);
   if (by_column()) {
     for (std::size_t d = 0; d < stored_dim_; ++d) {
       std::copy_n(vectors_.data() + d * capacity(), capacity(), vectors.data() + d * grown);
@@ -63,6 +87,67 @@ void HostStore::apply(const ResolvedBatch& batch) {
   }
   for (std::size_t i = 0; i < batch.id_slots.size(); ++i) ids_[batch.id_slots[i]] = batch.ids[i];
   slot_count_ = batch.slot_count;
+}
+
+bool HostStore::fills_every_slot(const ResolvedBatch& batch, bool has_targets, bool has_attributes) noexcept {
+  const std::size_t n = batch.slot_count;
+  const auto in_order = [n](const std::vector<std::uint32_t>& slots) {
+    if (slots.size() != n) return false;
+    for (std::size_t s = 0; s < n; ++s) {
+      if (slots[s] != s) return false;
+    }
+    return true;
+  };
+  if (!in_order(batch.vector_slots) || !in_order(batch.id_slots)) return false;
+  if (has_targets ? !in_order(batch.target_slots) : !batch.target_slots.empty()) return false;
+  if (has_attributes ? !in_order(batch.attribute_slots) : !batch.attribute_slots.empty()) return false;
+  return std::find(batch.ids.begin(), batch.ids.end(), kInvalidId) == batch.ids.end();
+}
+
+void HostStore::load(const ResolvedBatch& batch) {
+  const std::size_t n = batch.slot_count, cap = (n + 7) / 8 * 8;
+  StoreVector vectors(cap * stride_);  // uninitialised: every float is written below
+  if (by_column()) {
+    for (std::size_t d = 0; d < stored_dim_; ++d) {
+      float* column = vectors.data() + d * cap;
+      for (std::size_t s = 0; s < n; ++s) column[s] = batch.vectors[s * stored_dim_ + d];
+      std::fill(column + n, column + cap, 0.0f);
+    }
+  } else if (stride_ == stored_dim_) {
+    if (n) std::memcpy(vectors.data(), batch.vectors.data(), n * stored_dim_ * sizeof(float));
+    std::fill(vectors.data() + n * stride_, vectors.data() + cap * stride_, 0.0f);
+  } else {
+    for (std::size_t s = 0; s < n; ++s) {
+      float* row = vectors.data() + s * stride_;
+      std::copy_n(batch.vectors.data() + s * stored_dim_, stored_dim_, row);
+      std::fill(row + stored_dim_, row + stride_, 0.0f);
+    }
+    std::fill(vectors.data() + n * stride_, vectors.data() + cap * stride_, 0.0f);
+  }
+  // Each array sized to the capacity first, then written: one allocation, no reallocation.
+  const auto filled = [cap](auto& out, const auto& in, std::size_t per_slot, auto blank) {
+    out.reserve(cap * per_slot);
+    out.assign(in.begin(), in.end());
+    out.resize(cap * per_slot, blank);
+  };
+  std::vector<PointId> ids;
+  std::vector<std::int32_t> labels;
+  std::vector<float> values;
+  std::vector<std::uint32_t> attributes;
+  filled(ids, batch.ids, 1, kInvalidId);
+  if (target_.kind == TargetSpec::Kind::Classes) filled(labels, batch.labels, 1, std::int32_t{0});
+  filled(values, batch.values, value_count_, 0.0f);
+  if (batch.attribute_slots.empty()) {
+    attributes.assign(cap * attribute_words_, 0u);
+  } else {
+    filled(attributes, batch.attributes, attribute_words_, 0u);
+  }
+  vectors_.swap(vectors);
+  ids_.swap(ids);
+  labels_.swap(labels);
+  values_.swap(values);
+  attributes_.swap(attributes);
+  slot_count_ = n;
 }
 
 }  // namespace streamknn::detail

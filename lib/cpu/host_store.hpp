@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "core/resolved_batch.hpp"
@@ -34,6 +35,35 @@ struct AlignedAllocator {
 template <class T>
 using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
+/// Memory for a store's vectors: 64-byte aligned; from 4 MiB on, 2 MiB aligned and advised
+/// to the kernel as huge-page memory (Linux MADV_HUGEPAGE; a hint, ignored where unsupported),
+/// so that a new store of millions of floats takes a page fault per 2 MiB instead of per 4 KiB
+/// and a scan of it misses the TLB far less often.
+void* allocate_store_bytes(std::size_t bytes);
+void free_store_bytes(void* p, std::size_t bytes) noexcept;
+
+/// The store's vectors' allocator (allocate_store_bytes); elements made without a value
+/// (vector(n), resize(n)) are left uninitialised, for buffers whose every float is written next.
+template <class T>
+struct StoreAllocator {
+  using value_type = T;
+  StoreAllocator() = default;
+  template <class U>
+  StoreAllocator(const StoreAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(allocate_store_bytes(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { free_store_bytes(p, n * sizeof(T)); }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+  friend bool operator==(const StoreAllocator&, const StoreAllocator&) noexcept { return true; }
+};
+using StoreVector = std::vector<float, StoreAllocator<float>>;
+
 /// Stores of at most this many stored dimensions are held column by column.
 constexpr std::size_t kMaxColumnDim = 4;
 
@@ -52,6 +82,13 @@ class HostStore {
   void reserve(std::size_t slots);
   /// Writes a batch; capacity must already hold batch.slot_count slots.
   void apply(const ResolvedBatch& batch);
+  /// True when `batch` writes every slot 0..slot_count-1 in order, all of them live (a load).
+  static bool fills_every_slot(const ResolvedBatch& batch, bool has_targets, bool has_attributes) noexcept;
+  /// Replaces the contents with such a batch: new arrays of capacity slot_count rounded up to
+  /// 8, each written once (rows copied, padding and spare slots zeroed; no fill before the
+  /// copy), instead of reserve()'s zero fill followed by apply()'s row-by-row writes.
+  /// Throws std::bad_alloc, leaving the store as it was.
+  void load(const ResolvedBatch& batch);
 
   std::size_t slot_count() const noexcept { return slot_count_; }
   std::size_t capacity() const noexcept { return ids_.size(); }
@@ -78,7 +115,7 @@ class HostStore {
   TargetSpec target_;
   std::size_t value_count_;
   std::size_t slot_count_ = 0;
-  AlignedVector<float> vectors_;
+  StoreVector vectors_;
   std::vector<PointId> ids_;
   std::vector<std::int32_t> labels_;
   std::vector<float> values_;

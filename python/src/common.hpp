@@ -102,6 +102,10 @@ struct FloatRows {
   std::size_t rows = 0, cols = 0;
 };
 FloatRows as_float_rows(py::handle object, std::size_t cols, bool allow_column, const char* call, const char* what);
+/// A float32 or float64 NumPy array of shape (rows, cols) that is not float32 C-contiguous, as
+/// float32 rows made in one pass (any order or strides), for a callee that takes the vector over
+/// (ReferenceSet.from_points); nullopt for anything else (as_float_rows then reads or converts it).
+std::optional<std::vector<float>> owned_float_rows(py::handle object, std::size_t cols);
 
 /// Class labels as int32 (1-D, integer dtype), range-checked later.
 struct LabelArray {

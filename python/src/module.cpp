@@ -158,6 +158,52 @@ FloatRows as_float_rows(py::handle object, std::size_t cols, bool allow_column, 
   return out;
 }
 
+namespace {
+/// rows x cols of T at byte strides (row_step, col_step) as float32 rows in out, one pass: a
+/// contiguous row at a time, else (Fortran order, slices) blocks of 64 rows column by column,
+/// so that the reads follow the columns and the writes stay within a few KiB.
+template <class T>
+void convert_rows(const char* base, py::ssize_t row_step, py::ssize_t col_step, std::size_t rows, std::size_t cols,
+                  float* out) {
+  if (col_step == py::ssize_t(sizeof(T))) {
+    for (std::size_t i = 0; i < rows; ++i) {
+      const T* row = reinterpret_cast<const T*>(base + py::ssize_t(i) * row_step);
+      float* to = out + i * cols;
+      for (std::size_t j = 0; j < cols; ++j) to[j] = static_cast<float>(row[j]);
+    }
+    return;
+  }
+  constexpr std::size_t kBlock = 64;
+  for (std::size_t i0 = 0; i0 < rows; i0 += kBlock) {
+    const std::size_t i1 = std::min(rows, i0 + kBlock);
+    for (std::size_t j = 0; j < cols; ++j) {
+      const char* column = base + py::ssize_t(j) * col_step;
+      for (std::size_t i = i0; i < i1; ++i) {
+        out[i * cols + j] = static_cast<float>(*reinterpret_cast<const T*>(column + py::ssize_t(i) * row_step));
+      }
+    }
+  }
+}
+}  // namespace
+
+std::optional<std::vector<float>> owned_float_rows(py::handle object, std::size_t cols) {
+  if (!py::isinstance<py::array>(object)) return std::nullopt;
+  const py::array a = py::reinterpret_borrow<py::array>(object);
+  if (a.ndim() != 2 || std::size_t(a.shape(1)) != cols) return std::nullopt;
+  const bool f32 = a.dtype().is(py::dtype::of<float>()), f64 = a.dtype().is(py::dtype::of<double>());
+  if (!(f32 || f64) || (f32 && (a.flags() & py::array::c_style))) return std::nullopt;
+  if (!a.dtype().attr("isnative").cast<bool>()) return std::nullopt;  // byte-swapped: numpy converts
+  const std::size_t rows = std::size_t(a.shape(0));
+  std::vector<float> out(rows * cols);
+  const char* base = static_cast<const char*>(a.data());
+  if (f64) {
+    convert_rows<double>(base, a.strides(0), a.strides(1), rows, cols, out.data());
+  } else {
+    convert_rows<float>(base, a.strides(0), a.strides(1), rows, cols, out.data());
+  }
+  return out;
+}
+
 LabelArray as_labels(py::handle object, const char* call) {
   py::array a = py::array::ensure(object);
   if (!a) throw py::type_error(message(call, ": labels must be an array of integers"));

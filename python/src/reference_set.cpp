@@ -295,10 +295,18 @@ struct Points {
   FloatRows vectors;
   std::vector<std::int32_t> labels;
   std::optional<FloatRows> values;
+  std::optional<std::vector<float>> owned;  ///< the vectors converted here (then vectors views them)
 };
 
 Points as_points(const StoreConfig& config, py::handle ids, py::handle vectors, py::handle targets, const char* call) {
-  Points p{as_ids(ids, 1, 1, call, "ids"), as_float_rows(vectors, config.dim, false, call, "vectors"), {}, {}};
+  Points p{as_ids(ids, 1, 1, call, "ids"), {}, {}, {}, owned_float_rows(vectors, config.dim)};
+  if (p.owned) {  // float64 or non-C-ordered: converted once, into the vector the store takes over
+    p.vectors.data = p.owned->data();
+    p.vectors.rows = p.owned->size() / std::max<std::size_t>(1, config.dim);
+    p.vectors.cols = config.dim;
+  } else {
+    p.vectors = as_float_rows(vectors, config.dim, false, call, "vectors");
+  }
   const std::size_t n = p.ids.rows;
   if (p.vectors.rows != n) fail_argument(call, ": ", n, " ids but ", p.vectors.rows, " vectors");
   switch (config.target.kind) {
@@ -453,7 +461,7 @@ any thread; searches and publishes release the GIL.
                                                    capacity_hint, queue_capacity, cuda_device, cpu_threads,
                                                    publish_threads, spatial_index,
                                                    attribute_words.value_or(words_of(attributes, call)));
-            const Points p = as_points(config, ids, vectors, targets, call);
+            Points p = as_points(config, ids, vectors, targets, call);
             std::optional<AttrRows> words;
             if (!attributes.is_none()) {
               words = as_attributes(attributes, config.attribute_words, call);
@@ -461,13 +469,20 @@ any thread; searches and publishes release the GIL.
                 fail_argument(call, ": ", p.ids.rows, " ids but ", words->rows, " attribute rows");
               }
             }
-            py::gil_scoped_release nogil;
-            return std::make_unique<Store>(ReferenceSet::from_points(
-                config, {p.ids.data, p.ids.rows}, {p.vectors.data, p.vectors.rows * p.vectors.cols},
-                p.labels, p.values ? std::span<const float>(p.values->data, p.values->rows * p.values->cols)
-                                   : std::span<const float>(),
+            const std::span<const float> values =
+                p.values ? std::span<const float>(p.values->data, p.values->rows * p.values->cols) : std::span<const float>();
+            const std::span<const std::uint32_t> attribute_words_of =
                 words ? std::span<const std::uint32_t>(words->data, words->rows * words->cols)
-                      : std::span<const std::uint32_t>()));
+                      : std::span<const std::uint32_t>();
+            py::gil_scoped_release nogil;
+            if (p.owned) {  // the converted vectors are taken over, not copied again
+              return std::make_unique<Store>(ReferenceSet::from_points(config, {p.ids.data, p.ids.rows},
+                                                                       std::move(*p.owned), p.labels, values,
+                                                                       attribute_words_of));
+            }
+            return std::make_unique<Store>(ReferenceSet::from_points(
+                config, {p.ids.data, p.ids.rows}, {p.vectors.data, p.vectors.rows * p.vectors.cols}, p.labels, values,
+                attribute_words_of));
           },
           py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(), py::arg("metric") = "l2",
           py::arg("n_classes") = py::none(), py::arg("n_outputs") = py::none(), py::arg("backend") = "auto",

@@ -265,7 +265,7 @@ class _StreamNeighborsCore(BaseEstimator):
             rows = np.ascontiguousarray(rows) if rows.dtype in _FLOATS else np.ascontiguousarray(rows, np.float32)
             self.n_features_in_ = rows.shape[1]
             return rows
-        X = _validate_data(self, X, reset=reset, accept_sparse="csr", dtype=_FLOATS, order="C")
+        X = _validate_data(self, X, reset=reset, accept_sparse="csr", dtype=_FLOATS)
         return _densify(X, self._metric_kind(), type(self).__name__)
 
     # ---- queries ----------------------------------------------------------------------------------

@@ -55,6 +55,37 @@ def test_float64_input_and_empty_store(backend, rng):
     assert empty.epoch == 0 and len(empty) == 0 and empty.dim == 3
 
 
+@pytest.mark.parametrize("dim", [4, 9], ids=["columns", "padded-rows"])
+def test_any_float_layout_equals_float32_rows(backend, rng, dim):
+    # float64 and non-C-ordered vectors are converted once, into the vector the store takes over;
+    # enough points that the CPU backend fills its two buffers on two threads.
+    n = 70_000
+    x = rng.standard_normal((n, dim))
+    ids = np.arange(n, dtype=np.uint64)[::-1].copy()
+    kw = dict(backend=backend, queue_capacity=n)  # the config is in the bytes: the pushes' one publish
+    reference = streamknn.ReferenceSet.from_points(ids, x.astype(np.float32), **kw).to_bytes()
+    wide = np.empty((n, 2 * dim))
+    wide[:, ::2] = x
+    for layout in (x, np.asfortranarray(x), np.asfortranarray(x, dtype=np.float32), wide[:, ::2],
+                   x.astype(">f8")):
+        assert streamknn.ReferenceSet.from_points(ids, layout, **kw).to_bytes() == reference
+    pushed = streamknn.ReferenceSet(dim, **kw)
+    pushed.insert(ids, x)
+    pushed.publish()
+    assert pushed.to_bytes() == reference
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_bad_float64_rows_are_refused_by_row(backend, order):
+    x = np.asarray(np.ones((5, 3)) * np.arange(5)[:, None], order=order)
+    x[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"row 2\b"):
+        streamknn.ReferenceSet.from_points(np.arange(5, dtype=np.uint64), x, backend=backend)
+    ids = np.array([0, 1, 2, 1, 4], np.uint64)
+    with pytest.raises(ValueError, match=r"ids\[3\] = 1 repeats an earlier id"):
+        streamknn.ReferenceSet.from_points(ids, np.asarray(np.ones((5, 3)), order=order), backend=backend)
+
+
 @pytest.mark.parametrize("case, message", [
     ("repeat", r"ids\[3\] = 1 repeats an earlier id"),
     ("invalid", "reserved"),

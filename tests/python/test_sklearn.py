@@ -151,6 +151,21 @@ def test_kneighbors_of_the_training_set_excludes_each_row(backend, rng):
     assert ours.kneighbors(n_neighbors=2, return_distance=False).shape == (80, 2)
 
 
+@pytest.mark.parametrize("labels", [
+    np.array([7, -3, 7, 0, -3, 2]), np.array([250, 3, 3, 250], np.uint8), np.array([-128, 127, 0], np.int8),
+    np.array([2**63 + 5, 2**63 + 1, 2**63 + 5], np.uint64), np.array([0, 2**40, 5]), np.array([1, 0, 1], ">i4"),
+    np.array(["b", "a", "b"]), np.array([0.5, -1.0, 0.5])], ids=str)
+def test_label_encoding_is_numpys_unique(labels):
+    # Integers of a small range are encoded by a count per value, others by np.unique: both give
+    # np.unique's classes (its dtype too) and inverse.
+    from streamknn._sklearn import _unique_inverse
+    classes, codes = _unique_inverse(labels)
+    want_classes, want_codes = np.unique(labels, return_inverse=True)
+    assert classes.dtype == want_classes.dtype and codes.dtype == np.int32
+    np.testing.assert_array_equal(classes, want_classes)
+    np.testing.assert_array_equal(codes, want_codes)
+
+
 def test_partial_fit_equals_fit_on_everything(backend, rng):
     X = rng.normal(size=(300, 4)).astype(np.float32)
     y = np.where(X[:, 0] + X[:, 1] > 0, "pos", "neg")
