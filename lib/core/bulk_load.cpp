@@ -4,9 +4,12 @@
 // batch into the queue, the resolved batch, the back buffer and the copy kept for its replay.
 #include <algorithm>
 #include <bit>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,6 +132,46 @@ bool stored_vectors(const StoreConfig& config, std::span<const float> vectors, s
   return all_within(out, detail::coordinate_bound(config.metric, config.dim));
 }
 
+/// Whether a load of `floats` vector floats builds its id index on a second thread: large
+/// loads, where StoreConfig::publish_threads allows more than one thread and there is a second
+/// hardware thread (starting a thread costs tens of microseconds).
+bool two_threads(const StoreConfig& config, std::size_t floats) {
+  return floats >= (std::size_t(1) << 18) && config.publish_threads != 1 && std::thread::hardware_concurrency() > 1;
+}
+
+/// ids[i] -> slot i inserted into an index on a thread of its own, without throwing.
+class IndexBuild {
+ public:
+  explicit IndexBuild(std::span<const PointId> ids) : thread_([this, ids] { run(ids); }) {}
+  /// Waits; true with the index moved to `out` when every id was inserted (false: an id
+  /// repeats; rethrows a failed allocation).
+  bool finish(detail::IdIndex& out) {
+    thread_.join();
+    if (failed_) std::rethrow_exception(failed_);
+    if (!complete_) return false;
+    out = std::move(index_);
+    return true;
+  }
+
+ private:
+  void run(std::span<const PointId> ids) noexcept {
+    try {
+      index_.reserve(ids.size());
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i + 16 < ids.size()) index_.prefetch(ids[i + 16]);  // random buckets: ask 16 ids ahead
+        if (!index_.insert(ids[i], static_cast<std::uint32_t>(i))) return;
+      }
+      complete_ = true;
+    } catch (...) {
+      failed_ = std::current_exception();
+    }
+  }
+  detail::IdIndex index_;
+  bool complete_ = false;
+  std::exception_ptr failed_;
+  std::jthread thread_;  // last: started once the members it writes exist, joined before they go
+};
+
 /// from_points with the vectors given (`vectors`) and, where the caller hands them over, owned
 /// (`owned`, holding the same floats; taken instead of copied).
 std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const PointId> ids,
@@ -143,6 +186,12 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
   detail::StoreImage image;
   detail::IdIndex index;
   try {
+    // Where the arrays as a whole can pass the checks, the index is built on a second thread
+    // meanwhile (it waits on memory latency, the copy on bandwidth); the loop below then only
+    // runs where a row or id fails, to name the first one.
+    const bool as_given = detail::stored_as_given(config.metric);
+    std::optional<IndexBuild> side;
+    if (as_given && config.origin.empty() && two_threads(config, vectors.size())) side.emplace(ids);
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
@@ -151,8 +200,11 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     image.values.assign(values.begin(), values.end());
     image.attribute_words = config.attribute_words;
     image.attributes.assign(attributes.begin(), attributes.end());  // empty: every word 0
-    const bool as_given = detail::stored_as_given(config.metric);
     const bool checked = config.origin.empty() && all_pass(config, ids, within, labels, values);
+    if (side && side->finish(index) && checked) {
+      return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));
+    }
+    index = detail::IdIndex();
     index.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);

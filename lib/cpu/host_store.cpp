@@ -2,31 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace streamknn::detail {
-
-namespace {
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
-constexpr std::size_t kHugeBytes = std::size_t(4) << 20;
-std::align_val_t store_alignment(std::size_t bytes) noexcept {
-  return std::align_val_t(bytes >= kHugeBytes ? kHugePage : 64);
-}
-}  // namespace
-
-void* allocate_store_bytes(std::size_t bytes) {
-  void* p = ::operator new(bytes, store_alignment(bytes));
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugeBytes) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: errors ignored
-#endif
-  return p;
-}
-
-void free_store_bytes(void* p, std::size_t bytes) noexcept { ::operator delete(p, store_alignment(bytes)); }
 
 HostStore::HostStore(std::size_t stored_dim, TargetSpec target, std::size_t attribute_words)
     : stored_dim_(stored_dim),

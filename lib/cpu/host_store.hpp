@@ -35,23 +35,17 @@ struct AlignedAllocator {
 template <class T>
 using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
-/// Memory for a store's vectors: 64-byte aligned; from 4 MiB on, 2 MiB aligned and advised
-/// to the kernel as huge-page memory (Linux MADV_HUGEPAGE; a hint, ignored where unsupported),
-/// so that a new store of millions of floats takes a page fault per 2 MiB instead of per 4 KiB
-/// and a scan of it misses the TLB far less often.
-void* allocate_store_bytes(std::size_t bytes);
-void free_store_bytes(void* p, std::size_t bytes) noexcept;
-
-/// The store's vectors' allocator (allocate_store_bytes); elements made without a value
-/// (vector(n), resize(n)) are left uninitialised, for buffers whose every float is written next.
+/// The store's vectors' allocator: AlignedAllocator's 64-byte alignment, but elements made
+/// without a value (vector(n), resize(n)) are left uninitialised, for buffers whose every float
+/// is written next (HostStore::load).
 template <class T>
 struct StoreAllocator {
   using value_type = T;
   StoreAllocator() = default;
   template <class U>
   StoreAllocator(const StoreAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(allocate_store_bytes(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { free_store_bytes(p, n * sizeof(T)); }
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t(64)); }
   template <class U, class... Args>
   void construct(U* p, Args&&... args) {
     if constexpr (sizeof...(Args) == 0) {

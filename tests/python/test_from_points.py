@@ -86,6 +86,19 @@ def test_bad_float64_rows_are_refused_by_row(backend, order):
         streamknn.ReferenceSet.from_points(ids, np.asarray(np.ones((5, 3)), order=order), backend=backend)
 
 
+def test_bad_rows_of_a_large_load_are_named(backend, rng):
+    # A load this large builds its id index on a second thread; the first bad row is still named.
+    n = 70_000
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    ids = np.arange(n, dtype=np.uint64)
+    ids[60_000], ids[65_000] = 7, 8
+    with pytest.raises(ValueError, match=r"ids\[60000\] = 7 repeats an earlier id"):
+        streamknn.ReferenceSet.from_points(ids, x, backend=backend)
+    x[50_000, 3] = np.nan
+    with pytest.raises(ValueError, match=r"row 50000\b"):
+        streamknn.ReferenceSet.from_points(ids, x, backend=backend)
+
+
 @pytest.mark.parametrize("case, message", [
     ("repeat", r"ids\[3\] = 1 repeats an earlier id"),
     ("invalid", "reserved"),
