@@ -1,12 +1,14 @@
 // The CPU backend: two HostStore buffers. Searches pin the front buffer; publish() writes the
 // back buffer once its last reader has left, swaps, and replays the same batch onto the other
-// buffer at the next publish, so the two never drift and no publish copies the whole store.
+// buffer at the next publish, so the two never drift and no publish copies the whole store,
+// except the first after a load of every slot (from_points, a checkpoint without free slots):
+// such a load fills the front buffer only, and the back buffer becomes its copy when a publish
+// first needs it, so a store that is loaded and then only searched holds one buffer.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -60,6 +62,11 @@ class CpuBackend final : public Backend {
       const std::size_t needed = std::max(slots, pending_slots_);
       refuse_beyond_memory(double(needed) * double(row_stride(stored_dim_)) * sizeof(float),
                            "ReferenceSet: ", needed, " points of dim ", config_.dim, " on the CPU backend");
+      if (back_unfilled_) {  // after a load: the back buffer becomes the front's copy (see the top)
+        back.store = buffers_[front_].store;
+        back.epoch = buffers_[front_].epoch;
+        back_unfilled_ = false;
+      }
       back.store.reserve(needed);
     } catch (const std::bad_alloc&) {
       throw OutOfMemory(concat("ReferenceSet::publish: host memory exhausted growing the store to ", slots,
@@ -149,8 +156,8 @@ class CpuBackend final : public Backend {
 
   void restore(const ResolvedBatch& batch, std::uint64_t epoch) override {
     // Both buffers at once: nothing reads them yet, and no copy of the batch is kept for a replay.
-    // A batch of every slot in order (a load, from_points) fills each buffer in one pass, the two
-    // on two threads where the pool has one: nothing is zeroed and then overwritten.
+    // A batch of every slot in order (a load) fills the front buffer in one pass, nothing zeroed
+    // and then overwritten, and leaves the back buffer to the first publish (see the top).
     const bool whole = HostStore::fills_every_slot(batch, config_.target.kind != TargetSpec::Kind::None,
                                                    !batch.attribute_slots.empty());
     try {
@@ -158,7 +165,11 @@ class CpuBackend final : public Backend {
                            "ReferenceSet::load: ", batch.slot_count, " points of dim ", config_.dim,
                            " on the CPU backend");
       if (whole) {
-        load_both(batch);
+        HostStore loaded(stored_dim_, config_.target, config_.attribute_words);
+        loaded.load(batch);
+        buffers_[front_].store = std::move(loaded);
+        buffers_[1 - front_].store = HostStore(stored_dim_, config_.target, config_.attribute_words);
+        back_unfilled_ = true;
       } else {
         for (Buffer& b : buffers_) b.store.reserve(batch.slot_count);
       }
@@ -171,32 +182,6 @@ class CpuBackend final : public Backend {
       if (!whole) b.store.apply(batch);
       b.epoch = epoch;
     }
-  }
-
-  /// HostStore::load of both buffers, concurrently where the pool has a worker. Throws
-  /// std::bad_alloc (then neither buffer changed: each load builds new arrays before swapping).
-  void load_both(const ResolvedBatch& batch) {
-    HostStore fresh[2] = {HostStore(stored_dim_, config_.target, config_.attribute_words),
-                          HostStore(stored_dim_, config_.target, config_.attribute_words)};
-    std::exception_ptr failed[2];
-    const auto one = [&](std::size_t i) {
-      try {
-        fresh[i].load(batch);
-      } catch (...) {
-        failed[i] = std::current_exception();
-      }
-    };
-    // Large loads only: for a few thousand points waking a worker costs more than the copy.
-    if (batch.vectors.size() >= (std::size_t(1) << 18)) {
-      pool_.parallel_for(2, one);
-    } else {
-      one(0);
-      one(1);
-    }
-    for (const std::exception_ptr& e : failed) {
-      if (e) std::rethrow_exception(e);
-    }
-    for (std::size_t i = 0; i < 2; ++i) buffers_[i].store = std::move(fresh[i]);
   }
 
   void read_snapshot(StoreImage& image) const override {
@@ -439,6 +424,7 @@ class CpuBackend final : public Backend {
   int front_ = 0;
   ResolvedBatch pending_;     // applied to the front buffer, not yet to the back one
   bool has_pending_ = false;
+  bool back_unfilled_ = false;  // the back buffer holds nothing yet: reserve() copies the front first
   std::size_t pending_slots_ = 0;  // slots pending_ writes (its highest slot + 1)
   mutable ThreadPool pool_;
   std::atomic<double> max_norm_{0.0};  // >= every stored vector's L2 norm (inner product; exact_rank.hpp)

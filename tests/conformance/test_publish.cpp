@@ -1,4 +1,5 @@
 // publish(): reports, epochs, id errors, snapshot isolation of in-flight searches, growth.
+#include <atomic>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -81,6 +82,47 @@ TEST_CASE("results carry the epoch they were computed on; in-flight searches kee
   const Neighbors now = store.search(q, 1);
   CHECK(now.epoch == 3);
   CHECK(now.ids[0] != 0);
+}
+
+TEST_CASE("a store made by from_points, searched meanwhile, takes publishes as a pushed one does") {
+  // The CPU backend fills one buffer at the load and the other at the first publish after it.
+  auto g = rng(650);
+  const std::size_t n = 3000, dim = 6;
+  const auto data = uniform(g, n * dim);
+  std::vector<PointId> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = 10 * i;
+  StoreConfig c = config_for(dim);
+  c.queue_capacity = n;
+  ReferenceSet loaded = ReferenceSet::from_points(c, ids, data);
+  ReferenceSet pushed(c);
+  for (std::size_t i = 0; i < n; ++i) pushed.insert(ids[i], std::span(data).subspan(i * dim, dim));
+  pushed.publish();
+  const std::vector<float> q(data.begin() + 5 * dim, data.begin() + 6 * dim);  // point 50 itself
+  std::atomic<bool> done{false};
+  std::atomic<int> searches{0}, wrong{0};
+  std::thread reader([&] {
+    while (!done.load() || searches.load() == 0) {
+      const Neighbors got = loaded.search(q, 3);
+      wrong += got.ids[0] != (got.epoch == 1 ? 50u : 7u);
+      ++searches;
+    }
+  });
+  const std::vector<float> far(dim, 50.0f);
+  for (ReferenceSet* store : {&loaded, &pushed}) {
+    store->move(50, far);
+    store->insert(7, q);
+    store->publish();
+    store->erase(0);
+    store->publish();
+  }
+  done = true;
+  reader.join();
+  CHECK(wrong.load() == 0);
+  CHECK(loaded.save_bytes() == pushed.save_bytes());
+  for (std::size_t i = 100; i < 3000; i += 700) {
+    const std::vector<float> p(data.begin() + std::ptrdiff_t(i * dim), data.begin() + std::ptrdiff_t((i + 1) * dim));
+    CHECK(loaded.search(p, 4).ids == pushed.search(p, 4).ids);
+  }
 }
 
 TEST_CASE("growth far past the capacity hint keeps every point") {
