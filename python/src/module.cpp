@@ -1,5 +1,6 @@
 // streamknn._streamknn: the extension module. Exceptions, array conversions, module attributes.
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "common.hpp"
@@ -159,28 +160,41 @@ FloatRows as_float_rows(py::handle object, std::size_t cols, bool allow_column, 
 }
 
 namespace {
-/// rows x cols of T at byte strides (row_step, col_step) as float32 rows in out, one pass: a
-/// contiguous row at a time, else (Fortran order, slices) blocks of 64 rows column by column,
-/// so that the reads follow the columns and the writes stay within a few KiB.
+/// A forward iterator over elements of type T at a byte stride, read as floats: a row of a NumPy
+/// array of any layout, appended to a vector by insert() without a zero fill first.
 template <class T>
-void convert_rows(const char* base, py::ssize_t row_step, py::ssize_t col_step, std::size_t rows, std::size_t cols,
-                  float* out) {
-  if (col_step == py::ssize_t(sizeof(T))) {
-    for (std::size_t i = 0; i < rows; ++i) {
-      const T* row = reinterpret_cast<const T*>(base + py::ssize_t(i) * row_step);
-      float* to = out + i * cols;
-      for (std::size_t j = 0; j < cols; ++j) to[j] = static_cast<float>(row[j]);
-    }
-    return;
+struct StridedFloats {
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = float;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const float*;
+  using reference = float;
+  const char* at = nullptr;
+  py::ssize_t step = 0;
+  float operator*() const { return static_cast<float>(*reinterpret_cast<const T*>(at)); }
+  StridedFloats& operator++() {
+    at += step;
+    return *this;
   }
-  constexpr std::size_t kBlock = 64;
-  for (std::size_t i0 = 0; i0 < rows; i0 += kBlock) {
-    const std::size_t i1 = std::min(rows, i0 + kBlock);
-    for (std::size_t j = 0; j < cols; ++j) {
-      const char* column = base + py::ssize_t(j) * col_step;
-      for (std::size_t i = i0; i < i1; ++i) {
-        out[i * cols + j] = static_cast<float>(*reinterpret_cast<const T*>(column + py::ssize_t(i) * row_step));
-      }
+  StridedFloats operator++(int) {
+    StridedFloats before = *this;
+    at += step;
+    return before;
+  }
+  bool operator==(const StridedFloats& other) const { return at == other.at; }
+};
+
+/// rows x cols of T at byte strides (row_step, col_step) appended to out as float32 rows.
+template <class T>
+void append_rows(const char* base, py::ssize_t row_step, py::ssize_t col_step, std::size_t rows, std::size_t cols,
+                 std::vector<float>& out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    const char* row = base + py::ssize_t(i) * row_step;
+    if (col_step == py::ssize_t(sizeof(T))) {  // contiguous: a plain loop the compiler vectorises
+      const T* first = reinterpret_cast<const T*>(row);
+      out.insert(out.end(), first, first + cols);
+    } else {
+      out.insert(out.end(), StridedFloats<T>{row, col_step}, StridedFloats<T>{row + py::ssize_t(cols) * col_step, col_step});
     }
   }
 }
@@ -194,12 +208,13 @@ std::optional<std::vector<float>> owned_float_rows(py::handle object, std::size_
   if (!(f32 || f64) || (f32 && (a.flags() & py::array::c_style))) return std::nullopt;
   if (!a.dtype().attr("isnative").cast<bool>()) return std::nullopt;  // byte-swapped: numpy converts
   const std::size_t rows = std::size_t(a.shape(0));
-  std::vector<float> out(rows * cols);
+  std::vector<float> out;
+  out.reserve(rows * cols);  // appended row by row: written once, never zero-filled first
   const char* base = static_cast<const char*>(a.data());
   if (f64) {
-    convert_rows<double>(base, a.strides(0), a.strides(1), rows, cols, out.data());
+    append_rows<double>(base, a.strides(0), a.strides(1), rows, cols, out);
   } else {
-    convert_rows<float>(base, a.strides(0), a.strides(1), rows, cols, out.data());
+    append_rows<float>(base, a.strides(0), a.strides(1), rows, cols, out);
   }
   return out;
 }
