@@ -69,6 +69,9 @@ def test_any_float_layout_equals_float32_rows(backend, rng, dim):
     for layout in (x, np.asfortranarray(x), np.asfortranarray(x, dtype=np.float32), wide[:, ::2],
                    x.astype(">f8")):
         assert streamknn.ReferenceSet.from_points(ids, layout, **kw).to_bytes() == reference
+    backwards = streamknn.ReferenceSet.from_points(ids[::-1], x[::-1], **kw)  # negative strides
+    assert backwards.to_bytes() == streamknn.ReferenceSet.from_points(
+        ids[::-1], np.ascontiguousarray(x[::-1], dtype=np.float32), **kw).to_bytes()
     pushed = streamknn.ReferenceSet(dim, **kw)
     pushed.insert(ids, x)
     pushed.publish()
