@@ -1,7 +1,7 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
 //          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1] [--spatial auto|always|off]
-//          [--moves M [--drift S]]
+//          [--reduced auto|always|off] [--moves M [--drift S]]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -9,11 +9,14 @@
 // (direct-form distances: a subtract and an FMA per element). Prints a table and writes CSV.
 // --split 1 times the searches as submit() and Ticket::get() and prints each part's median
 // under the row (the host's part of a search against its wait for the device and the unpacking).
-// --moves M publishes M random moves before each timed search (untimed), so every search reads a
-// snapshot it has not seen (with a spatial index: the rebuild is part of the search's time).
+// --moves M publishes M random moves before each timed search (untimed; the publishes' median is
+// printed under the row), so every search reads a snapshot it has not seen (with a spatial index:
+// the rebuild is part of the search's time).
 // --drift S makes those moves small: each moved point goes from where it is by up to S per
 // coordinate (uniform; degrees under haversine), as tracked objects move, instead of anywhere.
 // --spatial sets StoreConfig::spatial_index (stores of one or two dimensions; auto by default).
+// --reduced sets StoreConfig::reduced_screen (the float16 copy and its screen; auto by default):
+// off against auto in one run is the copy's same-run A/B.
 // --device 1 also times search_device (queries and answers in device memory, streamknn/device.hpp)
 // on the same query sets and prints under the row the median GPU time between CUDA events recorded
 // on the caller's stream around it, the call's own (enqueueing) time and the host-to-host time of
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
                                           {"--split", "0"},
                                           {"--device", "0"},
                                           {"--spatial", "auto"},
+                                          {"--reduced", "auto"},
                                           {"--moves", "0"},
                                           {"--drift", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
@@ -163,6 +167,9 @@ int main(int argc, char** argv) {
     const std::string spatial = args["--spatial"];
     if (spatial != "auto" && spatial != "always" && spatial != "off") throw std::invalid_argument("--spatial auto|always|off");
     config.spatial_index = spatial == "always" ? SpatialIndex::Always : spatial == "off" ? SpatialIndex::Off : SpatialIndex::Auto;
+    const std::string reduced = args["--reduced"];
+    if (reduced != "auto" && reduced != "always" && reduced != "off") throw std::invalid_argument("--reduced auto|always|off");
+    config.reduced_screen = reduced == "always" ? ReducedScreen::Always : reduced == "off" ? ReducedScreen::Off : ReducedScreen::Auto;
     ReferenceSet store(config);
     std::vector<float> v(shape.d);
     const bool geo = config.metric == Metric::Haversine;  // (lat, lon) in degrees
@@ -188,7 +195,7 @@ int main(int argc, char** argv) {
         std::vector<std::vector<float>> query_sets(sets, std::vector<float>(q * shape.d));
         for (auto& qset : query_sets) fill(qset.data(), qset.size());
         for (int w = 0; w < 3; ++w) store.search(query_sets[0], k);  // warm-up (graphs, workspace)
-        std::vector<double> ms, submit_ms, get_ms;
+        std::vector<double> ms, submit_ms, get_ms, publish_ms;
         for (int r = 0; r < reps; ++r) {
           const auto& qset = query_sets[r % sets];
           if (moves > 0) {  // a store that changes between searches: each search sees a new snapshot
@@ -206,7 +213,10 @@ int main(int argc, char** argv) {
               }
               while (!store.try_push(Update::move(id, v))) store.publish();
             }
+            const auto p0 = std::chrono::steady_clock::now();
             store.publish();
+            publish_ms.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count());
           }
           const auto a = std::chrono::steady_clock::now();
           Neighbors nn;
@@ -233,6 +243,7 @@ int main(int argc, char** argv) {
         std::fprintf(csv, "%s,%zu,%zu,%zu,%zu,%.5f,%.5f,%.5f,%.1f,%.5f,%.4f\n", shape.name.c_str(), shape.n, shape.d, k, q,
                      med, p10, p90, q / (med * 1e-3), floor_ms, floor_ms / med);
         if (split_times) std::printf("#   submit %.4f ms, get %.4f ms (medians)\n", median(submit_ms), median(get_ms));
+        if (moves > 0) std::printf("#   publish of %zu moves %.4f ms (median, untimed above)\n", moves, median(publish_ms));
         if (device_times) {
           const DeviceTimes t = time_device_search(store, query_sets, shape.d, k, reps);
           std::printf("#   device-resident: %.4f ms on the GPU (events), call %.4f ms, %.4f ms host to host (medians)\n",

@@ -45,6 +45,22 @@ enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
 ///   Off:    never.
 enum class SpatialIndex : unsigned char { Auto, Always, Off };
 
+/// Whether the CUDA backend keeps a reduced-precision copy of the store (float16, half the bytes
+/// of the vectors, plus 8 bytes per point of error bounds) and screens small batches with it
+/// first: a search then reads about half the bytes, and the candidates the copy cannot separate
+/// from the k-th are re-ranked exactly from the float32 vectors, so the answers are the same as
+/// without it (docs/cuda.md, "The reduced-precision screen"). The copy costs device memory: each
+/// of the store's two buffers grows by 2 bytes per stored dimension (rounded up to 8) plus 8 per
+/// point, about half again the vectors' memory; it is written at every publish beside the
+/// float32 vectors and reserved with them (OutOfMemory leaves the store as it was).
+///   Auto:   kept for stores of 64 or more stored dimensions; used where the planner finds it
+///           pays (batches of up to 8 queries over stores larger than the device's cache);
+///   Always: kept for stores of more than 4 stored dimensions and used for every search that can
+///           use it (unfiltered; for tests and measurements);
+///   Off:    not kept (saves the memory).
+/// The CPU backend ignores it; checkpoints do not record it (LoadOptions::reduced_screen).
+enum class ReducedScreen : unsigned char { Auto, Always, Off };
+
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
 inline constexpr std::size_t kMaxCpuThreads = 1024;
 
@@ -71,6 +87,8 @@ struct StoreConfig {
   /// CUDA backend, stores of one or two dimensions, haversine, cosine at three: see SpatialIndex.
   /// The CPU backend ignores it.
   SpatialIndex spatial_index = SpatialIndex::Auto;
+  /// CUDA backend: the reduced-precision copy and its screen; see ReducedScreen.
+  ReducedScreen reduced_screen = ReducedScreen::Auto;
   /// Vectors are stored, and ranked, as float32: a coordinate near 5,000,000 (metres in UTM or
   /// web mercator) keeps about half a metre, one near 1,000 about 0.00006. Where the data sit far
   /// from zero, give the origin (L2 stores only, `dim` finite values, or empty for none): it is

@@ -90,6 +90,7 @@ StoreConfig with_options(StoreConfig config, const LoadOptions& o) {
   if (o.queue_capacity) config.queue_capacity = *o.queue_capacity;
   if (o.capacity_hint) config.capacity_hint = *o.capacity_hint;
   if (o.spatial_index) config.spatial_index = *o.spatial_index;
+  if (o.reduced_screen) config.reduced_screen = *o.reduced_screen;
   if (o.debug) config.debug = *o.debug;
   return config;
 }

@@ -44,6 +44,10 @@ void check_enums(const StoreConfig& config, const char* where) {
     case SpatialIndex::Auto: case SpatialIndex::Always: case SpatialIndex::Off: break;
     default: fail_enum(where, "StoreConfig::spatial_index", config.spatial_index, "SpatialIndex", "Auto, Always, Off");
   }
+  switch (config.reduced_screen) {
+    case ReducedScreen::Auto: case ReducedScreen::Always: case ReducedScreen::Off: break;
+    default: fail_enum(where, "StoreConfig::reduced_screen", config.reduced_screen, "ReducedScreen", "Auto, Always, Off");
+  }
 }
 
 const StoreConfig& validated(const StoreConfig& config) {

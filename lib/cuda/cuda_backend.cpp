@@ -359,6 +359,8 @@ class CudaBackend final : public Backend {
     shape.slot_count = buffer.slot_count;
     // The spatial walk keeps the screen's width too: its limits and rules apply to that list.
     shape.spatial = schedule_.wants(b, buffer, spatial_[b], call.queries, shape.k, call.filtered);
+    shape.reduced = store_.has_reduced();
+    shape.reduced_always = config_.reduced_screen == ReducedScreen::Always;
     Plan plan = plan_search(shape, limits_);
     plan.width = plan.k;
     plan.k = call.k;
@@ -401,6 +403,11 @@ class CudaBackend final : public Backend {
     limits_.dense = configure_dense(props_.sharedMemPerBlockOptin);
     configure_resident(props_.sharedMemPerBlockOptin);
     limits_.rerank_shared = configure_rerank(props_.sharedMemPerBlockOptin);
+    if (store_.has_reduced()) {
+      limits_.reduced_blocks_per_sm = [this](std::uint32_t group, std::uint32_t width) {
+        return reduced_blocks_per_sm_memo(group, width);
+      };
+    }
     if (chunks_ == 1) {
       const int width = int(chunk_floats_for(stored_dim_));
       const bool ip = config_.metric == Metric::InnerProduct;
@@ -422,6 +429,18 @@ class CudaBackend final : public Backend {
         std::make_tuple(s.query_group, s.warps_per_block, s.inner_product, s.filtered, s.global_lists, s.tiled, s.screen, k);
     auto it = scan_occupancy_.find(key);
     if (it == scan_occupancy_.end()) it = scan_occupancy_.emplace(key, configure_scan(s, k)).first;
+    return it->second;
+  }
+
+  /// reduced_blocks_per_sm for this store, once per group and width. Under mutex_ (the planner runs there).
+  int reduced_blocks_per_sm_memo(std::uint32_t group, std::uint32_t width) const {
+    const auto key = std::make_pair(group, width);
+    auto it = reduced_occupancy_.find(key);
+    if (it == reduced_occupancy_.end()) {
+      const int per_sm = reduced_blocks_per_sm(config_.metric == Metric::InnerProduct, group, width,
+                                               reduced_pairs_for(chunks_), props_.sharedMemPerBlockOptin);
+      it = reduced_occupancy_.emplace(key, per_sm).first;
+    }
     return it->second;
   }
 
@@ -561,6 +580,7 @@ class CudaBackend final : public Backend {
   mutable GatherWorkspace gather_;
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> scan_occupancy_;  // under mutex_
+  mutable std::map<std::pair<std::uint32_t, std::uint32_t>, int> reduced_occupancy_;  // under mutex_
   mutable SpatialTree spatial_[2];  // one per store buffer, guarded by mutex_ (built on the query stream)
   mutable SpatialSchedule schedule_;  // under mutex_
   Pipeline pipeline_;  // reads config_ and limits_ (declared before it)

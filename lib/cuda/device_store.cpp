@@ -13,10 +13,27 @@ namespace {
 
 std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
+/// Chunks of the float16 copy per vector, or 0 where the store keeps none: Auto keeps it from
+/// kReducedAutoMinChunks chunks (narrower stores are cheap to read in float32), Always from two.
+std::uint32_t reduced_pairs_of(const StoreConfig& config, std::uint32_t chunks) {
+  switch (config.reduced_screen) {
+    case ReducedScreen::Off: return 0;
+    case ReducedScreen::Always: return chunks >= 2 ? reduced_pairs_for(chunks) : 0;
+    case ReducedScreen::Auto: break;
+  }
+  return chunks >= kReducedAutoMinChunks ? reduced_pairs_for(chunks) : 0;
+}
+
 }  // namespace
 
-StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs) const {
+StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs,
+                                  std::uint32_t reduced_pairs) const {
   StoreView v;
+  if (reduced_pairs > 0) {
+    v.reduced = reduced.get();
+    v.reduced_meta = reduced_meta.get();
+    v.reduced_pairs = reduced_pairs;
+  }
   v.vectors = vectors.get();
   v.ids = ids.get();
   v.valid = valid.get();
@@ -36,6 +53,7 @@ DeviceStore::DeviceStore(const StoreConfig& config, std::size_t stored_dim, cuda
       chunks_(static_cast<std::uint32_t>((stored_dim + 3) / 4)),
       chunk_floats_(chunk_floats_for(stored_dim)),
       outputs_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      reduced_pairs_(reduced_pairs_of(config, chunks_)),
       classes_(config.target.kind == TargetSpec::Kind::Classes),
       update_(update_stream) {
   for (auto& b : buffers_) {
@@ -51,7 +69,10 @@ DeviceStore::~DeviceStore() {
 
 std::size_t DeviceStore::device_bytes() const noexcept {
   std::size_t total = 0;
-  for (const auto& b : buffers_) total += b.vectors.bytes() + b.ids.bytes() + b.valid.bytes() + b.labels.bytes() + b.values.bytes();
+  for (const auto& b : buffers_) {
+    total += b.vectors.bytes() + b.ids.bytes() + b.valid.bytes() + b.labels.bytes() + b.values.bytes() +
+             b.reduced.bytes() + b.reduced_meta.bytes();
+  }
   for (const auto& b : batches_) total += b.data.bytes();
   return total;
 }
@@ -69,7 +90,7 @@ void DeviceStore::note_norms(const ResolvedBatch& batch) {
 }
 
 void DeviceStore::upload_view(DeviceBuffer& buffer) {
-  StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_);
+  StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_, reduced_pairs_);
   v.max_norm = max_norm_;
   // Pageable source: the runtime stages it before returning, so `v` may go out of scope.
   check_cuda(cudaMemcpyAsync(buffer.view.get(), &v, sizeof v, cudaMemcpyHostToDevice, update_),
@@ -89,6 +110,8 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   DeviceArray<std::uint8_t> valid(capacity, "store validity mask");
   DeviceArray<std::int32_t> labels(classes_ ? capacity : 0, "store labels");
   DeviceArray<float> values(std::size_t(capacity) * outputs_, "store target values");
+  DeviceArray<std::uint16_t> reduced(std::size_t(capacity) * reduced_pairs_ * 8, "store float16 copy");
+  DeviceArray<float> reduced_meta(reduced_pairs_ ? std::size_t(capacity) * 2 : 0, "store float16 copy bounds");
 
   const std::uint32_t old = b.capacity;
   auto copy_then_clear = [&](auto& to, const auto& from, std::size_t per_slot, const char* what) {
@@ -107,6 +130,10 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   copy_then_clear(valid, b.valid, 1, "store validity mask");
   if (classes_) copy_then_clear(labels, b.labels, 1, "store labels");
   if (outputs_) copy_then_clear(values, b.values, outputs_, "store target values");
+  if (reduced_pairs_) {
+    copy_then_clear(reduced, b.reduced, std::size_t(reduced_pairs_) * 8, "store float16 copy");
+    copy_then_clear(reduced_meta, b.reduced_meta, 2, "store float16 copy bounds");
+  }
 
   Retired r;
   r.floats.push_back(std::move(b.vectors));
@@ -114,6 +141,8 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   r.ids.push_back(std::move(b.ids));
   r.valid.push_back(std::move(b.valid));
   r.labels.push_back(std::move(b.labels));
+  r.halves.push_back(std::move(b.reduced));
+  r.floats.push_back(std::move(b.reduced_meta));
   r.safe = std::make_unique<Event>();
   r.safe->record(update_);  // after the copies; the update stream already waited for readers
   retired_.push_back(std::move(r));
@@ -123,6 +152,8 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   b.valid = std::move(valid);
   b.labels = std::move(labels);
   b.values = std::move(values);
+  b.reduced = std::move(reduced);
+  b.reduced_meta = std::move(reduced_meta);
   b.capacity = capacity;
   upload_view(b);
 }
@@ -237,6 +268,17 @@ void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
   p.ids_in = reinterpret_cast<const std::uint64_t*>(d + t.ids);
   p.id_count = t.id_count;
   launch_scatter(p, update_);
+  if (reduced_pairs_ && t.vector_count) {
+    ReduceParams r;
+    r.reduced = b.reduced.get();
+    r.meta = b.reduced_meta.get();
+    r.pairs = reduced_pairs_;
+    r.dim = p.dim;
+    r.vector_slots = p.vector_slots;
+    r.vectors_in = p.vectors_in;
+    r.vector_count = t.vector_count;
+    launch_reduce(r, update_);
+  }
 }
 
 int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {

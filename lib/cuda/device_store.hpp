@@ -5,7 +5,8 @@
 // update stream, after a fence on the back buffer's `last_read` event (recorded by every search
 // that read it), then records `written` and swaps: the next searches wait on that event, not on
 // a device-wide sync. Each resolved batch is uploaded once and scattered twice: into the back
-// buffer now, and into the other buffer at the next publish, so the two never drift.
+// buffer now, and into the other buffer at the next publish, so the two never drift. Where the
+// store keeps the reduced-precision copy (kernels/reduced.hpp), each scatter writes it too.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,8 @@ struct DeviceBuffer {
   DeviceArray<std::uint8_t> valid;
   DeviceArray<std::int32_t> labels;
   DeviceArray<float> values;
+  DeviceArray<std::uint16_t> reduced;  // the float16 copy (StoreView::reduced), or empty
+  DeviceArray<float> reduced_meta;     // its bounds, 2 per slot
   DeviceArray<StoreView> view;         // device copy of view(); what kernels read
   std::uint32_t capacity = 0;          // slots, a multiple of kTile
   std::uint32_t slot_count = 0;
@@ -39,7 +42,8 @@ struct DeviceBuffer {
   Event written;                       // after the last write on the update stream
   Event last_read;                     // after the last search that read this buffer
 
-  StoreView host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs) const;
+  StoreView host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs,
+                      std::uint32_t reduced_pairs) const;
 };
 
 /// Where each channel of a packed batch lies, and how many writes it holds.
@@ -83,6 +87,8 @@ class DeviceStore {
   DeviceBuffer& buffer(int index) noexcept { return buffers_[index]; }
 
   std::uint32_t chunks() const noexcept { return chunks_; }
+  /// Whether the buffers keep the reduced-precision copy (StoreConfig::reduced_screen).
+  bool has_reduced() const noexcept { return reduced_pairs_ > 0; }
   std::size_t device_bytes() const noexcept;
 
  private:
@@ -99,6 +105,7 @@ class DeviceStore {
   std::uint32_t chunks_;
   std::uint32_t chunk_floats_;  // StoreView::chunk_floats
   std::uint32_t outputs_;
+  std::uint32_t reduced_pairs_;  // 16-byte chunks of the float16 copy per vector; 0: no copy
   bool classes_;
   cudaStream_t update_;
   DeviceBuffer buffers_[2];
@@ -113,6 +120,7 @@ class DeviceStore {
     std::vector<DeviceArray<std::uint64_t>> ids;
     std::vector<DeviceArray<std::uint8_t>> valid;
     std::vector<DeviceArray<std::int32_t>> labels;
+    std::vector<DeviceArray<std::uint16_t>> halves;
     std::unique_ptr<Event> safe;
   };
   std::vector<Retired> retired_;

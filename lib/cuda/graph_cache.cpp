@@ -33,6 +33,9 @@ GraphKey graph_key(const Plan& plan, std::uint32_t queries, bool filtered, int m
     key.direct_blocks = direct->blocks;
   } else if (const auto* resident = plan.as<ResidentPlan>()) {
     key.resident_warps = resident->warps;
+  } else if (const auto* reduced = plan.as<ReducedPlan>()) {
+    key.direct_blocks = reduced->blocks;  // the blocks per group, as the direct search's per query
+    key.query_group = int(reduced->group);
   }
   return key;
 }

@@ -11,6 +11,7 @@
 #include "cuda/kernels/device_queries.hpp"
 #include "cuda/kernels/direct.hpp"
 #include "cuda/kernels/knnq.hpp"
+#include "cuda/kernels/reduced.hpp"
 #include "cuda/kernels/rerank.hpp"
 #include "cuda/kernels/resident.hpp"
 #include "cuda/kernels/sample.hpp"

@@ -1,7 +1,7 @@
 // The planner (planner.hpp): where every strategy of the CUDA backend is chosen. plan_search
-// tries them in this order: the spatial index (where the schedule wants it), the direct search
-// (direct_pays), the dense screen (dense_pays), the query-resident scan after a sample pass
-// (resident_pays), else the scan, whose variant (query group, warps, global lists, the screen,
+// tries them in this order: the spatial index (where the schedule wants it), the reduced-precision
+// screen (reduced_pays), the direct search (direct_pays), the dense screen (dense_pays), the
+// query-resident scan after a sample pass (resident_pays), else the scan, whose variant (query group, warps, global lists, the screen,
 // tiles per lane, the first-tile bound) plan_scan picks. The measurements behind each rule are at
 // the function that applies it ("H100 A/B": the rule against the alternative, same GPU run).
 #include "cuda/planner.hpp"
@@ -74,6 +74,42 @@ Plan plan_direct(const Inputs& in) {
   plan.lists = blocks;
   plan.stride = blocks * in.q.k;
   plan.chunk_queries = in.q.queries;
+  return plan;
+}
+
+// ---- reduced-precision screen ------------------------------------------------------------------------
+
+/// The screen's width: the float32 screen's (the shape's k) and kReducedExtraSlack more, since its
+/// bounds are about 2^-12 of a distance wide where float32's are 2^-20.
+std::uint32_t reduced_width(const SearchShape& q) { return q.k + kReducedExtraSlack; }
+
+/// The reduced-precision screen (launch_reduced_screen) instead of the sample pass and the scan:
+/// stores with the copy, no id ranges, a width of at most kReducedMaxWidth whose block fits the
+/// device; under Auto, batches of at most kReducedAutoMaxQueries (kReducedAutoWideMaxQueries over
+/// stores of kReducedAutoWideChunks chunks) over large stores, where a search is a pass over the
+/// store's bytes and the copy holds half of them; under Always, every such
+/// batch (in chunks of kReducedMaxQueries, one block row each). The group's blocks share the
+/// store's segments through a counter, so the grid is the blocks resident at once.
+bool reduced_pays(const Inputs& in) {
+  const SearchShape& q = in.q;
+  if (!q.reduced || q.filtered || reduced_width(q) > kReducedMaxWidth || !in.d.reduced_blocks_per_sm) return false;
+  const std::uint32_t chunk = std::min(q.queries, kReducedMaxQueries);
+  if (in.d.reduced_blocks_per_sm(reduced_group(chunk), reduced_width(q)) <= 0) return false;
+  const std::uint32_t most = q.chunks >= kReducedAutoWideChunks ? kReducedAutoWideMaxQueries : kReducedAutoMaxQueries;
+  return q.reduced_always || (q.queries <= most && in.large_store());
+}
+
+Plan plan_reduced(const Inputs& in) {
+  Plan plan;
+  plan.k = reduced_width(in.q);
+  plan.chunk_queries = std::min(in.q.queries, kReducedMaxQueries);
+  const std::uint32_t group = reduced_group(plan.chunk_queries);
+  const std::uint32_t segments = (in.q.capacity + reduced_segment(group) - 1) / reduced_segment(group);
+  const std::uint32_t resident = std::uint32_t(in.d.reduced_blocks_per_sm(group, plan.k)) * in.sms;
+  const std::uint32_t blocks = std::clamp<std::uint32_t>(resident, 1, std::min(std::max(segments, 1u), kReducedMaxBlocks));
+  plan.strategy = ReducedPlan{blocks, group};
+  plan.lists = blocks;
+  plan.stride = blocks * plan.k;
   return plan;
 }
 
@@ -493,6 +529,7 @@ Plan plan_search(const SearchShape& q, const DeviceLimits& d) {
     return plan;
   }
   const Inputs in{q, d, std::max<std::uint32_t>(1, q.capacity / kTile), d.sms};
+  if (reduced_pays(in)) return plan_reduced(in);
   if (direct_pays(in)) return plan_direct(in);
   if (dense_pays(in)) return plan_dense(in);
   const std::optional<SamplePass> sample = sample_pass_for(in);
@@ -521,6 +558,8 @@ std::string describe(const Plan& plan) {
   } else if (const auto* resident = plan.as<ResidentPlan>()) {
     out << "resident(warps " << resident->warps << ", blocks " << resident->blocks << ")";
     sample(resident->sample);
+  } else if (const auto* reduced = plan.as<ReducedPlan>()) {
+    out << "reduced(group " << reduced->group << ", blocks " << reduced->blocks << ")";
   } else {
     out << "spatial";
   }

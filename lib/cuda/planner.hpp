@@ -30,6 +30,8 @@ struct SearchShape {
   std::uint32_t capacity = 0;     ///< slots of the store's buffer (a multiple of kTile)
   std::uint32_t slot_count = 0;   ///< slots in use; no rule reads it (the spatial schedule does)
   bool spatial = false;           ///< the spatial schedule wants the index for this batch (SpatialSchedule::wants)
+  bool reduced = false;           ///< the store keeps the reduced-precision copy (DeviceStore::has_reduced)
+  bool reduced_always = false;    ///< StoreConfig::reduced_screen is Always: the copy screens every batch it can
 
   bool inner_product() const noexcept { return metric == Metric::InnerProduct; }
   /// Floats per stored chunk (StoreView::chunk_floats): the layout of one-chunk stores.
@@ -54,6 +56,10 @@ struct DeviceLimits {
   DenseResidency dense;
   /// The exact re-rank's dynamic shared memory per block (configure_rerank): no rule reads it.
   std::size_t rerank_shared = 0;
+  /// Blocks per SM of the reduced-precision screen for a query group and width (reduced_blocks_per_sm:
+  /// the occupancy calculator's, 0 where a block does not fit); empty for stores without the copy.
+  /// The backend memoizes it; tests give a model.
+  std::function<int(std::uint32_t group, std::uint32_t width)> reduced_blocks_per_sm;
   /// Blocks per SM of the scan kernel of a shape and k (configure_scan: the occupancy calculator).
   /// The backend memoizes it; tests give a model.
   std::function<int(const ScanShape&, std::uint32_t k)> scan_blocks_per_sm;
@@ -92,8 +98,14 @@ struct ResidentPlan {
 };
 /// The spatial index's search (launch_spatial_search): it writes the answers itself.
 struct SpatialPlan {};
+/// The reduced-precision screen (launch_reduced_screen) over the store's float16 copy, in place of
+/// the sample pass and the scan; the re-rank certifies against its width-th lower bound.
+struct ReducedPlan {
+  std::uint32_t blocks = 0;  ///< blocks (candidate lists) per query
+  std::uint32_t group = 1;   ///< queries per block (one of kReducedGroups)
+};
 
-using Strategy = std::variant<ScanPlan, DensePlan, DirectPlan, ResidentPlan, SpatialPlan>;
+using Strategy = std::variant<ScanPlan, DensePlan, DirectPlan, ResidentPlan, SpatialPlan, ReducedPlan>;
 
 struct Plan {
   Strategy strategy;
@@ -112,8 +124,9 @@ struct Plan {
   std::size_t sample_keys() const noexcept { return sample() ? sample()->keys() : 0; }
 };
 
-/// The plan for a batch: the spatial index where the shape says so, else the first of the direct
-/// search, the dense screen, the resident scan and the scan whose rule takes the batch. Throws
+/// The plan for a batch: the spatial index where the shape says so, else the first of the
+/// reduced-precision screen, the direct search, the dense screen, the resident scan and the scan
+/// whose rule takes the batch. Throws
 /// InvalidArgument where no scan shape fits the device's shared memory.
 Plan plan_search(const SearchShape& shape, const DeviceLimits& device);
 

@@ -1,6 +1,6 @@
 // The plan's kernels for one launch chunk and their parameters (Pipeline, pipeline.hpp): the
-// spatial search, the direct search, the dense screen, or the sample pass and the scan or the
-// resident scan, then the selection.
+// spatial search, the reduced-precision screen, the direct search, the dense screen, or the
+// sample pass and the scan or the resident scan, then the selection and the exact re-rank.
 #include <algorithm>
 
 #include "core/metric_space.hpp"
@@ -25,6 +25,10 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   screen.out_distance = c.screen_distance.get();
   screen.out_id = c.screen_id.get();
   screen.out_slot = c.screen_slot.get();
+  // The reduced-precision screen's ranks are lower bounds of the exact ranks: the selection
+  // passes them through unchanged (as it does inner products) for the re-rank's certificate.
+  const bool reduced = plan.as<ReducedPlan>() != nullptr;
+  if (reduced) screen.metric = static_cast<int>(Metric::InnerProduct);
   if (!find_candidates(c, plan, filtered, views, n, screen)) {
     launch_select(screen, stream_);
     debug_sync("select_kernel");
@@ -44,6 +48,7 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   rerank.out_distance = select.out_distance;
   rerank.out_id = select.out_id;
   rerank.out_slot = select.out_slot;
+  rerank.screen_floor = reduced ? screen.out_distance : nullptr;
   const bool in_shared = rerank_fits_shared(plan.width, plan.k, device_.rerank_shared);
   rerank.global_buffer = in_shared ? nullptr : c.rerank_buffer.get();
   if (rerank_keys_apart(chunks_)) {
@@ -64,6 +69,15 @@ bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, bool filtered,
   if (plan.as<SpatialPlan>()) {
     launch_spatial(c, plan, views, n, select);
     return true;
+  }
+  if (const auto* reduced = plan.as<ReducedPlan>()) {
+    ScanParams scan = scan_params(c, plan, filtered, view, n);
+    scan.first_keys = c.first_keys.get();
+    scan.first_arrivals = c.first_arrivals.get();
+    launch_reduced_screen(scan, reduced->blocks, reduced->group, std::uint32_t(stored_dim_),
+                          config_.metric == Metric::InnerProduct, stream_);
+    debug_sync("reduced_screen_kernel");
+    return false;
   }
   if (const auto* direct = plan.as<DirectPlan>()) {
     launch_direct(scan_params(c, plan, filtered, view, n), direct->blocks, width_, config_.metric == Metric::InnerProduct,

@@ -90,6 +90,21 @@ inline constexpr std::uint32_t kDenseLargeK = 128;
 /// The dense screen's launch chunks hold a multiple of the product kernel's 64-query tile.
 inline constexpr std::uint32_t kDenseChunkMultiple = 64;
 
+// ---- reduced-precision screen --------------------------------------------------------------------
+/// Candidates the reduced-precision screen keeps beyond the float32 screen's width: its bounds
+/// are about 2^-12 of a distance wide (float16's rounding), so it needs more than the float32
+/// screen's eight to separate the k-th exact distance from the last candidate's on random data.
+inline constexpr std::uint32_t kReducedExtraSlack = 8;
+/// Batches of at most this many queries take the screen under ReducedScreen::Auto over large
+/// stores; kReducedAutoWideMaxQueries over stores of kReducedAutoWideChunks chunks or more (where a
+/// point's bytes outweigh its arithmetic longer). H200 A/B against the float32 screen (same run,
+/// K = 64 / 128): GoogleNews-like (300 dims) Q = 1-4 0.53-0.63x, Q = 8 0.92 / 0.97x, Q = 12-16
+/// 1.40-1.62x; ImageNet-like (128 dims) Q = 1-2 0.72-0.80x, Q = 4 0.88 / 0.98x, Q = 8 1.32 / 1.41x;
+/// MNIST-like (70,000 x 784, not a large store) Q = 1-2 0.97-1.03x, Q = 4+ 1.30x and slower.
+inline constexpr std::uint32_t kReducedAutoMaxQueries = 4;
+inline constexpr std::uint32_t kReducedAutoWideMaxQueries = 8;
+inline constexpr std::uint32_t kReducedAutoWideChunks = 64;
+
 // ---- direct search ----------------------------------------------------------------------------------
 /// Batches of at most this many queries take the direct search (one-chunk stores).
 inline constexpr std::uint32_t kDirectMaxQueries = 16;

@@ -54,10 +54,12 @@ bool fit_search(QueryContext& c, const Plan& plan, std::uint32_t qc, const Works
   changed |= c.fit(c.warp_lists, warp_list_entries, "scan warp lists");
   changed |= c.fit(c.sample_keys, std::size_t(qc) * plan.sample_keys(), "sample pass ranks");
   const auto* scan = plan.as<ScanPlan>();
-  if (scan && scan->first_bound) {
+  const auto* reduced = plan.as<ReducedPlan>();  // its first-segment bound and segment counters
+  if ((scan && scan->first_bound) || reduced) {
     changed |= c.fit(c.first_keys, std::size_t(qc) * plan.lists, "first-tile bound keys");
     // Counted up by every scan block and reset by the last: zero before the first launch.
-    const std::size_t groups = (qc + scan->shape.query_group - 1) / scan->shape.query_group;
+    const std::size_t groups = reduced ? (qc + reduced->group - 1) / reduced->group * kReducedCounters
+                                       : (qc + scan->shape.query_group - 1) / scan->shape.query_group;
     changed |= fit_zeroed(c, c.first_arrivals, groups, "first-tile bound arrivals", spec,
                           "cudaMemsetAsync(first-tile bound arrivals)");
   }

@@ -163,3 +163,86 @@ TEST_CASE("planner: the dense product's shares cover the stores' groups on every
     }
   }
 }
+
+// ---- the reduced-precision screen ---------------------------------------------------------------
+
+namespace {
+
+/// A shape over a store that keeps the float16 copy, and a device whose screen fits 4 blocks per
+/// SM for groups of up to four queries and 2 for eight.
+SearchShape reduced_shape(std::uint32_t capacity, std::size_t dim, Metric metric, std::uint32_t queries, std::uint32_t k,
+                          bool always = false) {
+  SearchShape shape = shape_of(capacity, dim, metric, queries, k);
+  shape.reduced = true;
+  shape.reduced_always = always;
+  return shape;
+}
+
+DeviceLimits reduced_limits(const Card& card, const SearchShape& shape) {
+  DeviceLimits d = limits_for(card, shape.stored_dim, shape.metric);
+  d.reduced_blocks_per_sm = [](std::uint32_t group, std::uint32_t) { return group <= 4 ? 4 : 2; };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("planner: the reduced screen takes small batches over large stores under Auto") {
+  using streamknn::detail::gpu::tuning::kReducedAutoMaxQueries;
+  using streamknn::detail::gpu::tuning::kReducedAutoWideMaxQueries;
+  using streamknn::detail::gpu::tuning::kReducedExtraSlack;
+  for (const Card* card : {&kH200, &kA100, &kL40S}) {
+    INFO(card->name);
+    for (std::uint32_t q = 1; q <= kReducedAutoWideMaxQueries; ++q) {  // 300 dims: a wide store
+      const SearchShape shape = reduced_shape(3'000'000, 300, Metric::L2, q, 72);
+      const Plan plan = plan_search(shape, reduced_limits(*card, shape));
+      const auto* reduced = plan.as<ReducedPlan>();
+      REQUIRE(reduced != nullptr);
+      CHECK(plan.k == shape.k + kReducedExtraSlack);
+      CHECK(plan.lists == reduced->blocks);
+      CHECK(plan.stride == plan.lists * plan.k);
+      CHECK(plan.chunk_queries == q);
+      CHECK(reduced->group == reduced_group(q));
+      CHECK(reduced->group >= q);
+      CHECK(reduced->blocks == (q <= 4 ? 4 : 2) * card->sms);
+    }
+    // Larger batches, small stores, id ranges and screens wider than its lists keep the others.
+    const DeviceLimits d = reduced_limits(*card, reduced_shape(3'000'000, 300, Metric::L2, 1, 72));
+    CHECK(plan_search(reduced_shape(3'000'000, 300, Metric::L2, kReducedAutoWideMaxQueries + 1, 72), d).as<ReducedPlan>() == nullptr);
+    // 128 dims: batches up to kReducedAutoMaxQueries.
+    const SearchShape narrow = reduced_shape(1'275'219, 128, Metric::L2, kReducedAutoMaxQueries, 72);
+    CHECK(plan_search(narrow, reduced_limits(*card, narrow)).as<ReducedPlan>() != nullptr);
+    const SearchShape narrow_more = reduced_shape(1'275'219, 128, Metric::L2, kReducedAutoMaxQueries + 1, 72);
+    CHECK(plan_search(narrow_more, reduced_limits(*card, narrow_more)).as<ReducedPlan>() == nullptr);
+    CHECK(plan_search(reduced_shape(10'000, 300, Metric::L2, 1, 72), d).as<ReducedPlan>() == nullptr);
+    CHECK(plan_search(reduced_shape(3'000'000, 300, Metric::L2, 1, 256), d).as<ReducedPlan>() == nullptr);
+    SearchShape filtered = reduced_shape(3'000'000, 300, Metric::L2, 1, 72);
+    filtered.filtered = true;
+    CHECK(plan_search(filtered, d).as<ReducedPlan>() == nullptr);
+    // A store without the copy never takes it.
+    const SearchShape without = shape_of(3'000'000, 300, Metric::L2, 1, 72);
+    CHECK(plan_search(without, reduced_limits(*card, without)).as<ReducedPlan>() == nullptr);
+  }
+}
+
+TEST_CASE("planner: under Always the reduced screen takes every batch it can, in chunks of 8") {
+  for (std::uint32_t q : {1u, 9u, 16u, 17u, 1000u}) {
+    for (std::uint32_t capacity : {32u, 10'016u, 3'000'000u}) {
+      const SearchShape shape = reduced_shape(capacity, 40, Metric::InnerProduct, q, 40, true);
+      const Plan plan = plan_search(shape, reduced_limits(kH200, shape));
+      REQUIRE(plan.as<ReducedPlan>() != nullptr);
+      CHECK(plan.chunk_queries == std::min(q, kReducedMaxQueries));
+      CHECK(plan.lists >= 1);
+      const std::uint32_t segment = reduced_segment(plan.as<ReducedPlan>()->group);
+      CHECK(plan.lists <= std::max<std::uint32_t>(1, (capacity + segment - 1) / segment));
+    }
+  }
+}
+
+TEST_CASE("planner: the reduced screen steps aside where its block does not fit the device") {
+  const SearchShape shape = reduced_shape(3'000'000, 300, Metric::L2, 1, 72, true);
+  DeviceLimits d = reduced_limits(kRtx3090, shape);
+  d.reduced_blocks_per_sm = [](std::uint32_t, std::uint32_t) { return 0; };
+  CHECK(plan_search(shape, d).as<ReducedPlan>() == nullptr);
+  d.reduced_blocks_per_sm = nullptr;  // a store without the copy
+  CHECK(plan_search(shape, d).as<ReducedPlan>() == nullptr);
+}

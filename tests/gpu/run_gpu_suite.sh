@@ -16,7 +16,8 @@
 #                    dot-product screen's groups of 12, 16 and 32 on small stores, the row
 #                    gather (every case also runs the exact re-rank after its screen); memcheck
 #                    and synccheck also the graph's input block read by a kernel from the mapped
-#                    staging and the exact re-rank's fallback.
+#                    staging and the exact re-rank's fallback; then test_reduced_screen's
+#                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes).
 #                    racecheck takes about 130 s on an H100, memcheck and synccheck about 15 s
 #                    each.
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
@@ -118,6 +119,10 @@ for arg in "$@"; do
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_gpu_vs_cpu)" -tc="$tool_cases"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
+        # The reduced-precision screen and its copy's writes (test_reduced_screen).
+        run "sanitizer_${tool}_reduced" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 1 "$(bin test_reduced_screen)" -tc="the reduced screen: each path*"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_reduced.log" | sed 's/^/    /'
       done ;;
     --bench)
       run bench_search "$(bin bench_search)" --shapes mnist,imagenet,googlenews --k 64 --q 1,8,12 --reps 20 --csv "$LOGS/search.csv"

@@ -194,12 +194,22 @@ __device__ double query_square_norm(const float* q, std::uint32_t n) {
   return total;
 }
 
-/// Whether the sorted list buf[0, m) (m = width, a full list) holds the k best: E4 of
-/// docs/cuda.md. Thread 0 decides; `qn` is its query_square_norm (inner product only).
-__device__ bool list_certified(const RerankParams& p, const RerankEntry* buf, std::uint32_t m, double qn) {
+/// Whether the sorted list buf[0, m) (m = width, a full list) holds the k best of query q: E4 of
+/// docs/cuda.md, or E7 after the reduced-precision screen. Thread 0 decides; `qn` is its
+/// query_square_norm (inner product only).
+__device__ bool list_certified(const RerankParams& p, std::uint32_t q, const RerankEntry* buf, std::uint32_t m,
+                               double qn) {
   const bool ip = p.metric == exact::kInnerProduct;
   if (p.width <= p.k) return false;
   const exact::Key kth = Query::key(buf[p.k - 1]), far = Query::key(buf[m - 1]);
+  if (p.screen_floor) {
+    // Every point the screen left out has a lower bound at or above the width-th one: the k-th
+    // exact rank strictly below it (the distance squared for L2 and cosine) leaves none of them
+    // a place among the k best, ties by id included.
+    const double floor = p.screen_floor[std::size_t(q) * p.width + p.width - 1];
+    if (ip) return upper(kth) < floor;
+    return floor > 0 && upper(kth) < floor * floor;
+  }
   double far_mag = 0, outside_mag = 0;
   if (ip) {
     // err >= sum |q_i p_i| (2n + 8) 2^-53 (make_entry), so this bounds the far point's magnitude.
@@ -267,7 +277,7 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
   // A short list, or a width covering every slot, holds every visible point.
   const bool exhaustive = m < p.width || p.width >= p.store->slot_count;
   const double qn = ip && !exhaustive ? query_square_norm(qr.q, p.stored_dim) : 0.0;
-  if (threadIdx.x == 0) certified = exhaustive || list_certified(p, buf, m, qn);
+  if (threadIdx.x == 0) certified = exhaustive || list_certified(p, q, buf, m, qn);
   __syncthreads();
   std::uint32_t found = m;
   if (!certified) found = answer_from_store(qr, p, buf, capacity, upper(Query::key(buf[p.k - 1])), range);

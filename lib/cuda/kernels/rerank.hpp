@@ -39,6 +39,10 @@ struct RerankParams {
   float* out_distance = nullptr;       ///< num_queries x k
   std::uint64_t* out_id = nullptr;
   std::uint32_t* out_slot = nullptr;   ///< ~0u past the last answer
+  /// The reduced-precision screen's lower bounds (num_queries x width, the selection's order), or
+  /// nullptr for the float32 screen: the certificate then holds where the k-th exact rank lies
+  /// below the width-th bound (docs/cuda.md, E7).
+  const float* screen_floor = nullptr;
   RerankEntry* global_buffer = nullptr;  ///< num_queries x rerank_capacity entries where they exceed shared memory
 };
 

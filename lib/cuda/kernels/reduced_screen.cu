@@ -1,0 +1,392 @@
+// The reduced-precision screen over the float16 copy (reduced.hpp). A block scores a group of up
+// to 8 queries (grid.y: the groups), taking segments of the store from a counter shared by the
+// group's blocks, so every block works until the store is done. Per segment it:
+//   1. sums t = <q, x~> for each of its points and queries over the copy's 16-byte chunks (a
+//      warp's 32 slots of one tile per load; each chunk converted once for the whole group);
+//   2. turns t into the lower bound L of the pair's exact rank (lower_bound, E7 of docs/cuda.md);
+//   3. after its first segment, publishes each query's smallest L; the block that does so last
+//      lowers each query's grid-wide bound to the width-th of those (arrive_first);
+//   4. appends every pair whose L is at or below its query's bounds (the list's width-th, the
+//      grid's) to that query's list in shared memory; a list longer than 2 width is cut to its
+//      width best by (L, id), whose width-th L then lowers the grid-wide bound.
+// Each block then writes each query's width best, ordered by counting, for the selection kernel.
+#include <cuda_fp16.h>
+#include <math_constants.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/exact_rank.hpp"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/reduced.hpp"
+#include "cuda/kernels/select.cuh"
+
+namespace streamknn::detail::gpu {
+
+namespace {
+
+constexpr int kThreads = int(kReducedThreads);
+/// The key of no pair (an erased slot, a slot past the store's end, a query past the batch).
+constexpr std::uint32_t kNoKey = 0xffffffffu;
+static_assert(kReducedMaxWidth <= kReducedThreads, "the last ordering by counting takes a thread per entry");
+static_assert(kReducedMaxBlocks * sizeof(std::uint32_t) <= kReducedMaxWidth * sizeof(Candidate),
+              "the first bound stages every block's key in the cut's scratch");
+
+constexpr std::uint32_t list_capacity(std::uint32_t group, std::uint32_t width) {
+  return 2 * width + reduced_segment(group);
+}
+
+/// A query's terms of the bound, rounded outwards (E7): |q|^2 from below, |q| from above, the
+/// float32 dot product's relative error times |q| (twice that for L2) and its underflow term.
+struct QueryTerms {
+  float norm2_lo, norm_hi, gamma_norm, tiny;
+};
+
+/// The 8 float16 elements of a 16-byte chunk, as floats (exactly).
+__device__ __forceinline__ void unpack8(const uint4& v, float (&x)[8]) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    __half2 h;
+    std::memcpy(&h, &words[w], sizeof h);
+    const float2 f = __half22float2(h);
+    x[2 * w] = f.x;
+    x[2 * w + 1] = f.y;
+  }
+}
+
+/// acc + <8 query elements (a, b), 8 elements of the copy>, fused multiply-adds in order.
+__device__ __forceinline__ float dot8(const float (&x)[8], const float4& a, const float4& b, float acc) {
+  acc = __fmaf_rn(a.x, x[0], acc);
+  acc = __fmaf_rn(a.y, x[1], acc);
+  acc = __fmaf_rn(a.z, x[2], acc);
+  acc = __fmaf_rn(a.w, x[3], acc);
+  acc = __fmaf_rn(b.x, x[4], acc);
+  acc = __fmaf_rn(b.y, x[5], acc);
+  acc = __fmaf_rn(b.z, x[6], acc);
+  acc = __fmaf_rn(b.w, x[7], acc);
+  return acc;
+}
+
+/// The lower bound L of a pair's exact rank from t (the float32 <q, x~>) and the point's bounds
+/// (E7): every operation rounds towards the bound, and a t that overflowed bounds nothing (-inf).
+template <bool kInnerProduct>
+__device__ __forceinline__ float lower_bound(float t, float norm2_lo, float err, const QueryTerms& qt) {
+  if (!isfinite(t)) return -CUDART_INF_F;
+  // |x~|^2 <= n(x) (1 + 2^-22) + 2^-148 (n(x) was rounded down once from a float64 sum).
+  const float norm_hi = __fsqrt_ru(__fmaf_ru(norm2_lo, 1.0f + 0x1p-22f, 0x1p-148f));
+  float bound;
+  if constexpr (kInnerProduct) {
+    // -<q, x> >= -t - (gamma |q| |x~| + tiny) - |q| e(x)
+    const float slack = __fmaf_ru(qt.gamma_norm, norm_hi, __fmaf_ru(qt.norm_hi, err, qt.tiny));
+    bound = __fsub_rd(-t, slack);
+  } else {
+    // |q - x~|^2 >= |q|^2 + n(x) - 2 t - 2 (gamma |q| |x~| + tiny); |q - x| >= |q - x~| - e(x)
+    const float s = __fsub_rd(__fmaf_rd(-2.0f, t, __fadd_rd(qt.norm2_lo, norm2_lo)),
+                              __fmaf_ru(qt.gamma_norm, norm_hi, qt.tiny));
+    bound = __fsub_rd(__fsqrt_rd(fmaxf(s, 0.0f)), err);
+  }
+  return bound == bound ? bound : -CUDART_INF_F;
+}
+
+/// One query's terms from its staged row (thread 0 of the calling warp's lane 0 gets them right).
+__device__ QueryTerms query_terms(const float4* row, std::uint32_t chunks, std::uint32_t stored_dim, bool ip) {
+  const std::uint32_t lane = threadIdx.x & 31;
+  double square = 0;
+  for (std::uint32_t c = lane; c < chunks; c += 32) {
+    const float4 v = row[c];
+    square = fma(double(v.x), double(v.x), fma(double(v.y), double(v.y), fma(double(v.z), double(v.z), fma(double(v.w), double(v.w), square))));
+  }
+  for (int d = 16; d > 0; d >>= 1) square += __shfl_xor_sync(kFullMask, square, d);
+  const double f = double(chunks * 4 + 64) * 0x1p-52;
+  const exact::ScreenBound b = exact::screen_bound(stored_dim);
+  const double norm = sqrt(square * (1.0 + f)) * (1.0 + 0x1p-52);
+  const double factor = ip ? 1.0 : 2.0;
+  return QueryTerms{__double2float_rd(square * (1.0 - f)), __double2float_ru(norm),
+                    __double2float_ru(factor * b.gamma * norm * (1.0 + 0x1p-50)),
+                    __double2float_ru(factor * b.tiny * (1.0 + 0x1p-50))};
+}
+
+/// The first-segment bound, run by warp 0 of each block once its first segment is scored (a
+/// block that gets none arrives with no keys): publish each query's smallest key; the block that
+/// arrives last takes, per query, the width-th smallest of all blocks' keys (that many distinct
+/// points lie at or below it: a valid bound on the query's width-th) and lowers the grid-wide
+/// bound to it, so the lists handed to the selection hold little past the width-th.
+/// `staged`: room for gridDim.x keys (<= kReducedMaxBlocks).
+__device__ __noinline__ void arrive_first(std::uint32_t* keys, std::uint32_t* arrivals, std::uint32_t* threshold,
+                                          const std::uint32_t* smallest, std::uint32_t q0, std::uint32_t nq,
+                                          std::uint32_t k, std::uint32_t* staged) {
+  const std::uint32_t lane = threadIdx.x & 31, n = gridDim.x;
+  if (lane < nq) keys[std::size_t(q0 + lane) * n + blockIdx.x] = smallest[lane];
+  __threadfence();
+  unsigned last = 0;
+  if (lane == 0) last = atomicAdd(arrivals, 1u) == n - 1;
+  if (!__shfl_sync(kFullMask, last, 0)) return;
+  __threadfence();
+  if (lane == 0) *arrivals = 0;  // every block has arrived: ready for the next launch
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + std::size_t(q0 + j) * n + i);
+    __syncwarp();
+    std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
+    while (lo < hi) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      std::uint32_t count = 0;
+      for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
+      if (__reduce_add_sync(kFullMask, count) >= k) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lane == 0 && lo < kNoBound) atomicMin(threshold + q0 + j, lo);
+    __syncwarp();
+  }
+}
+
+/// The block's shared state beside the dynamic queries and lists.
+struct BlockState {
+  Candidate kept[kReducedMaxWidth];  // a cut's survivors; the first bound's staged keys
+  std::uint32_t count[kReducedMaxQueries];
+  std::uint32_t bound[kReducedMaxQueries];      // each list's width-th key since its last cut
+  std::uint32_t first_min[kReducedMaxQueries];  // each query's smallest key of the first segment
+  QueryTerms terms[kReducedMaxQueries];
+  std::uint32_t kept_count, segment;
+};
+
+/// Cuts query j's list to its k best (L, id) (every thread calls it; more than k entries): their
+/// k-th L then bounds the query, here and grid-wide.
+__device__ void cut_list(BlockState& st, Candidate* list, std::uint32_t j, std::uint32_t k, std::uint32_t* threshold) {
+  const std::uint32_t n = st.count[j];
+  const Candidate kth = smem_kth(list, n, k);  // n > k real entries: a real one
+  if (threadIdx.x == 0) st.kept_count = 0;
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    const Candidate c = list[i];
+    if (!less_candidate(kth, c)) st.kept[atomicAdd(&st.kept_count, 1u)] = c;
+  }
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i < k; i += kThreads) list[i] = st.kept[i];  // (L, id) unique: k of them
+  if (threadIdx.x == 0) {
+    st.count[j] = k;
+    st.bound[j] = ordered_bits(kth.rank);
+    atomicMin(threshold, st.bound[j]);
+  }
+  __syncthreads();
+}
+
+/// Blocks per SM each group's kernel is compiled for: ptxas left to itself capped the small
+/// groups at 48 registers and spilled; these leave 64 registers to groups of one or two (whose
+/// loads in flight want four blocks), 80 to groups of four and 128 to groups of eight (whose
+/// lists hold two or three blocks per SM anyway).
+constexpr int blocks_per_sm_bound(int group) { return group <= 2 ? 4 : group == 4 ? 3 : 2; }
+
+template <int QG, bool kInnerProduct>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
+    reduced_screen_kernel(ScanParams p, std::uint32_t stored_dim) {
+  start_chained_kernel();
+  constexpr int P = int(reduced_segment(QG)) / kThreads;  // points per thread
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  __shared__ BlockState st;
+  const StoreView& store = *p.store;
+  const std::uint32_t slots = store.slot_count, pairs = store.reduced_pairs, chunks = store.chunks, k = p.k;
+  const std::uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = blockIdx.y;
+  const std::uint32_t q0 = group * QG, nq = min(std::uint32_t(QG), p.num_queries - q0);
+  const std::uint32_t capacity = list_capacity(QG, k);
+  float4* const query = reinterpret_cast<float4*>(shared_raw);  // QG rows of 2 pairs float4
+  Candidate* const lists = reinterpret_cast<Candidate*>(shared_raw + std::size_t(QG) * pairs * 32);
+  std::uint32_t* const work = p.first_arrivals + std::size_t(group) * kReducedCounters;
+  const uint4* const vectors = static_cast<const uint4*>(store.reduced);
+  const float2* const meta = reinterpret_cast<const float2*>(store.reduced_meta);
+  const bool first_bound = p.first_keys != nullptr;
+
+  // The group's queries (zeros past the batch and past each row's chunks), their terms, the lists.
+  const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < QG * 2 * pairs; i += kThreads) {
+    const std::uint32_t j = i / (2 * pairs), c = i % (2 * pairs);
+    query[i] = j < nq && c < chunks ? rows[std::size_t(j) * chunks + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  if (threadIdx.x < QG) {
+    st.count[threadIdx.x] = 0;
+    st.bound[threadIdx.x] = kNoKey;
+    st.first_min[threadIdx.x] = kNoKey;
+  }
+  __syncthreads();
+  for (std::uint32_t j = warp; j < QG; j += kThreads / 32) {
+    const QueryTerms t = query_terms(query + std::size_t(j) * 2 * pairs, 2 * pairs, stored_dim, kInnerProduct);
+    if (lane == 0) st.terms[j] = t;
+  }
+  __syncthreads();
+
+  const std::uint32_t segments = (slots + reduced_segment(QG) - 1) / reduced_segment(QG);
+  bool first_segment = true;
+  for (;;) {
+    if (threadIdx.x == 0) st.segment = atomicAdd(&work[1], 1u);
+    __syncthreads();
+    const std::uint32_t segment = st.segment;
+    if (segment >= segments) break;
+    const std::uint32_t first = segment * reduced_segment(QG);
+    // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
+    // are one tile. Slots past the end read the last slot's chunks (in bounds) and admit nothing.
+    const uint4* row[P];
+    float2 bounds[P];
+    bool live[P];
+    float acc[P][QG];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+      const std::uint32_t read = min(slot, slots - 1);
+      row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
+      live[i] = slot < slots && __ldg(store.valid + slot) != 0;
+      bounds[i] = __ldg(meta + read);
+#pragma unroll
+      for (int j = 0; j < QG; ++j) acc[i][j] = 0.0f;
+    }
+#pragma unroll 4
+    for (std::uint32_t c = 0; c < pairs; ++c) {
+      float x[P][8];
+#pragma unroll
+      for (int i = 0; i < P; ++i) unpack8(__ldg(row[i] + std::size_t(c) * kTile), x[i]);
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        const float4 a = query[(std::size_t(j) * pairs + c) * 2], b = query[(std::size_t(j) * pairs + c) * 2 + 1];
+#pragma unroll
+        for (int i = 0; i < P; ++i) acc[i][j] = dot8(x[i], a, b, acc[i][j]);
+      }
+    }
+    std::uint32_t key[P][QG];
+    bool any = false;
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(p.threshold + q0 + j)) : 0u;
+      const QueryTerms qt = st.terms[j];
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const float rank = lower_bound<kInnerProduct>(acc[i][j], bounds[i].x, bounds[i].y, qt);
+        acc[i][j] = rank;  // kept for the admission below
+        key[i][j] = live[i] && j < int(nq) ? ordered_bits(rank) : kNoKey;
+        any |= key[i][j] <= limit && key[i][j] != kNoKey;
+      }
+    }
+    if (first_bound && first_segment) {
+      first_segment = false;
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        std::uint32_t smallest = kNoKey;
+#pragma unroll
+        for (int i = 0; i < P; ++i) smallest = min(smallest, key[i][j]);
+        smallest = __reduce_min_sync(kFullMask, smallest);
+        if (lane == 0 && smallest != kNoKey) atomicMin(&st.first_min[j], smallest);
+      }
+      __syncthreads();
+      if (warp == 0) {
+        arrive_first(p.first_keys, work, p.threshold, st.first_min, q0, nq, k,
+                     reinterpret_cast<std::uint32_t*>(st.kept));
+      }
+    }
+    // Every thread has read the lists' lengths and bounds before this barrier, and no thread
+    // appends before it; a segment with nothing to admit (most, once the bounds are tight) ends here.
+    if (!__syncthreads_or(any)) continue;
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(p.threshold + q0 + j)) : 0u;
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const bool admit = key[i][j] != kNoKey && key[i][j] <= limit;
+        const unsigned admitted = __ballot_sync(kFullMask, admit);
+        if (admitted == 0) continue;
+        std::uint32_t at = 0;
+        if (lane == 0) at = atomicAdd(&st.count[j], std::uint32_t(__popc(admitted)));
+        at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & ((1u << lane) - 1));
+        if (admit) {
+          const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+          lists[std::size_t(j) * capacity + at] = Candidate{acc[i][j], slot, __ldg(store.ids + slot)};
+        }
+      }
+    }
+    __syncthreads();
+    for (std::uint32_t j = 0; j < nq; ++j) {
+      if (st.count[j] > 2 * k) cut_list(st, lists + std::size_t(j) * capacity, j, k, p.threshold + q0 + j);
+    }
+  }
+  // A block that scored no segment still arrives for the first bound.
+  if (first_bound && first_segment && warp == 0) {
+    arrive_first(p.first_keys, work, p.threshold, st.first_min, q0, nq, k, reinterpret_cast<std::uint32_t*>(st.kept));
+  }
+  // The last block done resets the segment counter (every block has taken its last segment).
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&work[2], 1u) == gridDim.x - 1) {
+      work[1] = 0;
+      work[2] = 0;
+    }
+  }
+  __syncthreads();
+
+  // Each query's k best, sorted, as far as its grid-wide bound (the scan's layout, one list per
+  // block): what lies past that bound cannot be among the query's k best.
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    Candidate* const list = lists + std::size_t(j) * capacity;
+    if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
+    const std::uint32_t n = st.count[j], bound = __ldcg(p.threshold + q0 + j);
+    Candidate* const out = p.candidates + (std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k;
+    bool within = false;
+    rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
+      if (before >= k) return;
+      out[before] = c;
+      within = ordered_bits(c.rank) <= bound;
+    });
+    const std::uint32_t length = __syncthreads_count(within);
+    if (threadIdx.x == 0) p.lengths[std::size_t(q0 + j) * gridDim.x + blockIdx.x] = length;
+  }
+}
+
+using ScreenKernel = void (*)(ScanParams, std::uint32_t);
+
+template <int QG>
+ScreenKernel kernel_for_group(bool inner_product) {
+  return inner_product ? reduced_screen_kernel<QG, true> : reduced_screen_kernel<QG, false>;
+}
+
+ScreenKernel kernel_for(std::uint32_t group, bool inner_product) {
+  switch (group) {
+    case 1: return kernel_for_group<1>(inner_product);
+    case 2: return kernel_for_group<2>(inner_product);
+    case 4: return kernel_for_group<4>(inner_product);
+    default: return kernel_for_group<8>(inner_product);
+  }
+}
+
+}  // namespace
+
+std::size_t reduced_shared_bytes(std::uint32_t group, std::uint32_t width, std::uint32_t pairs) {
+  return std::size_t(group) * pairs * 32 + std::size_t(group) * list_capacity(group, width) * sizeof(Candidate);
+}
+
+int reduced_blocks_per_sm(bool inner_product, std::uint32_t group, std::uint32_t width, std::uint32_t pairs,
+                          std::size_t optin) {
+  // The limit is raised to all that the opt-in leaves beside the static state (a process-wide
+  // attribute, so every store's blocks fit whatever the order of the stores).
+  const ScreenKernel kernel = kernel_for(group, inner_product);
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kernel), "cudaFuncGetAttributes(reduced_screen_kernel)");
+  const std::size_t limit = optin > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)),
+             "cudaFuncSetAttribute(reduced_screen_kernel)");
+  const std::size_t shared = reduced_shared_bytes(group, width, pairs);
+  if (shared > limit) return 0;
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor(reduced_screen_kernel)");
+  return per_sm;
+}
+
+void launch_reduced_screen(const ScanParams& p, std::uint32_t blocks, std::uint32_t group, std::uint32_t stored_dim,
+                           bool inner_product, cudaStream_t stream) {
+  if (p.num_queries == 0) return;
+  const dim3 grid(blocks, (p.num_queries + group - 1) / group);
+  const std::size_t shared = reduced_shared_bytes(group, p.k, reduced_pairs_for((stored_dim + 3) / 4));
+  launch_chained("reduced_screen_kernel", kernel_for(group, inner_product), grid, kThreads, shared, stream, p,
+                 stored_dim);
+}
+
+}  // namespace streamknn::detail::gpu
