@@ -48,6 +48,11 @@ class Catalog {
   /// the high-water mark (its top slot in use), index those ids' slots.
   void restore(std::span<const PointId> slot_ids, IdIndex&& index);
   std::optional<std::uint32_t> slot_of(PointId id) const noexcept { return ids_.find(id); }
+  /// Calls f(id, slot) for every point, in no particular order.
+  template <class F>
+  void for_each_point(F&& f) const {
+    ids_.for_each(f);
+  }
 
   std::size_t size() const noexcept { return ids_.size(); }
   std::uint32_t slot_count() const noexcept { return high_water_; }

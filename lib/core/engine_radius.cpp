@@ -3,7 +3,9 @@
 // every query's row holds what it needs (k points that pass, or its end, or a point past the
 // radius), the predicate is tested on the host against the engine's copy of the attribute words,
 // and "within" is decided on the host, exactly, on the stored vectors of the answers
-// (Backend::read_vectors) by the rule both backends share (core/radius_rule.hpp). The rows come
+// (Backend::read_vectors) by the rule both backends share (core/radius_rule.hpp). A row whose
+// predicate too few of the kMaxK nearest pass is answered from every point that passes it,
+// gathered and ranked exactly on the host (gather_row). The rows come
 // out of the backend's exact search in (exact distance, id) order with the reported distances, so
 // a prefix of a row, filtered, is the filtered answer: the answers equal the CPU backend's. The
 // publish lock is held throughout: every round, the vectors and the words read are of one snapshot.
@@ -51,6 +53,68 @@ QueryRequest round_request(const QueryRequest& request, const std::vector<std::s
   }
   round.queries = round.converted;
   return round;
+}
+
+/// What a row answered by gathering needs of the engine: its catalogue, attribute words and backend.
+struct GatherSource {
+  const Catalog& catalog;
+  std::span<const std::uint32_t> attributes;
+  std::size_t words;
+  const Backend& backend;
+  Metric metric;
+  std::size_t sdim;
+};
+
+/// Row q of a k-nearest search (search_within's included) whose predicate too few of the kMaxK
+/// nearest pass: every point the predicate and the id range admit (the catalogue's ids, the host's
+/// attribute words), their stored vectors read back, those within the radius kept, ranked by the
+/// exact order of core/exact_rank.hpp with the reported distances rounded once (the CPU backend's
+/// arithmetic: the same bits), the first `want`. False where the backend does not read vectors.
+bool gather_row(const GatherSource& src, const QueryRequest& request, std::size_t q, std::size_t want,
+                std::vector<PointId>& ids, std::vector<float>& dist) {
+  const Predicate* predicate = request.predicate_of(q);
+  const IdRange range = request.visible.empty() ? IdRange{} : request.visible[q];
+  std::vector<std::uint32_t> slots;
+  std::vector<PointId> slot_ids;
+  src.catalog.for_each_point([&](PointId id, std::uint32_t slot) {
+    if (id < range.begin || id >= range.end) return;
+    if (predicate && !predicate->passes({src.attributes.data() + slot * src.words, src.words})) return;
+    slots.push_back(slot);
+    slot_ids.push_back(id);
+  });
+  std::vector<float> vectors;
+  if (!slots.empty() && !src.backend.read_vectors(slots, vectors)) return false;
+  const auto n = static_cast<std::uint32_t>(src.sdim);
+  const bool ip = src.metric == Metric::InnerProduct;
+  const float* query = request.queries.data() + q * src.sdim;
+  struct Entry {
+    exact::Key key;
+    PointId id;
+    const float* p;
+  };
+  std::vector<Entry> entries;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const float* p = vectors.data() + i * src.sdim;
+    if (request.radius.active && !within_exactly(query, p, n, ip, request.radius.limit_hi, request.radius.limit_lo)) {
+      continue;
+    }
+    entries.push_back({exact::float64_key(query, Row{p}, n, ip), slot_ids[i], p});
+  }
+  const auto less = [&](const Entry& a, const Entry& b) {
+    return exact::exact_less(query, a.key, a.id, Row{a.p}, b.key, b.id, Row{b.p}, n, ip);
+  };
+  const std::size_t kept = std::min(want, entries.size());
+  std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(kept), entries.end(), less);
+  ids.clear();
+  dist.clear();
+  for (std::size_t j = 0; j < kept; ++j) {
+    const Row row{entries[j].p};
+    float d = exact::report(static_cast<int>(src.metric), entries[j].key, exact::ExactMinus<Row>{query, &row, n, ip});
+    if (src.metric == Metric::Haversine && j > 0) d = std::max(d, dist.back());  // non-decreasing, as both backends
+    ids.push_back(entries[j].id);
+    dist.push_back(d);
+  }
+  return true;
 }
 
 /// The answer of every query from its filtered row: a radius search's flat list (all), else k
@@ -149,6 +213,10 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
         capped[q] = 1;
       }
       if (done) continue;
+      if (k == kMaxK && !all) {  // too few of the kMaxK nearest pass: gather what passes
+        const GatherSource source{catalog_, attributes_, words, *backend_, config_.metric, sdim};
+        if (gather_row(source, request, q, want, ids[q], dist[q])) continue;
+      }
       if (k == kMaxK) {
         throw BackendUnavailable(concat(caller, ": query ", q, " needs more than the ", kMaxK, " nearest points (",
                                         all ? "more lie within the radius" : "too few of them pass its predicate",

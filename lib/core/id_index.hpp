@@ -37,6 +37,14 @@ class IdIndex {
     ++size_;
     return true;
   }
+  /// Calls f(id, slot) for every member, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const Bucket& b : buckets_) {
+      if (b.key != kInvalidId) f(b.key, b.slot);
+    }
+  }
+
   /// Removes id; returns its slot, or nullopt if absent.
   std::optional<std::uint32_t> erase(PointId id) noexcept {
     std::size_t b = bucket_of(id);

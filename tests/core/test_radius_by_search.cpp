@@ -146,3 +146,45 @@ TEST_CASE("filtered by search: predicates, alone and with a radius, as the CPU b
     CHECK(within.ids == set.search_within(queries, 8, r, {}, each).ids);
   }
 }
+
+TEST_CASE("filtered by search: a predicate too few of the 4,096 nearest pass is answered from every point that passes") {
+  for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
+    CAPTURE(to_string(metric));
+    const std::size_t dim = metric == Metric::Haversine ? 2 : 3;
+    auto g = rng(72);
+    StoreConfig c = config_for(dim, metric);
+    c.backend = BackendKind::Cpu;
+    c.attribute_words = 1;
+    ReferenceSet set(c);
+    // 9,000 points, 12 of them flagged: most queries find none of them among their 4,096 nearest.
+    const auto v = points_for(metric, g, 9000, dim);
+    for (std::size_t i = 0; i < 9000; ++i) {
+      const std::uint32_t word[1] = {i % 750 == 7 ? 1u : 0u};
+      set.push(Update::insert(5 * i + 1, std::span<const float>(v.data() + i * dim, dim)).with_attributes(word));
+    }
+    set.publish();
+    const Engine& engine = EngineAccess::of(set);
+    const auto queries = points_for(metric, g, 4, dim);
+    const std::vector<Predicate> flagged = {Predicate{}.require(0, 1)};
+    for (const std::size_t k : {1ul, 5ul, 12ul, 20ul}) {
+      CAPTURE(k);
+      const Neighbors got =
+          engine.filtered_by_search(radius_request(set, queries, std::nan(""), false, k, kNoLimit, {}, flagged), "test")
+              .neighbors;
+      const Neighbors want = set.search(queries, k, {}, flagged);
+      CHECK(got.ids == want.ids);
+      CHECK(got.distances == want.distances);
+    }
+    // With id ranges, and as the k nearest within a radius.
+    const std::vector<IdRange> ranges(4, IdRange{0, 20'000});
+    const Neighbors ranged = engine.filtered_by_search(
+        radius_request(set, queries, std::nan(""), false, 5, kNoLimit, ranges, flagged), "test").neighbors;
+    CHECK(ranged.ids == set.search(queries, 5, ranges, flagged).ids);
+    const Neighbors all = set.search(queries, 20, {}, flagged);
+    const double r = all.distances[10];
+    const Neighbors within =
+        engine.filtered_by_search(radius_request(set, queries, r, false, 20, kNoLimit, {}, flagged), "test").neighbors;
+    CHECK(within.ids == set.search_within(queries, 20, r, {}, flagged).ids);
+    CHECK(within.distances == set.search_within(queries, 20, r, {}, flagged).distances);
+  }
+}
