@@ -252,6 +252,28 @@ __device__ __forceinline__ bool last_block_to_arrive(std::uint32_t* arrivals, st
 /// Asks L2 to fetch the line holding `at` (no register waits on it).
 __device__ __forceinline__ void prefetch_l2(const void* at) { asm volatile("prefetch.global.L2 [%0];" ::"l"(at)); }
 
+/// The k-th smallest of n keys (k <= n) in global memory, by one warp: the keys are staged in
+/// `staged` (room for n) and a binary search over the key's bits counts those at or below the
+/// midpoint (32 steps; in registers they cost the scans' hot loops spills).
+__device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std::uint32_t n, std::uint32_t k,
+                                                  std::uint32_t* staged, std::uint32_t lane) {
+  for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + i);
+  __syncwarp();
+  std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    std::uint32_t count = 0;
+    for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
+    if (__reduce_add_sync(kFullMask, count) >= k) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  __syncwarp();
+  return lo;
+}
+
 inline void check_launch(const char* kernel) {
   check_cuda(cudaGetLastError(), kernel);
 }

@@ -181,21 +181,11 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
   // each for the ordering by counting.
   const std::uint32_t n = count;
 
-  // Hand the selection this block's k best, sorted, as far as the grid-wide bound (what lies
-  // past it cannot be among the k best): the scan's layout, one list per block. The k best are
-  // those with fewer than k entries closer, so no cut is needed here. A bound read by any thread
-  // counts: the entries within the query's k-th pass every one of them and lead the list.
-  const std::uint32_t bound = __ldcg(grid_bound);
-  Candidate* const out = p.candidates + (std::size_t(q) * gridDim.x + blockIdx.x) * k;
-  bool within = false;
-  // Keys (rank, id) are unique, so the positions are a permutation of [0, n).
-  rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
-    if (before >= k) return;
-    out[before] = c;
-    within = ordered_bits(c.rank) <= bound;
-  });
-  const std::uint32_t length = __syncthreads_count(within);
-  if (threadIdx.x == 0) p.lengths[std::size_t(q) * gridDim.x + blockIdx.x] = length;
+  // Hand the selection this block's k best, sorted, as far as the grid-wide bound: the scan's
+  // layout, one list per block. A bound read by any thread counts: the entries within the query's
+  // k-th pass every one of them and lead the list.
+  const std::size_t at = std::size_t(q) * gridDim.x + blockIdx.x;
+  write_block_list(list, n, k, __ldcg(grid_bound), p.candidates + at * k, p.lengths + at);
 }
 
 template <int kWidth, bool kInnerProduct>

@@ -125,21 +125,8 @@ __device__ __noinline__ void arrive_first(std::uint32_t* keys, std::uint32_t* ar
   __threadfence();
   if (lane == 0) *arrivals = 0;  // every block has arrived: ready for the next launch
   for (std::uint32_t j = 0; j < nq; ++j) {
-    for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + std::size_t(q0 + j) * n + i);
-    __syncwarp();
-    std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
-    while (lo < hi) {
-      const std::uint32_t mid = lo + (hi - lo) / 2;
-      std::uint32_t count = 0;
-      for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
-      if (__reduce_add_sync(kFullMask, count) >= k) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    if (lane == 0 && lo < kNoBound) atomicMin(threshold + q0 + j, lo);
-    __syncwarp();
+    const std::uint32_t kth = warp_kth(keys + std::size_t(q0 + j) * n, n, k, staged, lane);
+    if (lane == 0 && kth < kNoBound) atomicMin(threshold + q0 + j, kth);
   }
 }
 
@@ -327,16 +314,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
   for (std::uint32_t j = 0; j < nq; ++j) {
     Candidate* const list = lists + std::size_t(j) * capacity;
     if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
-    const std::uint32_t n = st.count[j], bound = __ldcg(p.threshold + q0 + j);
-    Candidate* const out = p.candidates + (std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k;
-    bool within = false;
-    rank_by_counting(list, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
-      if (before >= k) return;
-      out[before] = c;
-      within = ordered_bits(c.rank) <= bound;
-    });
-    const std::uint32_t length = __syncthreads_count(within);
-    if (threadIdx.x == 0) p.lengths[std::size_t(q0 + j) * gridDim.x + blockIdx.x] = length;
+    const std::size_t at = std::size_t(q0 + j) * gridDim.x + blockIdx.x;
+    write_block_list(list, st.count[j], k, __ldcg(p.threshold + q0 + j), p.candidates + at * k, p.lengths + at);
   }
 }
 

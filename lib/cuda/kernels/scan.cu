@@ -177,28 +177,6 @@ __device__ void warp_merge(Candidate* list, std::uint32_t& n, std::uint32_t k, C
   n = min(k, n + m);
 }
 
-/// The k-th smallest of n keys (k <= n <= kFirstBoundMaxBlocks) in global memory, by one warp:
-/// the keys are staged in shared memory and a binary search over the key's bits counts those at
-/// or below the midpoint (32 steps; in registers they cost the scan's hot loop spills).
-__device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std::uint32_t n, std::uint32_t k,
-                                                  std::uint32_t* staged, std::uint32_t lane) {
-  for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + i);
-  __syncwarp();
-  std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
-  while (lo < hi) {
-    const std::uint32_t mid = lo + (hi - lo) / 2;
-    std::uint32_t count = 0;
-    for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
-    if (__reduce_add_sync(kFullMask, count) >= k) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  __syncwarp();
-  return lo;
-}
-
 /// The grid-wide part of the first-tile bound (ScanParams::first_keys), run by the last warp of
 /// each block to finish its first tile: publish the block's smallest rank per query; the block
 /// that publishes last selects, per query, the k-th of all blocks' keys (k distinct points, so

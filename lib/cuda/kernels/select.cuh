@@ -149,6 +149,22 @@ __device__ void rank_by_counting(const Candidate* s, std::uint32_t n, F f) {
   if (i < n && part == 0) f(i, mine, before);
 }
 
+/// Hands the selection one block's list (s[0, n), n <= blockDim.x, keys unique) as the scan's
+/// layout: its k best, sorted, as far as `bound` (what lies past it cannot be among the query's k
+/// best), into out[0, k), and the length within the bound into *length. The k best are those with
+/// fewer than k entries closer, so no cut is needed. Every thread calls it.
+__device__ void write_block_list(const Candidate* s, std::uint32_t n, std::uint32_t k, std::uint32_t bound,
+                                 Candidate* out, std::uint32_t* length) {
+  bool within = false;
+  rank_by_counting(s, n, [&](std::uint32_t, const Candidate& c, std::uint32_t before) {
+    if (before >= k) return;
+    out[before] = c;
+    within = ordered_bits(c.rank) <= bound;
+  });
+  const std::uint32_t count = __syncthreads_count(within);
+  if (threadIdx.x == 0) *length = count;
+}
+
 /// Keys the k-th search ranks by counting once radix digits have narrowed it down to them.
 constexpr std::uint32_t kCountRankMax = 128;
 
