@@ -1,5 +1,6 @@
 // Bindings of attributes, predicates and radius search (streamknn/predicate.hpp, radius.hpp):
-// the array forms they take in Python, and the ReferenceSet methods that use them.
+// the array forms they take and return in Python (filter_arrays.cpp, shared with the sharded
+// store's module), and the ReferenceSet methods that use them (filters.cpp).
 #pragma once
 
 #include <vector>
@@ -21,6 +22,12 @@ AttrRows as_attributes(py::handle object, std::size_t words, const char* call);
 /// ints; -1 for none) and 'range_min' / 'range_max' (uint32 scalars or (n_queries,)). One
 /// Predicate for every query when nothing is per query, else one per query.
 std::vector<Predicate> as_predicates(py::handle where, std::size_t num_queries, std::size_t words, const char* call);
+
+/// search()'s answer: (distances (n, k) float32, ids (n, k) uint64, epoch).
+py::tuple neighbors_tuple(Neighbors&& n, std::size_t num_queries, std::size_t k);
+/// radius_search()'s answer: (offsets (n + 1,) uint64, ids uint64, distances float32, capped (n,)
+/// bool, epoch).
+py::tuple radius_tuple(RadiusNeighbors&& r);
 
 /// Adds set_attributes, radius_search, search_within and attribute_words to the ReferenceSet class.
 void bind_filters(py::module_& m);
