@@ -53,6 +53,13 @@ SpatialIndex parse_spatial_index(const std::string& name) {
   fail_argument("ReferenceSet: unknown spatial_index '", name, "' (choose auto, always or off)");
 }
 
+ReducedScreen parse_reduced_screen(const std::string& name) {
+  if (name == "auto") return ReducedScreen::Auto;
+  if (name == "always") return ReducedScreen::Always;
+  if (name == "off") return ReducedScreen::Off;
+  fail_argument("ReferenceSet: unknown reduced_screen '", name, "' (choose auto, always or off)");
+}
+
 const char* backend_string(BackendKind kind) {
   switch (kind) {
     case BackendKind::Cpu: return "cpu";
@@ -412,7 +419,7 @@ A mutable reference set: push batches of updates, publish() them as a new snapsh
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
              capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0,
-             publish_threads=0, spatial_index='auto', attribute_words=0)
+             publish_threads=0, spatial_index='auto', attribute_words=0, reduced_screen='auto')
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
@@ -425,6 +432,9 @@ publish_threads: threads publish() may use for a large batch of moves and target
 spatial_index: CUDA backend, stores of one or two dimensions: 'auto' (a tree of boxes over the
 points, kept on the device and refit or rebuilt after a publish once enough queries have come),
 'always' or 'off'. The answers are the same; only the time differs.
+reduced_screen: CUDA backend: 'auto' (a float16 copy of stores of 64+ dimensions screens small
+batches over large stores, read at half the bytes; the answers stay exact), 'always' or 'off'
+(saves the copy's memory: per buffer 2 bytes per dimension and 8 per point). docs/cuda.md, E7.
 attribute_words: 32-bit attribute words per point (0 to 4), given at insert (attributes=), changed
 by set_attributes, tested by the searches' `where` predicates (docs/filters.md).
 
@@ -436,31 +446,34 @@ any thread; searches and publishes release the GIL.
       .def(py::init([](std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                        std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                        std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-                       std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words) {
-             const StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
-                                                    queue_capacity, cuda_device, cpu_threads, publish_threads,
-                                                    spatial_index, attribute_words);
+                       std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words,
+                       const std::string& reduced_screen) {
+             StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
+                                              queue_capacity, cuda_device, cpu_threads, publish_threads,
+                                              spatial_index, attribute_words);
+             config.reduced_screen = parse_reduced_screen(reduced_screen);
              py::gil_scoped_release nogil;
              return std::make_unique<Store>(config);
            }),
            py::arg("dim"), py::arg("metric") = "l2", py::kw_only(), py::arg("n_classes") = py::none(),
            py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
            py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
-           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto", py::arg("attribute_words") = 0)
+           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto", py::arg("attribute_words") = 0,
+           py::arg("reduced_screen") = "auto")
       .def_static(
           "from_points",
           [](py::handle ids, py::handle vectors, py::handle targets, const std::string& metric,
              std::optional<std::uint32_t> n_classes, std::optional<std::uint32_t> n_outputs, const std::string& backend,
              std::size_t capacity_hint, std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
              std::size_t publish_threads, const std::string& spatial_index, py::handle attributes,
-             std::optional<std::size_t> attribute_words) {
+             std::optional<std::size_t> attribute_words, const std::string& reduced_screen) {
             const char* call = "ReferenceSet.from_points";
             const py::array shape_of = py::array::ensure(vectors);
             if (!shape_of || shape_of.ndim() != 2) fail_argument(call, ": vectors must be a 2-D array (n, dim)");
-            const StoreConfig config = make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend,
-                                                   capacity_hint, queue_capacity, cuda_device, cpu_threads,
-                                                   publish_threads, spatial_index,
-                                                   attribute_words.value_or(words_of(attributes, call)));
+            StoreConfig config = make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend,
+                                             capacity_hint, queue_capacity, cuda_device, cpu_threads, publish_threads,
+                                             spatial_index, attribute_words.value_or(words_of(attributes, call)));
+            config.reduced_screen = parse_reduced_screen(reduced_screen);
             Points p = as_points(config, ids, vectors, targets, call);
             std::optional<AttrRows> words;
             if (!attributes.is_none()) {
@@ -489,6 +502,7 @@ any thread; searches and publishes release the GIL.
           py::arg("capacity_hint") = 1024, py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0,
           py::arg("cpu_threads") = 0, py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto",
           py::arg("attributes") = py::none(), py::arg("attribute_words") = py::none(),
+          py::arg("reduced_screen") = "auto",
           R"doc(A store holding ids (n,), vectors (n, dim) and targets (as for insert) at epoch 1, built in
 one step (ReferenceSet::from_points: no update queue, no publish): the fast way to load a data set.
 The other arguments are the constructor's (dim is vectors.shape[1]). attributes: None (every word
