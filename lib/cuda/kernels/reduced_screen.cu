@@ -89,7 +89,7 @@ __device__ __forceinline__ float lower_bound(float t, float norm2_lo, float err,
   return bound == bound ? bound : -CUDART_INF_F;
 }
 
-/// One query's terms from its staged row (thread 0 of the calling warp's lane 0 gets them right).
+/// One query's terms from its staged row, summed by the calling warp (every lane gets them).
 __device__ QueryTerms query_terms(const float4* row, std::uint32_t chunks, std::uint32_t stored_dim, bool ip) {
   const std::uint32_t lane = threadIdx.x & 31;
   double square = 0;
