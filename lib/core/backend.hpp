@@ -149,8 +149,11 @@ class Backend {
                                                          "in device memory); use search() on host arrays"));
   }
   /// Writes a checkpoint's whole store (every slot of batch, into a backend that holds nothing
-  /// yet) and publishes it as `epoch`; may throw OutOfMemory. By default reserve() and apply().
-  virtual void restore(const ResolvedBatch& batch, std::uint64_t epoch) {
+  /// yet) and publishes it as `epoch`; may throw OutOfMemory. The backend may take the batch's
+  /// arrays (the CPU backend keeps ResolvedBatch::rows as its buffer). By default
+  /// rows_to_vectors(), reserve() and apply().
+  virtual void restore(ResolvedBatch&& batch, std::uint64_t epoch) {
+    batch.rows_to_vectors();
     reserve(batch.slot_count, batch.id_slots.size());
     apply(batch, epoch);
   }

@@ -23,6 +23,9 @@ struct StoreImage {
   std::size_t attribute_words = 0;   ///< StoreConfig::attribute_words
   /// slot_count x attribute_words (free slots 0); may be empty where every word is 0 (from_points)
   std::vector<std::uint32_t> attributes;
+  /// from_points only, in place of `vectors` (then empty): the same floats as ResolvedBatch::rows
+  /// holds them, taken by take_batch. Set only where every slot holds a point.
+  StoreVector rows;
 
   /// Grows (or shrinks) to n slots; new slots are free and zero.
   void resize(std::size_t n, std::size_t stored_dim, bool classes, std::size_t outputs) {
@@ -90,11 +93,16 @@ struct StoreImage {
       if (words) b.attribute_slots = b.vector_slots;
       b.attributes = std::move(attributes);
       b.vectors = std::move(vectors);
+      b.rows = std::move(rows);
       b.labels = std::move(labels);
       b.values = std::move(values);
       b.ids = std::move(ids);
       *this = StoreImage{};
       return b;
+    }
+    if (!rows.empty()) {  // where a slot is free (never from from_points): read as `vectors`
+      vectors.assign(rows.begin(), rows.end());
+      rows = StoreVector();
     }
     const std::size_t live = static_cast<std::size_t>(std::count_if(ids.begin(), ids.end(), [](PointId id) { return id != kInvalidId; }));
     b.reserve(live, stored_dim, outputs, words);

@@ -131,9 +131,9 @@ Engine::Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index) :
   if (image.epoch == 0 && image.slot_count == 0) return;
   const std::size_t live = catalog_.size();
   const std::uint64_t epoch = image.epoch;
-  const ResolvedBatch everything = image.take_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
-                                                    value_floats(config_));
-  backend_->restore(everything, epoch);
+  ResolvedBatch everything = image.take_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
+                                              value_floats(config_));
+  backend_->restore(std::move(everything), epoch);
   epoch_.store(epoch, std::memory_order_release);
   size_.store(live, std::memory_order_release);
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/store_vector.hpp"
 #include "streamknn/update.hpp"
 
 namespace streamknn::detail {
@@ -22,6 +23,18 @@ struct ResolvedBatch {
   std::vector<PointId> ids;             ///< kInvalidId marks the slot as erased
   std::vector<std::uint32_t> attribute_slots;
   std::vector<std::uint32_t> attributes;  ///< attribute_slots.size() x StoreConfig::attribute_words
+  /// A load's vectors (from_points, StoreImage::rows) in place of `vectors`, which is then empty:
+  /// the same floats, in storage the CPU backend keeps as its buffer instead of copying it.
+  /// Capacity for slot_count rounded up to 8 rows. A backend that does not take them calls
+  /// rows_to_vectors() first.
+  StoreVector rows;
+
+  /// Moves `rows` into `vectors` (a copy), for a consumer that reads `vectors`.
+  void rows_to_vectors() {
+    if (rows.empty()) return;
+    vectors.assign(rows.begin(), rows.end());
+    rows = StoreVector();
+  }
 
   bool empty() const noexcept {
     return vector_slots.empty() && target_slots.empty() && id_slots.empty() && attribute_slots.empty();
@@ -42,7 +55,7 @@ struct ResolvedBatch {
   }
   void clear() noexcept {
     vector_slots.clear(); vectors.clear(); target_slots.clear(); labels.clear(); values.clear();
-    id_slots.clear(); ids.clear(); attribute_slots.clear(); attributes.clear();
+    id_slots.clear(); ids.clear(); attribute_slots.clear(); attributes.clear(); rows.clear();
   }
 };
 

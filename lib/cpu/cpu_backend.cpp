@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -154,12 +155,15 @@ class CpuBackend final : public Backend {
     return {};
   }
 
-  void restore(const ResolvedBatch& batch, std::uint64_t epoch) override {
+  void restore(ResolvedBatch&& batch, std::uint64_t epoch) override {
     // Both buffers at once: nothing reads them yet, and no copy of the batch is kept for a replay.
     // A batch of every slot in order (a load) fills the front buffer in one pass, nothing zeroed
-    // and then overwritten, and leaves the back buffer to the first publish (see the top).
+    // and then overwritten (from_points' rows become that buffer as they are), and leaves the
+    // back buffer to the first publish (see the top).
     const bool whole = HostStore::fills_every_slot(batch, config_.target.kind != TargetSpec::Kind::None,
                                                    !batch.attribute_slots.empty());
+    if (!whole || !cpu_rows_unpadded(stored_dim_)) batch.rows_to_vectors();
+    note_norms(batch);  // before load() takes the rows
     try {
       refuse_beyond_memory(2.0 * double(batch.slot_count) * double(row_stride(stored_dim_)) * sizeof(float),
                            "ReferenceSet::load: ", batch.slot_count, " points of dim ", config_.dim,
@@ -177,7 +181,6 @@ class CpuBackend final : public Backend {
       throw OutOfMemory(concat("ReferenceSet::load: host memory exhausted for ", batch.slot_count, " points of dim ",
                                config_.dim));
     }
-    note_norms(batch);
     for (Buffer& b : buffers_) {
       if (!whole) b.store.apply(batch);
       b.epoch = epoch;
@@ -305,11 +308,13 @@ class CpuBackend final : public Backend {
 
   /// Raises max_norm_ to cover every vector of a batch (before the batch can be read).
   void note_norms(const ResolvedBatch& batch) {
-    if (config_.metric != Metric::InnerProduct || batch.vectors.empty()) return;
+    const std::span<const float> vectors =
+        batch.rows.empty() ? std::span<const float>(batch.vectors) : std::span<const float>(batch.rows);
+    if (config_.metric != Metric::InnerProduct || vectors.empty()) return;
     double largest = 0;
-    for (std::size_t at = 0; at + stored_dim_ <= batch.vectors.size(); at += stored_dim_) {
+    for (std::size_t at = 0; at + stored_dim_ <= vectors.size(); at += stored_dim_) {
       double s = 0;
-      for (std::size_t i = 0; i < stored_dim_; ++i) s += double(batch.vectors[at + i]) * double(batch.vectors[at + i]);
+      for (std::size_t i = 0; i < stored_dim_; ++i) s += double(vectors[at + i]) * double(vectors[at + i]);
       largest = std::max(largest, s);
     }
     const double norm = std::sqrt(largest) * (1.0 + 0x1p-30);

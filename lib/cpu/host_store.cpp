@@ -66,6 +66,26 @@ void HostStore::apply(const ResolvedBatch& batch) {
   slot_count_ = batch.slot_count;
 }
 
+void HostStore::copy_rows(const float* from, std::size_t n, std::size_t cap, float* to) const {
+  if (by_column()) {
+    for (std::size_t d = 0; d < stored_dim_; ++d) {
+      float* column = to + d * cap;
+      for (std::size_t s = 0; s < n; ++s) column[s] = from[s * stored_dim_ + d];
+      std::fill(column + n, column + cap, 0.0f);
+    }
+  } else if (stride_ == stored_dim_) {
+    if (n) std::memcpy(to, from, n * stored_dim_ * sizeof(float));
+    std::fill(to + n * stride_, to + cap * stride_, 0.0f);
+  } else {
+    for (std::size_t s = 0; s < n; ++s) {
+      float* row = to + s * stride_;
+      std::copy_n(from + s * stored_dim_, stored_dim_, row);
+      std::fill(row + stored_dim_, row + stride_, 0.0f);
+    }
+    std::fill(to + n * stride_, to + cap * stride_, 0.0f);
+  }
+}
+
 bool HostStore::fills_every_slot(const ResolvedBatch& batch, bool has_targets, bool has_attributes) noexcept {
   const std::size_t n = batch.slot_count;
   const auto in_order = [n](const std::vector<std::uint32_t>& slots) {
@@ -81,30 +101,19 @@ bool HostStore::fills_every_slot(const ResolvedBatch& batch, bool has_targets, b
   return std::find(batch.ids.begin(), batch.ids.end(), kInvalidId) == batch.ids.end();
 }
 
-void HostStore::load(const ResolvedBatch& batch) {
+void HostStore::load(ResolvedBatch& batch) {
   const std::size_t n = batch.slot_count, cap = (n + 7) / 8 * 8;
-  StoreVector vectors(cap * stride_);  // uninitialised: every float is written below
-  if (by_column()) {
-    for (std::size_t d = 0; d < stored_dim_; ++d) {
-      float* column = vectors.data() + d * cap;
-      for (std::size_t s = 0; s < n; ++s) column[s] = batch.vectors[s * stored_dim_ + d];
-      std::fill(column + n, column + cap, 0.0f);
-    }
-  } else if (stride_ == stored_dim_) {
-    if (n) std::memcpy(vectors.data(), batch.vectors.data(), n * stored_dim_ * sizeof(float));
-    std::fill(vectors.data() + n * stride_, vectors.data() + cap * stride_, 0.0f);
+  StoreVector vectors;
+  if (!batch.rows.empty()) {  // unpadded rows (the caller checks), taken as they are
+    vectors.swap(batch.rows);
+    vectors.resize(cap * stride_, 0.0f);  // the spare slots' rows, within the capacity from_points reserved
   } else {
-    for (std::size_t s = 0; s < n; ++s) {
-      float* row = vectors.data() + s * stride_;
-      std::copy_n(batch.vectors.data() + s * stored_dim_, stored_dim_, row);
-      std::fill(row + stored_dim_, row + stride_, 0.0f);
-    }
-    std::fill(vectors.data() + n * stride_, vectors.data() + cap * stride_, 0.0f);
+    vectors.resize(cap * stride_);  // uninitialised: every float is written below
+    copy_rows(batch.vectors.data(), n, cap, vectors.data());
   }
-  // Each array sized to the capacity first, then written: one allocation, no reallocation.
-  const auto filled = [cap](auto& out, const auto& in, std::size_t per_slot, auto blank) {
-    out.reserve(cap * per_slot);
-    out.assign(in.begin(), in.end());
+  // Each array taken from the batch and grown to the capacity (a copy only where it lacks room).
+  const auto filled = [cap](auto& out, auto& in, std::size_t per_slot, auto blank) {
+    out.swap(in);
     out.resize(cap * per_slot, blank);
   };
   std::vector<PointId> ids;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/resolved_batch.hpp"
+#include "core/store_vector.hpp"
 #include "streamknn/config.hpp"
 
 namespace streamknn::detail {
@@ -35,28 +36,7 @@ struct AlignedAllocator {
 template <class T>
 using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
-/// The store's vectors' allocator: AlignedAllocator's 64-byte alignment, but elements made
-/// without a value (vector(n), resize(n)) are left uninitialised, for buffers whose every float
-/// is written next (HostStore::load).
-template <class T>
-struct StoreAllocator {
-  using value_type = T;
-  StoreAllocator() = default;
-  template <class U>
-  StoreAllocator(const StoreAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t(64)); }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    if constexpr (sizeof...(Args) == 0) {
-      ::new (static_cast<void*>(p)) U;
-    } else {
-      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-  }
-  friend bool operator==(const StoreAllocator&, const StoreAllocator&) noexcept { return true; }
-};
-using StoreVector = std::vector<float, StoreAllocator<float>>;
+// StoreVector (the store's vectors: 64-byte aligned, built uninitialised): core/store_vector.hpp.
 
 /// Stores of at most this many stored dimensions are held column by column.
 constexpr std::size_t kMaxColumnDim = 4;
@@ -78,11 +58,13 @@ class HostStore {
   void apply(const ResolvedBatch& batch);
   /// True when `batch` writes every slot 0..slot_count-1 in order, all of them live (a load).
   static bool fills_every_slot(const ResolvedBatch& batch, bool has_targets, bool has_attributes) noexcept;
-  /// Replaces the contents with such a batch: new arrays of capacity slot_count rounded up to
-  /// 8, each written once (rows copied, padding and spare slots zeroed; no fill before the
-  /// copy), instead of reserve()'s zero fill followed by apply()'s row-by-row writes.
-  /// Throws std::bad_alloc, leaving the store as it was.
-  void load(const ResolvedBatch& batch);
+  /// Replaces the contents with such a batch, taking its arrays: capacity slot_count rounded up
+  /// to 8, each float written once (rows copied, padding and spare slots zeroed; no fill before
+  /// the copy), instead of reserve()'s zero fill followed by apply()'s row-by-row writes.
+  /// batch.rows (set only where cpu_rows_unpadded(stored_dim)) become the vectors as they are,
+  /// taken from the batch: no copy. Throws std::bad_alloc, leaving the store as it was (the
+  /// batch perhaps partly taken).
+  void load(ResolvedBatch& batch);
 
   std::size_t slot_count() const noexcept { return slot_count_; }
   std::size_t capacity() const noexcept { return ids_.size(); }
@@ -104,6 +86,10 @@ class HostStore {
   std::size_t attribute_words() const noexcept { return attribute_words_; }
 
  private:
+  /// n rows of stored_dim floats at `from` written into `cap` slots of the layout at `to`,
+  /// padding and spare slots zero.
+  void copy_rows(const float* from, std::size_t n, std::size_t cap, float* to) const;
+
   std::size_t stored_dim_;
   std::size_t stride_;
   TargetSpec target_;
