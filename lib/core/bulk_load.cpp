@@ -135,12 +135,13 @@ bool stored_vectors(const StoreConfig& config, std::span<const float> vectors, s
 
 /// Whether the load's vectors are copied into StoreImage::rows, which the CPU backend keeps as
 /// its buffer (one copy of the caller's rows where vectors and then the backend's buffer took
-/// two): vectors stored as given, unpadded rows on the CPU backend (for another backend rows
-/// are copied to `vectors` again, so they are used only where the CPU backend is the one made).
-bool into_rows(const StoreConfig& config, const std::vector<float>* owned) {
+/// two; vectors the caller hands over are copied too, tested in the same pass):
+/// vectors stored as given, unpadded rows on the CPU backend (for another backend rows are
+/// copied to `vectors` again, so they are used only where the CPU backend is the one made).
+bool into_rows(const StoreConfig& config) {
   const bool cpu = config.backend == BackendKind::Cpu ||
                    (config.backend == BackendKind::Auto && !detail::cuda_device_usable(config.cuda_device));
-  return owned == nullptr && cpu && detail::stored_as_given(config.metric) && config.origin.empty() &&
+  return cpu && detail::stored_as_given(config.metric) && config.origin.empty() &&
          detail::cpu_rows_unpadded(detail::stored_dim(config.metric, config.dim));
 }
 
@@ -226,8 +227,8 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
-    const bool within = into_rows(config, owned) ? copy_rows(config, vectors, image.rows)
-                                                 : stored_vectors(config, vectors, owned, image.vectors);
+    const bool within = into_rows(config) ? copy_rows(config, vectors, image.rows)
+                                          : stored_vectors(config, vectors, owned, image.vectors);
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
     image.attribute_words = config.attribute_words;
