@@ -188,6 +188,11 @@ struct StridedFloats {
 template <class T>
 void append_rows(const char* base, py::ssize_t row_step, py::ssize_t col_step, std::size_t rows, std::size_t cols,
                  std::vector<float>& out) {
+  if (col_step == py::ssize_t(sizeof(T)) && row_step == py::ssize_t(cols * sizeof(T))) {  // C order: one loop
+    const T* first = reinterpret_cast<const T*>(base);
+    out.insert(out.end(), first, first + rows * cols);
+    return;
+  }
   for (std::size_t i = 0; i < rows; ++i) {
     const char* row = base + py::ssize_t(i) * row_step;
     if (col_step == py::ssize_t(sizeof(T))) {  // contiguous: a plain loop the compiler vectorises
