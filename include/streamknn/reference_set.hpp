@@ -161,8 +161,8 @@ class ReferenceSet {
   static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
                                   std::span<const float> vectors, std::span<const std::int32_t> labels = {},
                                   std::span<const float> values = {}, std::span<const std::uint32_t> attributes = {});
-  /// The same with the vectors handed over: an L2 or inner-product store without an origin keeps
-  /// them as they are instead of copying them (the other metrics read and leave them).
+  /// The same with the vectors handed over: an L2 or inner-product store without an origin makes
+  /// no host copy of them beyond the backend's own buffer (the other metrics read and leave them).
   static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
                                   std::vector<float>&& vectors, std::span<const std::int32_t> labels = {},
                                   std::span<const float> values = {}, std::span<const std::uint32_t> attributes = {});
