@@ -53,11 +53,13 @@ Update insert_of(const StoreConfig& config, PointId id, std::span<const float> v
 /// the bound together. As int32 (the cleared sign keeps them non-negative) the comparisons are
 /// OR-ed: that vectorises on the baseline x86-64 ISA with no loop-carried max, and reads the
 /// floats at memory speed (a running max took twice as long).
+bool beyond(float x, std::int32_t limit) { return (std::bit_cast<std::int32_t>(x) & 0x7fffffff) > limit; }
+
 bool all_within(std::span<const float> xs, float bound) {
   const std::int32_t limit = std::bit_cast<std::int32_t>(bound);
-  std::int32_t beyond = 0;
-  for (const float x : xs) beyond |= (std::bit_cast<std::int32_t>(x) & 0x7fffffff) > limit;
-  return beyond == 0;
+  std::int32_t any = 0;
+  for (const float x : xs) any |= beyond(x, limit);
+  return any == 0;
 }
 
 /// Whether every point passes push()'s checks by a test of the whole arrays, without early
@@ -156,12 +158,12 @@ bool copy_rows(const StoreConfig& config, std::span<const float> vectors, detail
   const std::int32_t limit = std::bit_cast<std::int32_t>(detail::coordinate_bound(config.metric, config.dim));
   const float* from = vectors.data();
   float* to = rows.data();
-  std::int32_t beyond = 0;
+  std::int32_t any = 0;
   for (std::size_t i = 0; i < vectors.size(); ++i) {
     to[i] = from[i];
-    beyond |= (std::bit_cast<std::int32_t>(from[i]) & 0x7fffffff) > limit;
+    any |= beyond(from[i], limit);
   }
-  return beyond == 0;
+  return any == 0;
 }
 
 /// Whether a load of `floats` vector floats builds its id index on a second thread: large
