@@ -25,6 +25,7 @@ namespace streamknn {
 namespace km = detail::kmeans;
 using detail::concat;
 using detail::fail_argument;
+using detail::ThreadPool;
 
 namespace {
 
@@ -37,15 +38,20 @@ const char* init_name(KMeansInit i) {
   return "?";
 }
 
-/// Checks rows (n x dim) for NaN/Inf and for coordinates beyond the L2 bound; `what` names them.
-void check_rows(std::span<const float> rows, std::size_t dim, const char* caller, const char* what) {
+/// Refuses rows[at], the first float of rows (n x dim) that is NaN/Inf or beyond the L2 bound.
+[[noreturn]] void fail_row(std::span<const float> rows, std::size_t at, std::size_t dim, const char* caller,
+                           const char* what) {
   const float bound = detail::coordinate_bound(Metric::L2, dim);
-  const std::size_t at = detail::first_beyond(rows, bound);
-  if (at == rows.size()) return;
   const float v = rows[at];
   if (!std::isfinite(v)) fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim);
   fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim,
                 ", beyond the largest magnitude ", bound, " a float32 squared distance of dim ", dim, " allows");
+}
+
+/// Checks rows (n x dim) for NaN/Inf and for coordinates beyond the L2 bound; `what` names them.
+void check_rows(std::span<const float> rows, std::size_t dim, const char* caller, const char* what) {
+  const std::size_t at = detail::first_beyond(rows, detail::coordinate_bound(Metric::L2, dim));
+  if (at != rows.size()) fail_row(rows, at, dim, caller, what);
 }
 
 /// The backend a configuration runs on (BackendUnavailable for Cuda where none is usable).
@@ -56,13 +62,32 @@ BackendKind resolve(const KMeansConfig& c) {
   return BackendKind::Cpu;
 }
 
-std::unique_ptr<km::LloydBackend> make_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s) {
-  if (kind == BackendKind::Cuda) return km::make_cuda_lloyd(s, c.cuda_device);
+/// The backend over the points of `s`, which are checked first as check_rows does ("points" of
+/// `caller`): by the CUDA backend's copy to the device where that backend is usable (one pass over
+/// the points instead of two), else by a scan on the pool, before the backend is made (an
+/// unusable backend's BackendUnavailable comes after the points' InvalidArgument).
+std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s,
+                                                  ThreadPool& pool, const char* caller) {
+  const std::span<const float> rows(s.points, s.n * s.d);
+  const float bound = detail::coordinate_bound(Metric::L2, s.d);
+  // Auto resolves to Cuda only for a usable device (resolve()).
+  if (kind == BackendKind::Cuda && (c.backend == BackendKind::Auto || km::cuda_lloyd_available(c.cuda_device))) {
+    km::RowCheck check{bound, 0};
+    auto be = km::make_cuda_lloyd(s, c.cuda_device, pool, check);
+    if (check.first != rows.size()) fail_row(rows, check.first, s.d, caller, "points");
+    return be;
+  }
+  const std::size_t at = km::first_beyond(rows.data(), rows.size(), bound, pool);
+  if (at != rows.size()) fail_row(rows, at, s.d, caller, "points");
+  if (kind == BackendKind::Cuda) {
+    km::RowCheck check{bound, 0};
+    return km::make_cuda_lloyd(s, c.cuda_device, pool, check);  // throws BackendUnavailable
+  }
   if (!km::scan_supported()) {
     throw BackendUnavailable("KMeans: the CPU scans were built for AVX2 + FMA and this CPU lacks them; rebuild "
                              "with -DSTREAMKNN_CPU_ISA=portable");
   }
-  return km::make_cpu_lloyd(s, c.cpu_threads);
+  return km::make_cpu_lloyd(s, pool);
 }
 
 /// scikit-learn's empty-cluster relocation, on the sums of the labels' clusters: the emptied
@@ -194,7 +219,8 @@ KMeans::KMeans(KMeansConfig config) : config_(std::move(config)) {
 
 namespace {
 
-void check_points(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
+/// Checks the points' shape against the configuration (their values: checked_backend).
+void check_shape(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
   if (dim == 0) fail_argument(caller, ": dim=0 must be at least 1");
   if (points.size() % dim != 0) {
     fail_argument(caller, ": points holds ", points.size(), " values, not a multiple of dim=", dim);
@@ -206,20 +232,22 @@ void check_points(const KMeansConfig& c, std::span<const float> points, std::siz
     fail_argument(caller, ": initial_centroids have dim=", c.initial_centroids.size() / c.clusters,
                   " but the points have dim=", dim);
   }
-  check_rows(points, dim, caller, "points");
 }
 
-KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, std::size_t dim) {
+/// The fit of points that passed check_shape; their rows are checked by checked_backend.
+KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
+  ThreadPool pool(km::pool_workers(c.cpu_threads));
   km::LloydShape s{points.data(), points.size() / dim, dim, c.clusters};
   const BackendKind kind = resolve(c);
-  auto be = make_backend(c, kind, s);
-  const double tol = c.tol * km::mean_variance(s, c.cpu_threads);
+  auto be = checked_backend(c, kind, s, pool, caller);
+  // tol x variance is 0 whatever the (finite) variance when tol is 0: no pass over the points.
+  const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(s, pool);
   KMeansResult best;
   bool have = false;
   for (std::size_t run = 0; run < c.n_init; ++run) {
     std::vector<float> start = c.init == KMeansInit::Given ? c.initial_centroids
                                                            : km::initial_centroids(s, c.init == KMeansInit::Random,
-                                                                                   c.seed + run, c.cpu_threads);
+                                                                                   c.seed + run, pool);
     KMeansResult r = lloyd(*be, s, start, c.max_iter, tol);
     if (!have || r.inertia < best.inertia) {
       best = std::move(r);
@@ -233,8 +261,8 @@ KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, s
 }  // namespace
 
 KMeansResult KMeans::fit(std::span<const float> points, std::size_t dim) const {
-  check_points(config_, points, dim, "KMeans::fit");
-  return fit_checked(config_, points, dim);
+  check_shape(config_, points, dim, "KMeans::fit");
+  return fit_checked(config_, points, dim, "KMeans::fit");
 }
 
 KMeansResult KMeans::fit(const ReferenceSet& set) const {
@@ -255,8 +283,8 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
     ++live;
   }
   image.vectors.resize(live * dim);
-  check_points(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
-  KMeansResult r = fit_checked(config_, image.vectors, dim);
+  check_shape(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
+  KMeansResult r = fit_checked(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
   r.ids = std::move(ids);
   r.epoch = image.epoch;
   return r;
@@ -272,11 +300,11 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
     fail_argument("KMeans::predict: points holds ", points.size(), " values, not a multiple of dim=", dim);
   }
   check_rows(centroids, dim, "KMeans::predict", "centroids");
-  check_rows(points, dim, "KMeans::predict", "points");
   std::vector<std::uint32_t> labels(points.size() / dim);
   if (labels.empty()) return labels;
+  ThreadPool pool(km::pool_workers(config_.cpu_threads));
   km::LloydShape s{points.data(), labels.size(), dim, centroids.size() / dim};
-  auto be = make_backend(config_, resolve(config_), s);
+  auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict");
   be->start(centroids);
   be->assign();
   be->fetch_labels(labels);

@@ -1,14 +1,16 @@
-// K-means starts and the scale of tol (kmeans_init.hpp). k-means++ weighs the points by their
-// float32 squared distances (the screen's arithmetic, eight partial sums): a start needs them to be
-// the same on every run and thread count, not exact.
+// The check of the points, K-means starts and the scale of tol (kmeans_init.hpp). k-means++ weighs
+// the points by their float32 squared distances (the screen's arithmetic, eight partial sums): a
+// start needs them to be the same on every run and thread count, not exact.
 #include "kmeans/kmeans_init.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <thread>
 
+#include "core/check.hpp"
 #include "core/thread_pool.hpp"
 #include "kmeans/kmeans_exact.hpp"
 #include "kmeans/lloyd_cpu_scan.hpp"
@@ -18,11 +20,9 @@ namespace streamknn::detail::kmeans {
 namespace {
 
 constexpr std::size_t kChunk = 8192;  // points per task (and per partial sum)
-
-std::size_t workers(std::size_t threads) {
-  if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
-  return threads - 1;
-}
+// Floats per task of first_beyond: 256 KiB, so a block just copied is tested from the core's cache,
+// and a 4 MiB staging buffer (the CUDA backend's) is filled by 16 tasks.
+constexpr std::size_t kBlock = std::size_t(1) << 16;
 
 /// A uniform double in [0, 1) from 53 random bits (the same on every platform).
 double uniform01(std::mt19937_64& g) { return double(g() >> 11) * 0x1p-53; }
@@ -125,14 +125,36 @@ std::vector<float> random_points(const LloydShape& s, std::uint64_t seed) {
 
 }  // namespace
 
-std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, std::size_t threads) {
+std::size_t pool_workers(std::size_t threads) {
+  if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  return threads - 1;
+}
+
+std::size_t first_beyond(const float* from, std::size_t count, float bound, ThreadPool& pool, float* to) {
+  const std::size_t blocks = (count + kBlock - 1) / kBlock;
+  std::vector<std::size_t> first(blocks, count);  // per block: the block's first such index, or count
+  pool.parallel_for(blocks, [&](std::size_t b) {
+    const std::size_t lo = b * kBlock, len = std::min(kBlock, count - lo);
+    const float* tested = from + lo;
+    if (to) {
+      std::memcpy(to + lo, from + lo, len * sizeof(float));
+      tested = to + lo;  // what was copied is what is tested
+    }
+    const std::size_t at = detail::first_beyond(std::span<const float>(tested, len), bound);
+    if (at != len) first[b] = lo + at;
+  });
+  for (const std::size_t at : first) {
+    if (at != count) return at;  // blocks in index order: the lowest
+  }
+  return count;
+}
+
+std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, ThreadPool& pool) {
   if (random) return random_points(s, seed);
-  ThreadPool pool(workers(threads));
   return plus_plus(s, seed, pool);
 }
 
-double mean_variance(const LloydShape& s, std::size_t threads) {
-  ThreadPool pool(workers(threads));
+double mean_variance(const LloydShape& s, ThreadPool& pool) {
   const std::size_t n = s.n, d = s.d, chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> part(chunks * d, 0.0);
   const auto pass = [&](const std::vector<double>* mean) {

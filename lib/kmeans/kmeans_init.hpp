@@ -1,8 +1,9 @@
-// The starts of K-means on the host (both backends begin from the same centroids): greedy
-// k-means++ as scikit-learn's (2 + floor(ln k) trials per centroid, the trial that lowers the
-// potential most wins), k distinct random points, and the data's mean per-feature variance
-// (scikit-learn's scale of tol). Seeded, and independent of the thread count (fixed chunks,
-// partial sums added in chunk order).
+// The host's passes over the points of a fit, on the fit's thread pool (both backends begin
+// from the same centroids): the check of the points (every float within the L2 coordinate bound,
+// optionally copied as it is checked), greedy k-means++ as scikit-learn's (2 + floor(ln k) trials
+// per centroid, the trial that lowers the potential most wins), k distinct random points, and the
+// data's mean per-feature variance (scikit-learn's scale of tol). Seeded, and independent of the
+// thread count (fixed chunks, partial sums added in chunk order).
 #pragma once
 
 #include <cstddef>
@@ -13,10 +14,20 @@
 
 namespace streamknn::detail::kmeans {
 
+/// The workers of a fit's pool for `threads` threads (0: one per hardware thread), the caller
+/// being the last thread.
+std::size_t pool_workers(std::size_t threads);
+
+/// The index of the first of the `count` floats at `from` that is NaN or beyond `bound` in
+/// magnitude (core/check.hpp's first_beyond), or count when none is. With `to`, the floats are
+/// copied there too, each block tested as copied. Fixed blocks on the pool: the lowest such index,
+/// whatever the thread count.
+std::size_t first_beyond(const float* from, std::size_t count, float bound, ThreadPool& pool, float* to = nullptr);
+
 /// k x d starting centroids: k-means++ (random == false) or k distinct random points.
-std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, std::size_t threads);
+std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, ThreadPool& pool);
 
 /// The mean over the features of each feature's (population) variance, in float64.
-double mean_variance(const LloydShape& s, std::size_t threads);
+double mean_variance(const LloydShape& s, ThreadPool& pool);
 
 }  // namespace streamknn::detail::kmeans

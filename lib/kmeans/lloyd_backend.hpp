@@ -9,6 +9,10 @@
 #include <memory>
 #include <span>
 
+namespace streamknn::detail {
+class ThreadPool;
+}  // namespace streamknn::detail
+
 namespace streamknn::detail::kmeans {
 
 struct LloydShape {
@@ -44,9 +48,20 @@ class LloydBackend {
   virtual double inertia() = 0;
 };
 
-std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, std::size_t threads);
-/// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device.
-std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device);
+/// The check of the points that the CUDA backend makes as it copies them to the device: every
+/// float within `bound` in magnitude, NaN refused (core/check.hpp's first_beyond).
+struct RowCheck {
+  float bound = 0;
+  std::size_t first = 0;  ///< out: the index of the first float beyond, or n x d when none is
+};
+
+/// The backend labels on the pool's threads; the pool outlives it.
+std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, ThreadPool& pool);
+/// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device. The points
+/// go to the device through pinned buffers that the pool fills, testing every float against
+/// check.bound as it is copied; the copy stops at the first float beyond, and a backend whose
+/// check.first is not n x d holds no points: the caller refuses the input and drops it.
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check);
 /// True when make_cuda_lloyd can succeed for this device.
 bool cuda_lloyd_available(int device) noexcept;
 

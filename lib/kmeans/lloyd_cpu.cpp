@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "core/check.hpp"
@@ -25,8 +24,8 @@ constexpr std::size_t kChunk = 1024;  // points per task
 
 class CpuLloyd final : public LloydBackend {
  public:
-  CpuLloyd(const LloydShape& s, std::size_t threads)
-      : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(threads - 1),
+  CpuLloyd(const LloydShape& s, ThreadPool& pool)
+      : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(pool),
         centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
         counts_(s.k), sums_(s.k * s.d), streams_(s.k, FoldStream(s.d)) {}
 
@@ -185,7 +184,7 @@ class CpuLloyd final : public LloydBackend {
   const float* x_;
   std::size_t n_, d_, k_;
   ex::ScreenBound bound_;
-  ThreadPool pool_;
+  ThreadPool& pool_;  // the fit's (kmeans.cpp), which outlives the backend
   std::vector<float> centroids_;
   std::vector<std::uint32_t> labels_;
   std::vector<double> upper_, lower_;  // Hamerly's bounds (distances, not squared)
@@ -202,9 +201,8 @@ class CpuLloyd final : public LloydBackend {
 
 }  // namespace
 
-std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, std::size_t threads) {
-  if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
-  return std::make_unique<CpuLloyd>(shape, threads);
+std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, ThreadPool& pool) {
+  return std::make_unique<CpuLloyd>(shape, pool);
 }
 
 }  // namespace streamknn::detail::kmeans

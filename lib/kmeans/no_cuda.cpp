@@ -4,7 +4,7 @@
 
 namespace streamknn::detail::kmeans {
 
-std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape&, int) {
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape&, int, ThreadPool&, RowCheck&) {
   throw BackendUnavailable("KMeans: this build of streamknn has no CUDA support "
                            "(configured with STREAMKNN_CUDA=OFF or without nvcc)");
 }

@@ -248,7 +248,7 @@ TEST_CASE("kmeans: results do not depend on the thread count") {
   check_equal(KMeans(cg).fit(x, d), ref_lloyd(x, d, cg.initial_centroids, 30, 0.0));
 }
 
-TEST_CASE("kmeans: many clusters, long runs (the bounds prune; labels stay exact)") {
+TEST_CASE("kmeans: many clusters, long runs (the bounds prune, labels stay exact)") {
   auto g = rng(104);
   const std::size_t n = 4000, d = 16, k = 40;
   const auto x = blobs(g, n, d, 25);
@@ -440,6 +440,16 @@ TEST_CASE("kmeans: bad input is refused, naming the argument") {
   refuses([&] { KMeans(c).fit(bad, 2); }, "row 1");
   bad[3] = 3e38f;
   refuses([&] { KMeans(c).fit(bad, 2); }, "largest magnitude");
+  {  // points checked in blocks on several threads: the lowest bad index is named, as a serial scan
+    std::vector<float> many(300000 * 2, 1.0f);
+    many[2 * 250000 + 1] = std::nanf("");
+    many[2 * 140001] = -3e38f;
+    many[2 * 140003 + 1] = std::numeric_limits<float>::infinity();
+    c.cpu_threads = 3;
+    refuses([&] { KMeans(c).fit(many, 2); }, "points row 140001 holds -3e+38 at column 0");
+    refuses([&] { KMeans(c).predict(std::vector<float>{0, 0, 1, 1}, many, 2); }, "points row 140001 holds -3e+38");
+    c.cpu_threads = 0;
+  }
   c.init = KMeansInit::Given;
   c.initial_centroids = {0, 0, 1};
   refuses([&] { KMeans{c}; }, "initial_centroids");

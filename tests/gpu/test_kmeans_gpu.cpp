@@ -136,3 +136,38 @@ TEST_CASE("kmeans gpu: over a CUDA reference set's snapshot") {
   CHECK(gpu.centroids == cpu.centroids);
   CHECK(gpu.epoch == set.epoch());
 }
+
+TEST_CASE("kmeans gpu: points staged in several buffers, and refused with the CPU's message") {
+  // 300,000 x 16 floats: five 4 MiB staging buffers, so each of the two is filled again while
+  // the other is copied; a bad float stops the copy and is named as the CPU names it.
+  auto g = rng(205);
+  const std::size_t n = 300000, d = 16;
+  auto x = clustered(g, n, d, 4, false);
+  check_same(first_points(x, d, 4, 20), x, d);
+  const auto message = [&](BackendKind kind, bool predict) {
+    KMeansConfig c;
+    c.clusters = 4;
+    c.backend = kind;
+    try {
+      if (predict) {
+        (void)KMeans(c).predict(std::vector<float>(d, 0.0f), x, d);
+      } else {
+        (void)KMeans(c).fit(x, d);
+      }
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  const std::size_t bad[] = {n * d - 1, 3 * (std::size_t(1) << 20) + 5, (std::size_t(1) << 20) - 1};
+  const float values[] = {std::numeric_limits<float>::infinity(), 3e38f, std::nanf("")};
+  for (int i = 0; i < 3; ++i) {  // each lower than the last: the message names the lowest
+    x[bad[i]] = values[i];
+    for (const bool predict : {false, true}) {
+      const std::string cpu = message(BackendKind::Cpu, predict);
+      CAPTURE(cpu);
+      CHECK(cpu.find("points row " + std::to_string(bad[i] / d)) != std::string::npos);
+      CHECK(message(BackendKind::Cuda, predict) == cpu);
+    }
+  }
+}

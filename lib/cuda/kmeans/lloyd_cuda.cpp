@@ -1,8 +1,9 @@
 // The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
-// once; per iteration the bounds and scan kernels label, a stable sort of the labels orders each
-// cluster's points by index, the fold tree's levels sum them, and one copy brings the counts,
-// the changed-label count and the movements to the host. Same arithmetic as the CPU backend
-// (lib/kmeans/kmeans_exact.hpp), so the same results.
+// once, through pinned buffers, and checked as they are copied; per iteration the bounds and
+// scan kernels label, a stable sort of the labels orders each cluster's points by index, the fold
+// tree's levels sum them, and one copy brings the counts, the changed-label count and the
+// movements to the host. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
+// the same results.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,10 +12,12 @@
 
 #include "core/backend.hpp"
 #include "core/check.hpp"
+#include "core/thread_pool.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
+#include "kmeans/kmeans_init.hpp"
 #include "kmeans/lloyd_backend.hpp"
 
 namespace streamknn::detail::kmeans {
@@ -26,9 +29,26 @@ using gpu::DeviceArray;
 using gpu::PinnedArray;
 using gpu::check_cuda;
 
+// The points go to the device through kStages pinned buffers of kStageFloats (4 MiB): the pool
+// fills one while the DMA empties the other. A copy from pageable memory runs well below the
+// link's rate, and pinning the caller's points would cost more than copying them.
+constexpr std::size_t kStageFloats = std::size_t(1) << 20;
+constexpr std::size_t kStages = 2;
+
+/// Waits for a stream's work at the end of a scope, errors ignored: no pinned buffer is freed
+/// while a copy from it may still run (a throw included).
+struct Drain {
+  explicit Drain(cudaStream_t s) : stream(s) {}
+  Drain(const Drain&) = delete;
+  Drain& operator=(const Drain&) = delete;
+  ~Drain() { cudaStreamSynchronize(stream); }
+  cudaStream_t stream;
+};
+
 class CudaLloyd final : public LloydBackend {
  public:
-  CudaLloyd(const LloydShape& s, int device)
+  /// Leaves check.first at the first float beyond check.bound, with the upload stopped there.
+  CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
         levels_(fold_levels_for(s.n)),
         x_(s.n * s.d, "kmeans points"), labels_(s.n, "kmeans labels"), upper_(s.n, "kmeans upper bounds"),
@@ -37,9 +57,12 @@ class CudaLloyd final : public LloydBackend {
         half_gap_(s.k, "kmeans half gaps"), delta_(s.k, "kmeans movements"), shift2_(s.k, "kmeans shifts"),
         counts_(s.k, "kmeans counts"), moff_(s.k + 1, "kmeans member offsets"),
         offs_(std::size_t(levels_) * (s.k + 1), "kmeans tree offsets"), sums_(s.k * s.d, "kmeans sums"),
-        host_counts_(s.k + 1, "kmeans counts"), host_shift2_(s.k, "kmeans shifts"), host_counts64_(s.k) {
-    check_cuda(cudaMemcpyAsync(x_.get(), s.points, s.n * s.d * sizeof(float), cudaMemcpyHostToDevice, stream_.get()),
-               "cudaMemcpyAsync", "kmeans points");
+        one_(1, "kmeans point count"), host_counts_(s.k + 1, "kmeans counts"), host_shift2_(s.k, "kmeans shifts"),
+        host_counts64_(s.k) {
+    // n_ is a member: the (pageable) source outlives the copy; the upload's last wait covers it.
+    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
+               "kmeans n");
+    upload(s.points, pool, check);
     int bits = 1;
     while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
     bits_ = bits;
@@ -113,19 +136,44 @@ class CudaLloyd final : public LloydBackend {
   double inertia() override {
     const cudaStream_t s = stream_.get();
     allocate_sums();
-    if (costs_.size() == 0) costs_ = DeviceArray<double>(n_, "kmeans point costs");
-    if (one_.size() == 0) one_ = DeviceArray<std::uint32_t>(1, "kmeans point count");
+    if (costs_.size() == 0) {
+      costs_ = DeviceArray<double>(n_, "kmeans point costs");
+      root_ = DeviceArray<double>(1, "kmeans inertia");
+    }
     gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
-    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync", "kmeans n");
-    sync();  // n_ is read from host memory that is not pinned: done before anything else
-    DeviceArray<double> root(1, "kmeans inertia");
-    fold(costs_.get(), nullptr, one_.get(), 1, 1, root.get());
+    fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
     double out = 0;
-    copy_out(&out, root.get(), sizeof out);
+    copy_out(&out, root_.get(), sizeof out);
     return out;
   }
 
  private:
+  /// Copies the points to x_, the pool filling each pinned buffer (testing every float as it is
+  /// copied: kmeans_init.hpp's first_beyond) while the DMA empties the other. Stops at the buffer
+  /// that holds the first float beyond check.bound, its index in check.first (else n x d).
+  void upload(const float* points, ThreadPool& pool, RowCheck& check) {
+    const std::size_t count = x_.size(), per = std::min(count, kStageFloats);
+    const cudaStream_t s = stream_.get();
+    PinnedArray<float> stage[kStages];
+    for (auto& b : stage) b = PinnedArray<float>(per, "kmeans point staging");
+    gpu::Event emptied[kStages];  // recorded after the copy out of each buffer
+    const Drain drain{s};          // destroyed before the buffers
+    check.first = count;
+    for (std::size_t at = 0, i = 0; at < count; at += per, ++i) {
+      const std::size_t len = std::min(per, count - at), b = i % kStages;
+      if (i >= kStages) emptied[b].wait();  // the buffer's previous copy is done
+      const std::size_t bad = first_beyond(points + at, len, check.bound, pool, stage[b].get());
+      if (bad != len) {
+        check.first = at + bad;
+        return;
+      }
+      check_cuda(cudaMemcpyAsync(x_.get() + at, stage[b].get(), len * sizeof(float), cudaMemcpyHostToDevice, s),
+                 "cudaMemcpyAsync", "kmeans points");
+      emptied[b].record(s);
+    }
+    sync();
+  }
+
   gk::LabelArgs args() {
     gk::LabelArgs a;
     a.x = x_.get();
@@ -229,8 +277,8 @@ class CudaLloyd final : public LloydBackend {
   DeviceArray<double> delta_, shift2_;
   DeviceArray<std::uint32_t> counts_, moff_, offs_, keys_, iota_, members_;
   DeviceArray<unsigned char> sort_temp_;
-  DeviceArray<double> level_a_, level_b_, sums_, costs_;
-  DeviceArray<std::uint32_t> one_;
+  DeviceArray<double> level_a_, level_b_, sums_, costs_, root_;
+  DeviceArray<std::uint32_t> one_;  // n: the inertia's one sequence
   PinnedArray<std::uint32_t> host_counts_;
   PinnedArray<double> host_shift2_;
   std::vector<std::uint64_t> host_counts64_;
@@ -243,11 +291,11 @@ class CudaLloyd final : public LloydBackend {
 
 }  // namespace
 
-std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device) {
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check) {
   if (!cuda_device_usable(device)) {
     throw BackendUnavailable(concat("KMeans: CUDA device ", device, " is not usable (none present, or not supported)"));
   }
-  return std::make_unique<CudaLloyd>(shape, device);
+  return std::make_unique<CudaLloyd>(shape, device, pool, check);
 }
 
 bool cuda_lloyd_available(int device) noexcept { return cuda_device_usable(device); }
