@@ -62,27 +62,31 @@ BackendKind resolve(const KMeansConfig& c) {
   return BackendKind::Cpu;
 }
 
-/// The backend over the points of `s`, which are checked first as check_rows does ("points" of
-/// `caller`): by the CUDA backend's copy to the device where that backend is usable (one pass over
-/// the points instead of two), else by a scan on the pool, before the backend is made (an
-/// unusable backend's BackendUnavailable comes after the points' InvalidArgument).
+/// The backend over the points of `s`, whose floats are checked as check_rows does ("points" of
+/// `caller`): by the CUDA backend's copy to the device (one pass over the points instead of two),
+/// else by a scan on the pool. A bad point is refused (InvalidArgument) before an unusable
+/// backend is (BackendUnavailable).
 std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s,
                                                   ThreadPool& pool, const char* caller) {
   const std::span<const float> rows(s.points, s.n * s.d);
   const float bound = detail::coordinate_bound(Metric::L2, s.d);
-  // Auto resolves to Cuda only for a usable device (resolve()).
-  if (kind == BackendKind::Cuda && (c.backend == BackendKind::Auto || km::cuda_lloyd_available(c.cuda_device))) {
+  const auto scan = [&] {
+    const std::size_t at = km::first_beyond(rows.data(), rows.size(), bound, pool);
+    if (at != rows.size()) fail_row(rows, at, s.d, caller, "points");
+  };
+  if (kind == BackendKind::Cuda) {
     km::RowCheck check{bound, 0};
-    auto be = km::make_cuda_lloyd(s, c.cuda_device, pool, check);
+    std::unique_ptr<km::LloydBackend> be;
+    try {
+      be = km::make_cuda_lloyd(s, c.cuda_device, pool, check);
+    } catch (const BackendUnavailable&) {  // thrown before any point is copied
+      scan();
+      throw;
+    }
     if (check.first != rows.size()) fail_row(rows, check.first, s.d, caller, "points");
     return be;
   }
-  const std::size_t at = km::first_beyond(rows.data(), rows.size(), bound, pool);
-  if (at != rows.size()) fail_row(rows, at, s.d, caller, "points");
-  if (kind == BackendKind::Cuda) {
-    km::RowCheck check{bound, 0};
-    return km::make_cuda_lloyd(s, c.cuda_device, pool, check);  // throws BackendUnavailable
-  }
+  scan();
   if (!km::scan_supported()) {
     throw BackendUnavailable("KMeans: the CPU scans were built for AVX2 + FMA and this CPU lacks them; rebuild "
                              "with -DSTREAMKNN_CPU_ISA=portable");

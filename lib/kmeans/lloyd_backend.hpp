@@ -57,7 +57,8 @@ struct RowCheck {
 
 /// The backend labels on the pool's threads; the pool outlives it.
 std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, ThreadPool& pool);
-/// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device. The points
+/// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device, before
+/// anything else (no point copied). The points
 /// go to the device through pinned buffers that the pool fills, testing every float against
 /// check.bound as it is copied; the copy stops at the first float beyond, and a backend whose
 /// check.first is not n x d holds no points: the caller refuses the input and drops it.
