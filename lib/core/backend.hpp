@@ -60,6 +60,8 @@ struct QueryRequest {
   const Predicate* predicate_of(std::size_t q) const noexcept {
     return where.empty() ? nullptr : where.data() + (where.size() == 1 ? 0 : q);
   }
+  /// Whether each query admits only some points: an id range or a predicate.
+  bool filtered() const noexcept { return !visible.empty() || !where.empty(); }
 
   // Move-only: a copy's `queries` would still view the original's `converted`.
   QueryRequest() = default;
@@ -132,9 +134,11 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const noexcept = 0;
   virtual std::string name() const = 0;
-  /// Whether submit() takes predicates (QueryRequest::where) and radius bounds; the engine refuses
-  /// them, naming the feature, on a backend that does not.
-  virtual bool filters_supported() const noexcept { return false; }
+  /// Whether submit() tests radius bounds (QueryRequest::radius) itself. Where it does not, the
+  /// engine answers them through the backend's k-nearest search (Engine::filtered_by_search), and
+  /// refuses them on aggregated predictions. Every backend tests id ranges and predicates
+  /// (QueryRequest::visible, where) in its search.
+  virtual bool runs_radius() const noexcept { return false; }
   /// Ensures the next apply() can write a batch of up to `batch_ops` operations into a buffer
   /// of `slots` slots. May throw OutOfMemory, in which case nothing visible changed.
   virtual void reserve(std::size_t slots, std::size_t batch_ops) = 0;

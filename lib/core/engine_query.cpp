@@ -1,7 +1,7 @@
 // The query paths of the Engine: the submission of a host query batch (query(), its float and double
 // overloads and query_rows(), which check k, the shape, the visibility ranges and the filters,
 // bring the rows to their stored form and hand the request to the backend, or to
-// filtered_by_search() where the backend takes no predicates or radius), device-resident queries
+// filtered_by_search() for radius bounds the backend does not test), device-resident queries
 // (query_device()), KNN-Q's lookup and write-back (lookup_and_update()) and the refusal of result
 // sets larger than memory they share. Construction, validation of updates, push and publish stay
 // in engine.cpp; predicates and radii in engine_filters.cpp and engine_radius.cpp.
@@ -113,7 +113,7 @@ Ticket<QueryResult> Engine::query_rows(std::span<const float> queries, std::size
   // like every other failure (std::bad_alloc is not a streamknn::Error).
   try {
     request.visible.assign(visible.begin(), visible.end());
-    if ((request.radius.active || !request.where.empty()) && !backend_->filters_supported()) {
+    if (request.radius.active && !backend_->runs_radius()) {
       return Ticket<QueryResult>::ready_with(filtered_by_search(request, caller));
     }
     return backend_->submit(std::move(request));

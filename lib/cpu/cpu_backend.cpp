@@ -45,7 +45,7 @@ class CpuBackend final : public Backend {
         pool_(threads_for(config) - 1) {}
 
   BackendKind kind() const noexcept override { return BackendKind::Cpu; }
-  bool filters_supported() const noexcept override { return true; }
+  bool runs_radius() const noexcept override { return true; }
 
   std::string name() const override {
     const std::size_t threads = pool_.concurrency();

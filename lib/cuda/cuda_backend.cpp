@@ -90,6 +90,8 @@ class CudaBackend final : public Backend {
   }
 
   BackendKind kind() const noexcept override { return BackendKind::Cuda; }
+  // Predicates are tested in the kernels beside the id ranges (common.cuh, filter_admits); radius
+  // bounds go through the k-nearest search (Engine::filtered_by_search): runs_radius() is false.
 
   std::string name() const override {
     return concat("cuda:", device_, " ", props_.name, " (sm_", props_.major, props_.minor, ", ",
@@ -114,7 +116,7 @@ class CudaBackend final : public Backend {
     const Mode mode = mode_of(request.aggregate.output);
     const std::uint32_t nq = static_cast<std::uint32_t>(request.num_queries);
     const std::uint32_t k = static_cast<std::uint32_t>(request.k);
-    const BatchCall call{"ReferenceSet::search", "queries", nq, k, !request.visible.empty(), mode == Mode::Neighbors};
+    const BatchCall call{"ReferenceSet::search", "queries", nq, k, request.filtered(), mode == Mode::Neighbors};
     const RunInfo ran = run(
         *ctx, call, [&](const Plan& plan) { pipeline_.prepare(*ctx, plan, request); },
         [&](const Plan& plan, const BufferViews& views) { pipeline_.launch(*ctx, plan, request, mode, views); });

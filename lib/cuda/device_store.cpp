@@ -27,8 +27,12 @@ std::uint32_t reduced_pairs_of(const StoreConfig& config, std::uint32_t chunks) 
 }  // namespace
 
 StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs,
-                                  std::uint32_t reduced_pairs) const {
+                                  std::uint32_t reduced_pairs, std::uint32_t attribute_words) const {
   StoreView v;
+  if (attribute_words > 0) {
+    v.attributes = attributes.get();
+    v.attribute_words = attribute_words;
+  }
   if (reduced_pairs > 0) {
     v.reduced = reduced.get();
     v.reduced_meta = reduced_meta.get();
@@ -54,6 +58,7 @@ DeviceStore::DeviceStore(const StoreConfig& config, std::size_t stored_dim, cuda
       chunk_floats_(chunk_floats_for(stored_dim)),
       outputs_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
       reduced_pairs_(reduced_pairs_of(config, chunks_)),
+      attribute_words_(static_cast<std::uint32_t>(config.attribute_words)),
       classes_(config.target.kind == TargetSpec::Kind::Classes),
       update_(update_stream) {
   for (auto& b : buffers_) {
@@ -71,7 +76,7 @@ std::size_t DeviceStore::device_bytes() const noexcept {
   std::size_t total = 0;
   for (const auto& b : buffers_) {
     total += b.vectors.bytes() + b.ids.bytes() + b.valid.bytes() + b.labels.bytes() + b.values.bytes() +
-             b.reduced.bytes() + b.reduced_meta.bytes();
+             b.reduced.bytes() + b.reduced_meta.bytes() + b.attributes.bytes();
   }
   for (const auto& b : batches_) total += b.data.bytes();
   return total;
@@ -90,7 +95,7 @@ void DeviceStore::note_norms(const ResolvedBatch& batch) {
 }
 
 void DeviceStore::upload_view(DeviceBuffer& buffer) {
-  StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_, reduced_pairs_);
+  StoreView v = buffer.host_view(chunks_, chunk_floats_, outputs_, reduced_pairs_, attribute_words_);
   v.max_norm = max_norm_;
   // Pageable source: the runtime stages it before returning, so `v` may go out of scope.
   check_cuda(cudaMemcpyAsync(buffer.view.get(), &v, sizeof v, cudaMemcpyHostToDevice, update_),
@@ -112,6 +117,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   DeviceArray<float> values(std::size_t(capacity) * outputs_, "store target values");
   DeviceArray<std::uint16_t> reduced(std::size_t(capacity) * reduced_pairs_ * 8, "store float16 copy");
   DeviceArray<float> reduced_meta(reduced_pairs_ ? std::size_t(capacity) * 2 : 0, "store float16 copy bounds");
+  DeviceArray<std::uint32_t> attributes(std::size_t(capacity) * attribute_words_, "store attribute words");
 
   const std::uint32_t old = b.capacity;
   auto copy_then_clear = [&](auto& to, const auto& from, std::size_t per_slot, const char* what) {
@@ -134,6 +140,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
     copy_then_clear(reduced, b.reduced, std::size_t(reduced_pairs_) * 8, "store float16 copy");
     copy_then_clear(reduced_meta, b.reduced_meta, 2, "store float16 copy bounds");
   }
+  if (attribute_words_) copy_then_clear(attributes, b.attributes, attribute_words_, "store attribute words");
 
   Retired r;
   r.floats.push_back(std::move(b.vectors));
@@ -143,6 +150,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   r.labels.push_back(std::move(b.labels));
   r.halves.push_back(std::move(b.reduced));
   r.floats.push_back(std::move(b.reduced_meta));
+  r.words.push_back(std::move(b.attributes));
   r.safe = std::make_unique<Event>();
   r.safe->record(update_);  // after the copies; the update stream already waited for readers
   retired_.push_back(std::move(r));
@@ -154,6 +162,7 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   b.values = std::move(values);
   b.reduced = std::move(reduced);
   b.reduced_meta = std::move(reduced_meta);
+  b.attributes = std::move(attributes);
   b.capacity = capacity;
   upload_view(b);
 }
@@ -179,7 +188,8 @@ void DeviceStore::reserve(std::size_t slots, std::size_t batch_ops) {
   if (batch_ops > batch_capacity_) {
     const std::size_t ops = std::max(batch_ops, batch_capacity_ * 2);
     const std::size_t value_bytes = classes_ ? 4 : 4 * outputs_;
-    const std::size_t bytes = ops * (4 + 4 * stored_dim_ + 4 + value_bytes + 4 + 8) + 7 * 16;
+    const std::size_t attribute_bytes = attribute_words_ ? 4 + 4 * std::size_t(attribute_words_) : 0;
+    const std::size_t bytes = ops * (4 + 4 * stored_dim_ + 4 + value_bytes + 4 + 8 + attribute_bytes) + 9 * 16;
     // Both batch slots at once, so a failure leaves the old ones in place.
     DeviceBatch fresh[2];
     for (auto& f : fresh) {
@@ -215,6 +225,7 @@ void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
   t.vector_count = static_cast<std::uint32_t>(batch.vector_slots.size());
   t.target_count = static_cast<std::uint32_t>(batch.target_slots.size());
   t.id_count = static_cast<std::uint32_t>(batch.id_slots.size());
+  t.attribute_count = static_cast<std::uint32_t>(batch.attribute_slots.size());
   target.inserts = static_cast<std::uint32_t>(
       std::count_if(batch.ids.begin(), batch.ids.end(), [](PointId id) { return id != kInvalidId; }));
   t.vector_slots = place(batch.vector_slots.size() * 4);
@@ -224,6 +235,8 @@ void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
   t.values = place(batch.values.size() * 4);
   t.id_slots = place(batch.id_slots.size() * 4);
   t.ids = place(batch.ids.size() * 8);
+  t.attribute_slots = place(batch.attribute_slots.size() * 4);
+  t.attributes = place(batch.attributes.size() * 4);
   unsigned char* h = target.staging.get();
   auto put = [&](std::size_t at, const auto& v) {
     if (!v.empty()) std::memcpy(h + at, v.data(), v.size() * sizeof(v[0]));
@@ -235,6 +248,8 @@ void DeviceStore::upload(const ResolvedBatch& batch, DeviceBatch& target) {
   put(t.values, batch.values);
   put(t.id_slots, batch.id_slots);
   put(t.ids, batch.ids);
+  put(t.attribute_slots, batch.attribute_slots);
+  put(t.attributes, batch.attributes);
   check_cuda(cudaMemcpyAsync(target.data.get(), h, off, cudaMemcpyHostToDevice, update_),
              "cudaMemcpyAsync(update batch)", concat(off, " bytes"));
   target.uploaded.record(update_);
@@ -267,6 +282,11 @@ void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
   p.id_slots = reinterpret_cast<const std::uint32_t*>(d + t.id_slots);
   p.ids_in = reinterpret_cast<const std::uint64_t*>(d + t.ids);
   p.id_count = t.id_count;
+  p.attributes = b.attributes.get();
+  p.attribute_words = attribute_words_;
+  p.attribute_slots = reinterpret_cast<const std::uint32_t*>(d + t.attribute_slots);
+  p.attributes_in = reinterpret_cast<const std::uint32_t*>(d + t.attributes);
+  p.attribute_count = attribute_words_ ? t.attribute_count : 0;
   launch_scatter(p, update_);
   if (reduced_pairs_ && t.vector_count) {
     ReduceParams r;
@@ -291,7 +311,7 @@ int DeviceStore::write_back(const ResolvedBatch& batch, std::uint64_t epoch) {
   scatter(next, back);
   previous_ = 1 - previous_;
   previous_slots_ = 0;
-  for (const auto* written : {&batch.vector_slots, &batch.target_slots, &batch.id_slots}) {
+  for (const auto* written : {&batch.vector_slots, &batch.target_slots, &batch.id_slots, &batch.attribute_slots}) {
     for (const std::uint32_t slot : *written) previous_slots_ = std::max<std::size_t>(previous_slots_, std::size_t(slot) + 1);
   }
   back.slot_count = batch.slot_count;
@@ -322,7 +342,8 @@ int DeviceStore::write_back_targets(std::uint32_t count, std::uint64_t epoch,
   t.target_slots = 0;
   t.values = align_up(std::size_t(count) * 4, 16);
   t.labels = t.values;  // no labels in a store of target values
-  t.vector_slots = t.vectors = t.id_slots = t.ids = t.values + std::size_t(count) * outputs_ * 4;
+  t.vector_slots = t.vectors = t.id_slots = t.ids = t.attribute_slots = t.attributes =
+      t.values + std::size_t(count) * outputs_ * 4;
   t.empty = false;
   if (t.vector_slots > next.data.bytes()) {
     throw Error(concat("DeviceStore::write_back_targets: ", count, " rows of ", outputs_, " values exceed the batch's ",

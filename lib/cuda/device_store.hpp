@@ -6,7 +6,9 @@
 // that read it), then records `written` and swaps: the next searches wait on that event, not on
 // a device-wide sync. Each resolved batch is uploaded once and scattered twice: into the back
 // buffer now, and into the other buffer at the next publish, so the two never drift. Where the
-// store keeps the reduced-precision copy (kernels/reduced.hpp), each scatter writes it too.
+// store keeps the reduced-precision copy (kernels/reduced.hpp), each scatter writes it too; where
+// its points carry attribute words (StoreConfig::attribute_words), each buffer keeps them for the
+// kernels' predicates.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,7 @@ struct DeviceBuffer {
   DeviceArray<float> values;
   DeviceArray<std::uint16_t> reduced;  // the float16 copy (StoreView::reduced), or empty
   DeviceArray<float> reduced_meta;     // its bounds, 2 per slot
+  DeviceArray<std::uint32_t> attributes;  // capacity x StoreConfig::attribute_words, or empty
   DeviceArray<StoreView> view;         // device copy of view(); what kernels read
   std::uint32_t capacity = 0;          // slots, a multiple of kTile
   std::uint32_t slot_count = 0;
@@ -43,13 +46,14 @@ struct DeviceBuffer {
   Event last_read;                     // after the last search that read this buffer
 
   StoreView host_view(std::uint32_t chunks, std::uint32_t chunk_floats, std::uint32_t outputs,
-                      std::uint32_t reduced_pairs) const;
+                      std::uint32_t reduced_pairs, std::uint32_t attribute_words) const;
 };
 
 /// Where each channel of a packed batch lies, and how many writes it holds.
 struct BatchLayout {
-  std::uint32_t vector_count = 0, target_count = 0, id_count = 0;
+  std::uint32_t vector_count = 0, target_count = 0, id_count = 0, attribute_count = 0;
   std::size_t vector_slots = 0, vectors = 0, target_slots = 0, labels = 0, values = 0, id_slots = 0, ids = 0;
+  std::size_t attribute_slots = 0, attributes = 0;
   bool empty = true;
 };
 
@@ -106,6 +110,7 @@ class DeviceStore {
   std::uint32_t chunk_floats_;  // StoreView::chunk_floats
   std::uint32_t outputs_;
   std::uint32_t reduced_pairs_;  // 16-byte chunks of the float16 copy per vector; 0: no copy
+  std::uint32_t attribute_words_;  // StoreConfig::attribute_words
   bool classes_;
   cudaStream_t update_;
   DeviceBuffer buffers_[2];
@@ -121,6 +126,7 @@ class DeviceStore {
     std::vector<DeviceArray<std::uint8_t>> valid;
     std::vector<DeviceArray<std::int32_t>> labels;
     std::vector<DeviceArray<std::uint16_t>> halves;
+    std::vector<DeviceArray<std::uint32_t>> words;
     std::unique_ptr<Event> safe;
   };
   std::vector<Retired> retired_;

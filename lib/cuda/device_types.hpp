@@ -41,6 +41,10 @@ struct StoreView {
   const void* reduced = nullptr;
   const float* reduced_meta = nullptr;
   std::uint32_t reduced_pairs = 0;
+  /// The points' attribute words (StoreConfig::attribute_words per slot, capacity x words), or
+  /// nullptr for a store without attributes (attribute_words 0).
+  const std::uint32_t* attributes = nullptr;
+  std::uint32_t attribute_words = 0;
 };
 
 /// Floats per stored chunk for vectors of stored_dim elements (see StoreView::chunk_floats).
@@ -76,6 +80,20 @@ struct Candidate {
 
 struct IdRangeDevice {
   std::uint64_t begin, end;
+};
+
+/// Attribute words a point may carry at most (streamknn::kMaxAttributeWords).
+inline constexpr std::uint32_t kDeviceAttributeWords = 4;
+
+/// A query's test on the points' attribute words (streamknn::Predicate, word for word): every
+/// filtered search carries one per query beside its id range; one that sets no bits and no
+/// range word admits every point.
+struct PredicateDevice {
+  std::uint32_t required[kDeviceAttributeWords];
+  std::uint32_t forbidden[kDeviceAttributeWords];
+  std::int32_t range_word;  ///< -1: no range
+  std::uint32_t range_min, range_max;
+  std::uint32_t unused;     ///< keeps the size a multiple of 16 bytes
 };
 
 }  // namespace streamknn::detail::gpu

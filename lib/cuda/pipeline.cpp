@@ -13,6 +13,27 @@ namespace streamknn::detail::gpu {
 
 using namespace tuning;
 
+namespace {
+
+static_assert(kDeviceAttributeWords == kMaxAttributeWords);
+
+/// A query's predicate as the kernels test it; none admits every point.
+PredicateDevice device_predicate(const Predicate* p) {
+  PredicateDevice d{};
+  d.range_word = -1;
+  if (p == nullptr) return d;
+  for (std::size_t w = 0; w < kMaxAttributeWords; ++w) {
+    d.required[w] = p->required[w];
+    d.forbidden[w] = p->forbidden[w];
+  }
+  d.range_word = p->range_word;
+  d.range_min = p->range_min;
+  d.range_max = p->range_max;
+  return d;
+}
+
+}  // namespace
+
 Pipeline::Pipeline(const StoreConfig& config, const DeviceLimits& device, cudaStream_t stream)
     : config_(config),
       device_(device),
@@ -44,7 +65,11 @@ void Pipeline::prepare(QueryContext& c, const Plan& plan, const QueryRequest& r)
     float* row = reinterpret_cast<float*>(block + l.queries) + i * padded;
     std::memcpy(row, r.queries.data() + q * stored_dim_, stored_dim_ * sizeof(float));
     std::fill(row + stored_dim_, row + padded, 0.0f);
-    if (!r.visible.empty()) reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] = {r.visible[q].begin, r.visible[q].end};
+    if (r.filtered()) {
+      reinterpret_cast<IdRangeDevice*>(block + l.ranges)[i] =
+          r.visible.empty() ? IdRangeDevice{0, kNoId} : IdRangeDevice{r.visible[q].begin, r.visible[q].end};
+      reinterpret_cast<PredicateDevice*>(block + l.predicates)[i] = device_predicate(r.predicate_of(q));
+    }
     reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = kNoBound;
   }
 }
@@ -62,7 +87,7 @@ void Pipeline::launch(QueryContext& c, const Plan& plan, const QueryRequest& r, 
 void Pipeline::launch_graph(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode,
                             const BufferViews& views) const {
   const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries);
-  const GraphKey key = graph_key(plan, nq, !r.visible.empty(), static_cast<int>(mode), r.aggregate, views.buffer);
+  const GraphKey key = graph_key(plan, nq, r.filtered(), static_cast<int>(mode), r.aggregate, views.buffer);
   GraphExec* exec = c.graphs.find(key);
   if (exec == nullptr) {
     GraphExec captured = capture(stream_, [&] { enqueue(c, plan, r, mode, views, 0, nq, true); });
@@ -100,7 +125,7 @@ void Pipeline::enqueue(QueryContext& c, const Plan& plan, const QueryRequest& r,
   select.out_distance = reinterpret_cast<float*>(selected + l.distance);
   select.out_id = reinterpret_cast<std::uint64_t*>(selected + l.id);
   select.out_slot = c.slot.get();
-  search(c, plan, !r.visible.empty(), views, n, select);
+  search(c, plan, r.filtered(), views, n, select);
 
   std::size_t from = l.distance, to = l.id + std::size_t(n) * k * 8;  // the part of the output block this mode returns
   if (!neighbors) {
@@ -144,6 +169,7 @@ void Pipeline::enqueue_device(QueryContext& c, const Plan& plan, const DeviceQue
   prep.bound = coordinate_bound(config_.metric, config_.dim);
   prep.queries_out = c.in<float>(l.queries);
   prep.ranges_out = c.in<IdRangeDevice>(l.ranges);
+  prep.predicates_out = c.in<PredicateDevice>(l.predicates);
   prep.thresholds = c.in<std::uint32_t>(l.thresholds);
   prep.status = c.status.get();
   prep.host_status = c.host_status.device_ptr();

@@ -26,7 +26,7 @@ struct SearchShape {
   std::uint32_t chunks = 0;       ///< float4 chunks per stored vector
   Metric metric = Metric::L2;
   bool neighbors = true;          ///< the answers are neighbours (else an aggregate of them); no rule reads it
-  bool filtered = false;          ///< per-query id ranges
+  bool filtered = false;          ///< per-query id ranges or predicates (QueryRequest::filtered)
   std::uint32_t capacity = 0;     ///< slots of the store's buffer (a multiple of kTile)
   std::uint32_t slot_count = 0;   ///< slots in use; no rule reads it (the spatial schedule does)
   bool spatial = false;           ///< the spatial schedule wants the index for this batch (SpatialSchedule::wants)

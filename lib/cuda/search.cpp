@@ -38,6 +38,7 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   rerank.queries = c.in<float>(c.layout.queries);
   rerank.query_stride = chunks_ * 4;
   rerank.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+  rerank.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
   rerank.num_queries = n;
   rerank.k = plan.k;
   rerank.width = plan.width;
@@ -155,6 +156,7 @@ ScanParams Pipeline::scan_params(QueryContext& c, const Plan& plan, bool filtere
   scan.store = view;
   scan.queries = c.in<float>(c.layout.queries);
   scan.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+  scan.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
   scan.num_queries = n;
   scan.k = plan.width;
   scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
@@ -214,6 +216,7 @@ SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const Sa
   sample.store = view;
   sample.queries = c.in<float>(c.layout.queries);
   sample.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+  sample.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
   sample.num_queries = n;
   sample.k = plan.width;
   sample.step = pass.step;
@@ -265,7 +268,8 @@ SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const Sa
   sample.tile_major = sampled_bytes > device_.l2_bytes;
   // Ahead of the query-resident scan, that scan's layout over the sample: a pair costs its rank
   // and a min (ncu, 1,000,000 x 2, Q = 1,024: the warp-per-tile kernel took 134 us).
-  sample.resident = plan.as<ResidentPlan>() != nullptr;
+  // (Filtered batches take the kernels above, which test each point against each query's filter.)
+  sample.resident = plan.as<ResidentPlan>() != nullptr && !filtered;
   sample.width = std::uint32_t(width_);
   sample.keys = c.sample_keys.get();
   sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);

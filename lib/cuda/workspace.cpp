@@ -95,6 +95,7 @@ ChunkLayout chunk_layout(std::uint32_t qc, std::uint32_t chunks, std::uint32_t k
   };
   place(l.queries, std::size_t(qc) * chunks * 16);
   place(l.ranges, std::size_t(qc) * sizeof(IdRangeDevice));
+  place(l.predicates, std::size_t(qc) * sizeof(PredicateDevice));
   place(l.thresholds, std::size_t(qc) * 4);
   l.in_bytes = off;
   off = 0;

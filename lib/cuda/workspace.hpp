@@ -23,7 +23,7 @@ Mode mode_of(AggregateSpec::Output output) noexcept;
 /// pinned host staging holds one such block per chunk, laid out like the device's, so every
 /// chunk is one host-to-device copy, and one device-to-host copy or the last kernel's writes.
 struct ChunkLayout {
-  std::size_t queries = 0, ranges = 0, thresholds = 0, in_bytes = 0;               // input block
+  std::size_t queries = 0, ranges = 0, predicates = 0, thresholds = 0, in_bytes = 0;  // input block
   std::size_t distance = 0, id = 0, label = 0, probability = 0, value = 0, out_bytes = 0;  // output block
 };
 

@@ -2,10 +2,10 @@
 // a float64 brute force on the model of the store: every metric, predicates that pass none, few or
 // most points, per-query predicates composed with IdRange, duplicates, erased slots, exact ties at
 // the radius (integer grids, where float64 is exact), caps, and the attribute words' path through
-// the queue, the double buffer, the publish report and checkpoints. Both backends run them (the
-// CUDA backend through its k-nearest search until its kernels test them,
-// Engine::filtered_by_search); radius bounds on aggregated predictions run on the CPU backend only,
-// and the CUDA backend must refuse them by name (BackendUnavailable).
+// the queue, the double buffer, the publish report and checkpoints. Both backends run them: the
+// CUDA kernels test predicates beside the id ranges, and radius bounds go through its k-nearest
+// search (Engine::filtered_by_search); radius bounds on aggregated predictions run on the CPU
+// backend only, and the CUDA backend must refuse them by name (BackendUnavailable).
 #include <functional>
 
 #include "support/test_support.hpp"
@@ -18,7 +18,7 @@ constexpr std::size_t kWords = 2;
 using Attrs = std::unordered_map<PointId, std::array<std::uint32_t, kWords>>;
 using Pass = std::function<bool(PointId)>;
 
-/// Predicates and radius bounds on aggregated predictions run on the CPU backend only for now.
+/// Radius bounds on aggregated predictions run on the CPU backend only for now.
 bool filters_run_here() { return backend_under_test() == BackendKind::Cpu; }
 
 StoreConfig attr_config(std::size_t dim, Metric metric) {
@@ -145,6 +145,39 @@ TEST_CASE("filters: predicates with attribute words, every metric, against the f
     check_filtered(store, metric, model, attrs, queries, 16, each, ranges);
     // k larger than what passes: rows end with padding.
     check_filtered(store, metric, model, attrs, queries, 300, {Predicate{}.require(0, 15).within(1, 0, 499)});
+  }
+}
+
+TEST_CASE("filters: a classifier's predicate votes among the points that pass") {
+  // The oracle: the same models over a store that holds only the passing points (same ids, so the
+  // same ties), on both backends.
+  const std::size_t dim = 4, n = 3000, nq = 40;
+  auto g = rng(31);
+  const auto v = points_for(Metric::L2, g, n, dim);
+  const auto queries = points_for(Metric::L2, g, nq, dim);
+  std::uniform_int_distribution<std::uint32_t> flags(0, 15);
+  std::uniform_int_distribution<std::int32_t> label(0, 2);
+  StoreConfig both = attr_config(dim, Metric::L2), some = config_for(dim, Metric::L2);
+  both.target = some.target = TargetSpec::classes(3);
+  ReferenceSet all(both), passing(some);
+  const Predicate bit = Predicate{}.require(0, 5);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::array<std::uint32_t, kWords> a{flags(g), 0};
+    const std::span<const float> row(v.data() + i * dim, dim);
+    const std::int32_t l = label(g);
+    all.push(Update::insert(PointId(i), row, l).with_attributes(a));
+    if (bit.passes(a)) passing.push(Update::insert(PointId(i), row, l));
+  }
+  all.publish();
+  passing.publish();
+  for (const std::size_t k : {1ul, 7ul, 50ul}) {
+    CAPTURE(k);
+    for (const Weights w : {Weights::Uniform, Weights::Distance}) {
+      const ClassPredictions got = KnnClassifier(all, k, w).where(bit).predict_proba(queries);
+      const ClassPredictions want = KnnClassifier(passing, k, w).predict_proba(queries);
+      CHECK(got.labels == want.labels);
+      CHECK(got.probabilities == want.probabilities);
+    }
   }
 }
 

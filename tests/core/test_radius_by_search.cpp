@@ -1,8 +1,8 @@
-// Predicates and radius bounds on a backend without native support (Engine::filtered_by_search:
-// its k-nearest search grown until each row holds what it needs, the predicate tested and "within"
-// decided exactly on the host) against the CPU backend's native filters, on the CPU backend
-// itself: every metric, caps, ranges, predicates that pass few points (k grows), the k nearest
-// within a radius, and rows that need more than one search returns.
+// Radius bounds on a backend without native support (Engine::filtered_by_search: its k-nearest
+// search grown until each row holds what it needs, "within" decided exactly on the host; the
+// backend's search tests id ranges and predicates) against the CPU backend's native radius
+// search, on the CPU backend itself: every metric, caps, ranges, predicates that pass few points,
+// the k nearest within a radius, and rows that need more than one search returns.
 #include <cmath>
 #include <limits>
 
@@ -147,7 +147,7 @@ TEST_CASE("filtered by search: predicates, alone and with a radius, as the CPU b
   }
 }
 
-TEST_CASE("filtered by search: a predicate too few of the 4,096 nearest pass is answered from every point that passes") {
+TEST_CASE("filtered by search: a predicate that few points pass, with and without a radius") {
   for (const Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::Haversine}) {
     CAPTURE(to_string(metric));
     const std::size_t dim = metric == Metric::Haversine ? 2 : 3;

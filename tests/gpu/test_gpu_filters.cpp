@@ -1,14 +1,12 @@
 // GPU suite (skips without a CUDA device): predicates and radius search on the CUDA backend against
 // the CPU backend, answer for answer (ids and distance bits), on every metric and on the shapes
-// that take each strategy: small batches over small stores (direct), large batches (scan, screen,
-// query-resident), stores of one or two dimensions with the spatial index forced on, wide vectors
-// (dense screen), k up to past what passes; predicates shared and per query, composed with IdRange,
-// passing none, few or most points; attribute changes across publishes (both device buffers);
-// radius with and without caps, with predicates, ties at the radius on integer grids, and the k
-// nearest within a radius. Until its kernels test predicates and radius bounds, the CUDA backend runs
-// them through its k-nearest search (Engine::filtered_by_search); the cases hold either to the CPU
-// backend's answers, and gpu_runs_filters still checks a refusal by name should predicates ever be
-// refused.
+// that take each strategy a filtered search can take: small batches over small stores (direct),
+// large batches (sample pass and scan), wide vectors (several chunks), k up to past what passes;
+// predicates shared and per query, composed with IdRange, passing none, few or most points;
+// attribute changes across publishes (both device buffers), growth, a reloaded checkpoint, votes
+// among the points that pass; radius with and without caps, with predicates, ties at the radius on
+// integer grids, and the k nearest within a radius. The CUDA kernels test predicates beside the
+// id ranges; radius bounds go through its k-nearest search (Engine::filtered_by_search).
 #include <array>
 #include <cstring>
 #include <functional>
@@ -48,7 +46,7 @@ struct Twin {
   ReferenceSet cpu, gpu;
 };
 
-/// Whether the CUDA backend runs predicates; where it does not, checks that it refuses them by name.
+/// Whether the CUDA backend answers predicates; where it does not, checks that it refuses them by name.
 bool gpu_runs_filters(const ReferenceSet& gpu) {
   const Predicate any{};
   std::vector<float> query(gpu.config().dim, 0.5f);
@@ -208,4 +206,42 @@ TEST_CASE("GPU filters: ties at the radius on an integer grid") {
     const Predicate odd = Predicate{}.require(0, 1);
     same_radius(t.cpu.radius_search(q, r, 7, {}, std::span(&odd, 1)), t.gpu.radius_search(q, r, 7, {}, std::span(&odd, 1)));
   }
+}
+
+TEST_CASE("GPU filters: votes among the points that pass, growth, and a reloaded checkpoint") {
+  // Classification stores that grow from a small capacity (the attribute words are copied with the
+  // vectors), a vote and probabilities among the points that pass, then the CPU store's checkpoint
+  // loaded on the CUDA backend (its attributes reach the device with the load's batch).
+  constexpr std::size_t dim = 8, n = 30000, nq = 200, k = 9;
+  auto config = [](BackendKind kind) {
+    StoreConfig c = twin_config(dim, Metric::L2, kind, SpatialIndex::Off);
+    c.target = TargetSpec::classes(5);
+    c.capacity_hint = 64;
+    return c;
+  };
+  ReferenceSet cpu(config(BackendKind::Cpu)), gpu(config(BackendKind::Cuda));
+  auto g = rng(77);
+  const auto v = points_for(Metric::L2, g, n, dim);
+  std::uniform_int_distribution<std::uint32_t> flags(0, 15), time(0, 999);
+  std::uniform_int_distribution<std::int32_t> label(0, 4);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::array<std::uint32_t, kWords> a{flags(g), time(g)};
+    const Update u = Update::insert(PointId(i), std::span<const float>(v.data() + i * dim, dim), label(g)).with_attributes(a);
+    while (!cpu.try_push(u)) cpu.publish();
+    while (!gpu.try_push(u)) gpu.publish();
+  }
+  cpu.publish();
+  gpu.publish();
+  const auto queries = points_for(Metric::L2, g, nq, dim);
+  for (const Predicate& p : predicates_for(5, true)) {
+    const KnnClassifier a = KnnClassifier(cpu, k).where(p), b = KnnClassifier(gpu, k).where(p);
+    const ClassPredictions pa = a.predict_proba(queries), pb = b.predict_proba(queries);
+    CHECK(pa.labels == pb.labels);
+    REQUIRE(pa.probabilities.size() == pb.probabilities.size());
+    for (std::size_t i = 0; i < pa.probabilities.size(); ++i) REQUIRE(exact_bits(pa.probabilities[i]) == exact_bits(pb.probabilities[i]));
+  }
+  const auto where = predicates_for(nq, true);
+  same_neighbors(cpu.search(queries, k, {}, where), gpu.search(queries, k, {}, where));
+  const ReferenceSet loaded = ReferenceSet::load_bytes(cpu.save_bytes(), {.backend = BackendKind::Cuda});
+  same_neighbors(cpu.search(queries, k, {}, where), loaded.search(queries, k, {}, where));
 }

@@ -27,6 +27,29 @@ __device__ __forceinline__ bool closer(float ra, std::uint64_t ia, float rb, std
   return ra < rb || (ra == rb && ia < ib);
 }
 
+/// Whether the point in `slot` passes a query's predicate: streamknn::Predicate::passes on the
+/// store's attribute words, word for word, so both backends admit the same points. A store
+/// without attributes admits every point (a predicate on one is refused at the boundary).
+__device__ __forceinline__ bool attributes_pass(const PredicateDevice& p, const StoreView& store, std::uint32_t slot) {
+  const std::uint32_t words = store.attribute_words;
+  if (words == 0) return true;
+  const std::uint32_t* a = store.attributes + std::size_t(slot) * words;
+  for (std::uint32_t w = 0; w < words; ++w) {
+    const std::uint32_t v = a[w];
+    if ((v & p.required[w]) != p.required[w] || (v & p.forbidden[w]) != 0) return false;
+  }
+  if (p.range_word < 0) return true;
+  if (std::uint32_t(p.range_word) >= words) return false;
+  const std::uint32_t v = a[p.range_word];
+  return v >= p.range_min && v <= p.range_max;
+}
+
+/// The filtered searches' admission test beyond validity: the query's id range and predicate.
+__device__ __forceinline__ bool filter_admits(const IdRangeDevice& range, const PredicateDevice& predicate,
+                                              const StoreView& store, std::uint32_t slot, std::uint64_t id) {
+  return id >= range.begin && id < range.end && attributes_pass(predicate, store, slot);
+}
+
 /// A Candidate from the lane `mask` away (xor), from lane `src`, or from `delta` lanes below.
 __device__ __forceinline__ Candidate shuffle_xor(const Candidate& c, int mask) {
   return Candidate{__shfl_xor_sync(kFullMask, c.rank, mask), __shfl_xor_sync(kFullMask, c.slot, mask),

@@ -74,6 +74,9 @@ __device__ void prepare_query(const DeviceQueryParams& p, std::uint32_t i, std::
       r.begin = r.end = 0;
     }
     p.ranges_out[i] = r;
+    PredicateDevice all{};  // no bits, no range word: every point passes
+    all.range_word = -1;
+    p.predicates_out[i] = all;
   }
 }
 

@@ -29,6 +29,7 @@ struct DeviceQueryParams {
   float bound = 0;                       // largest |coordinate| (core/metric_space.hpp coordinate_bound)
   float* queries_out = nullptr;          // num_queries x chunks float4
   IdRangeDevice* ranges_out = nullptr;   // written when visible != nullptr
+  PredicateDevice* predicates_out = nullptr;  // pass-all predicates, written with ranges_out
   std::uint32_t* thresholds = nullptr;   // num_queries
   unsigned long long* status = nullptr;  // [0] first bad query, [1] first bad range (~0: none)
   // Where the kernel hands the status to the host (mapped pinned memory), or nullptr where the

@@ -124,6 +124,15 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
       if constexpr (kFiltered) admissible = admissible && id[i] >= range.begin && id[i] < range.end;
       key[i] = admissible ? ordered_bits(rank[i]) : kNoKey;
     }
+    if constexpr (kFiltered) {
+      // The predicate on the points within the bound only: their attribute words are the rare
+      // loads (in the first segment, while the bound is loose, every point's).
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+        if (key[i] != kNoKey && key[i] <= limit && !attributes_pass(p.predicates[q], *p.store, slot)) key[i] = kNoKey;
+      }
+    }
     if (segment == blockIdx.x) {
       // The block's first segment, while the grid-wide bound is still loose: the k-th smallest
       // of its group minima (ties by group index), four threads per group counting the minima

@@ -26,6 +26,7 @@ struct RerankParams {
   const float* queries = nullptr;      ///< num_queries rows of query_stride floats (stored form, padded)
   std::uint32_t query_stride = 0;
   const IdRangeDevice* ranges = nullptr;  ///< nullptr or one per query
+  const PredicateDevice* predicates = nullptr;  ///< one per query where ranges is set
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;                 ///< answers per query
   std::uint32_t width = 0;             ///< screened candidates per query (k')

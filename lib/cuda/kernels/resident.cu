@@ -13,10 +13,11 @@
 // pairs that pass get their exact rank (accumulate: the scan's bits), and those within the
 // query's bound enter the warp's list for the query (ScanParams::warp_lists): up to k (rank,
 // slot) entries, unsorted; once full its largest entry is replaced, and its k-th bounds the
-// query for every warp of the block. At the end the block gathers each query's entries from its
-// warps' lists into shared memory at once, orders them by counting and writes one sorted list
-// per query with its length within the grid-wide bound: the scan's layout (grid.x lists per
-// query) for the selection kernel.
+// query for every warp of the block (a filtered search admits only the points in the query's id
+// range that pass its predicate, tested after the exact rank: filter_admits). At the end the
+// block gathers each query's entries from its warps' lists into shared memory at once, orders
+// them by counting and writes one sorted list per query with its length within the grid-wide
+// bound: the scan's layout (grid.x lists per query) for the selection kernel.
 //
 // Why the screen drops no pair within the bound. u = 2^-24. For a point x of w <= 4 elements
 // and a query q the kernel evaluates V = fma(a_1, x_1, fma(a_2, x_2, ... fma(a_w, x_w, N))),
@@ -405,7 +406,11 @@ __device__ void rank_exactly(const ResidentBlock<kWidth>& r, std::uint32_t tile,
   accumulate<1, false, kWidth>(acc, point, [&](int) { return query_vector; });
   const Entry entry{acc[0], slot};
   QueryState& s = query_state(r, j);
-  if (!(entry.rank <= s.bound)) return;  // a NaN rank is never admitted
+  if (!(entry.rank <= s.bound)) return;  // a NaN rank is never admitted (nor a row past the batch: NaN bound)
+  if (r.p.ranges != nullptr) {  // a filtered search: the query's id range and predicate
+    const std::uint32_t q = r.first_query + j * 32 + lane;
+    if (!filter_admits(r.p.ranges[q], r.p.predicates[q], *r.p.store, slot, r.ids[slot])) return;
+  }
   Entry* const list = warp_list(r, r.first_query + j * 32 + lane, r.warp);
   if (s.count < k) {
     list[s.count++] = entry;
@@ -554,11 +559,11 @@ void configure_resident(std::size_t shared_limit) {
 }
 
 void launch_resident(const ScanParams& p, std::uint32_t blocks, std::uint32_t warps, int width, cudaStream_t stream) {
-  if (p.k == 0 || p.k > kResidentMaxK || warps == 0 || warps > kResidentMaxWarps || p.ranges != nullptr ||
-      p.warp_lists == nullptr) {
+  if (p.k == 0 || p.k > kResidentMaxK || warps == 0 || warps > kResidentMaxWarps || p.warp_lists == nullptr ||
+      (p.ranges == nullptr) != (p.predicates == nullptr)) {
     throw CudaError("resident kernel: k " + std::to_string(p.k) + " (at most " + std::to_string(kResidentMaxK) +
                     "), warps " + std::to_string(warps) + " (at most " + std::to_string(kResidentMaxWarps) +
-                    "), its warp lists, and no id ranges");
+                    "), its warp lists, and id ranges with predicates or neither");
   }
   const dim3 grid(blocks, (p.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
   const std::size_t shared = layout_for(width, warps).total;

@@ -66,7 +66,8 @@ __device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_
 /// Writes the per_tile smallest keys of one tile for queries q0 .. q0 + nq from the lanes' ranks.
 template <int G, bool kInnerProduct, bool kFiltered>
 __device__ __forceinline__ void write_keys(const SampleParams& p, const float (&acc)[G], std::uint32_t q0,
-                                           std::uint32_t nq, bool valid, std::uint64_t id, std::size_t key_index,
+                                           std::uint32_t nq, bool valid, std::uint32_t slot, std::uint64_t id,
+                                           std::size_t key_index,
                                            std::size_t keys_per_query, std::uint32_t lane) {
 #pragma unroll
   for (int j = 0; j < G; ++j) {
@@ -74,7 +75,7 @@ __device__ __forceinline__ void write_keys(const SampleParams& p, const float (&
       const float rank = rank_of<kInnerProduct>(acc[j]);
       // A NaN rank (an overflowed dot product) never counts, as in the scan.
       bool counts = valid && rank <= CUDART_INF_F;
-      if constexpr (kFiltered) counts = counts && id >= p.ranges[q0 + j].begin && id < p.ranges[q0 + j].end;
+      if constexpr (kFiltered) counts = counts && filter_admits(p.ranges[q0 + j], p.predicates[q0 + j], *p.store, slot, id);
       std::uint32_t key = counts ? ordered_bits(rank) : kNoBound;
       if (p.per_tile == 1) {
         key = __reduce_min_sync(kFullMask, key);  // one instruction instead of a sorting network
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_kernel(SampleP
     } else {
       accumulate_batched<kSampleGroup, kInnerProduct>(acc, point, 0, chunks, query);  // SampleParams::batched_loads
     }
-    write_keys<kSampleGroup, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
+    write_keys<kSampleGroup, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, slot, id, key_index, keys_per_query, lane);
   }
 }
 
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(kSampleWarps * 32) sample_ranks_staged_kernel(
   const float4* point = static_cast<const float4*>(store.vectors) + std::size_t(tile) * chunks * kTile + lane;
   float acc[G] = {};
   accumulate_batched<G, kInnerProduct>(acc, point, 0, chunks, [&](int j, std::uint32_t c) { return staged[j * chunks + c]; });
-  write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
+  write_keys<G, kInnerProduct, kFiltered>(p, acc, q0, nq, valid, slot, id, key_index, keys_per_query, lane);
 }
 
 /// SampleParams::split_sums (L2 ranks, staged queries, 32+ chunks): one block per sampled
@@ -271,7 +272,7 @@ __global__ void __launch_bounds__(kSplitMaxWarps * 32) sample_ranks_split_kernel
   const std::uint32_t slot = tile * kTile + lane;
   const bool valid = store.valid[slot] != 0;
   const std::uint64_t id = kFiltered && valid ? store.ids[slot] : kNoId;
-  write_keys<G, false, kFiltered>(p, acc, q0, nq, valid, id, key_index, keys_per_query, lane);
+  write_keys<G, false, kFiltered>(p, acc, q0, nq, valid, slot, id, key_index, keys_per_query, lane);
 }
 
 /// The k-th key raised by SampleParams::order_margin (relative) and kOrderSlack (absolute), both

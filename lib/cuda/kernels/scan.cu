@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
       with_survivors &= with_survivors - 1;
       const float rank = ranks[j * 32 + lane];
       bool admit = valid && rank <= thresholds[j];
-      if constexpr (kFiltered) admit = admit && id >= ranges[j].begin && id < ranges[j].end;
+      if constexpr (kFiltered) admit = admit && filter_admits(ranges[j], p.predicates[q0 + j], store, slot, id);
       unsigned survivors = __ballot_sync(kFullMask, admit);
       Candidate* list = lists + std::size_t(j) * k;
       std::uint32_t n = counts[j];

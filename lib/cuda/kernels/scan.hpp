@@ -21,6 +21,7 @@ struct ScanParams {
   const StoreView* store = nullptr;        // device copy of the buffer's view
   const float* queries = nullptr;          // num_queries x chunks float4 (padded with zeros)
   const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
+  const PredicateDevice* predicates = nullptr;  // one per query where ranges is set
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;
   std::uint32_t* threshold = nullptr;      // per query: ordered-bits upper bound of the k-th rank
@@ -42,7 +43,7 @@ inline constexpr std::uint32_t kFirstBoundMaxBlocks = 512;
 struct ScanShape {
   int query_group = 1;        // one of kQueryGroups
   bool inner_product = false;
-  bool filtered = false;      // ranges != nullptr
+  bool filtered = false;      // ranges != nullptr (and predicates)
   int warps_per_block = 8;
   int blocks_per_group = 1;   // grid.x; grid.y = ceil(num_queries / query_group)
   std::uint32_t chunks = 0;   // float4 chunks per vector

@@ -1,6 +1,6 @@
 // Applies one resolved batch to a reference buffer: vectors into their tile slots (padded
 // with zeros to whole float4 chunks, or one float2 per slot for at most two elements), targets,
-// ids and the validity mask. The batch holds at
+// attribute words, ids and the validity mask. The batch holds at
 // most one write per slot and channel, so the writes need no ordering.
 #include <algorithm>
 
@@ -37,6 +37,12 @@ __global__ void scatter_kernel(ScatterParams p) {
     if (p.labels) p.labels[slot] = p.labels_in[i];
     for (std::uint32_t o = 0; o < p.outputs; ++o) p.values[std::size_t(slot) * p.outputs + o] = p.values_in[i * p.outputs + o];
   }
+  for (std::size_t i = start; i < p.attribute_count; i += stride) {
+    const std::uint32_t slot = p.attribute_slots[i];
+    for (std::uint32_t w = 0; w < p.attribute_words; ++w) {
+      p.attributes[std::size_t(slot) * p.attribute_words + w] = p.attributes_in[i * p.attribute_words + w];
+    }
+  }
   for (std::size_t i = start; i < p.id_count; i += stride) {
     const std::uint32_t slot = p.id_slots[i];
     p.ids[slot] = p.ids_in[i];
@@ -48,7 +54,7 @@ __global__ void scatter_kernel(ScatterParams p) {
 
 void launch_scatter(const ScatterParams& params, cudaStream_t stream) {
   const std::size_t work = std::max<std::size_t>({std::size_t(params.vector_count) * params.chunks,
-                                                  params.target_count, params.id_count});
+                                                  params.target_count, params.id_count, params.attribute_count});
   if (work == 0) return;
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<std::size_t>((work + threads - 1) / threads, 4096));

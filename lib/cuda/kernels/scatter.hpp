@@ -30,6 +30,11 @@ struct ScatterParams {
   const std::uint32_t* id_slots = nullptr;
   const std::uint64_t* ids_in = nullptr;
   std::uint32_t id_count = 0;
+  std::uint32_t* attributes = nullptr;  // destination: capacity x attribute_words
+  std::uint32_t attribute_words = 0;
+  const std::uint32_t* attribute_slots = nullptr;
+  const std::uint32_t* attributes_in = nullptr;  // n x attribute_words
+  std::uint32_t attribute_count = 0;
 };
 void launch_scatter(const ScatterParams& params, cudaStream_t stream);
 
