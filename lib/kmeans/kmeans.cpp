@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <random>
 
 #include "core/check.hpp"
@@ -95,36 +94,45 @@ std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, Backend
 }
 
 /// scikit-learn's empty-cluster relocation, on the sums of the labels' clusters: the emptied
-/// clusters, in index order, take the points farthest from their (previous) centroids, farthest
+/// clusters, in index order, take the points farthest from their (current) centroids, farthest
 /// first (exact squared distance, ties to the smaller index); each such point's sum moves from its
-/// cluster to the empty one. Labels are left as they are: the next labelling settles them.
-void relocate(const km::LloydShape& s, std::span<const float> before, std::span<const std::uint32_t> labels,
-              std::vector<double>& sums, std::vector<std::uint64_t>& counts) {
+/// cluster to the empty one. Labels are left as they are: the next labelling settles them. The
+/// backend screens the points (far_points: a superset of the farthest, usually a handful), so
+/// only those and the k x d sums and centroids reach the host.
+void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>& before, std::vector<double>& sums,
+              std::vector<std::uint64_t>& counts) {
   std::vector<std::size_t> empty;
   for (std::size_t c = 0; c < s.k; ++c) {
     if (counts[c] == 0) empty.push_back(c);
   }
+  const auto take = std::min(empty.size(), s.n);
+  std::vector<km::FarPoint> far = be.far_points(take);
+  be.fetch_sums(sums);
+  be.fetch_centroids(before);
   const std::uint32_t d = std::uint32_t(s.d);
-  std::vector<double> dist(s.n);
-  for (std::size_t i = 0; i < s.n; ++i) dist[i] = km::squared_distance(s.points + i * d, before.data() + labels[i] * d, d);
-  const auto farther = [&](std::size_t a, std::size_t b) {
-    const double ea = dist[a] * (double(2 * d + 8) * 0x1p-53), eb = dist[b] * (double(2 * d + 8) * 0x1p-53);
-    if (dist[a] - ea > dist[b] + eb) return true;
-    if (dist[b] - eb > dist[a] + ea) return false;
-    detail::exact::ExactSum acc;  // exact S_a - S_b, each against its own centroid
+  const double margin = km::far_margin(d);
+  // a farther than b: float64 with its error margin, else exactly (S_a - S_b, each against its
+  // own centroid), ties to the smaller index. A float64 cost is 0 only for a point on its
+  // centroid (the differences of floats are exact in float64 and their squares do not underflow),
+  // so two such points tie without the exact sum.
+  const auto farther = [&](const km::FarPoint& a, const km::FarPoint& b) {
+    const double ea = a.cost * margin, eb = b.cost * margin;
+    if (a.cost - ea > b.cost + eb) return true;
+    if (b.cost - eb > a.cost + ea) return false;
+    if (a.cost == 0 && b.cost == 0) return a.point < b.point;
+    detail::exact::ExactSum acc;
+    const float *xa = s.points + std::size_t(a.point) * d, *xb = s.points + std::size_t(b.point) * d;
+    const float *ca = before.data() + std::size_t(a.label) * d, *cb = before.data() + std::size_t(b.label) * d;
     for (std::uint32_t j = 0; j < d; ++j) {
-      detail::exact::add_square_term(acc, s.points[a * d + j], before[labels[a] * d + j], false);
-      detail::exact::add_square_term(acc, s.points[b * d + j], before[labels[b] * d + j], true);
+      detail::exact::add_square_term(acc, xa[j], ca[j], false);
+      detail::exact::add_square_term(acc, xb[j], cb[j], true);
     }
     const int sign = acc.sign();
-    return sign > 0 || (sign == 0 && a < b);
+    return sign > 0 || (sign == 0 && a.point < b.point);
   };
-  std::vector<std::size_t> order(s.n);
-  std::iota(order.begin(), order.end(), std::size_t(0));
-  const auto take = std::min(empty.size(), s.n);
-  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(take), order.end(), farther);
+  std::partial_sort(far.begin(), far.begin() + std::ptrdiff_t(take), far.end(), farther);
   for (std::size_t e = 0; e < take; ++e) {
-    const std::size_t to = empty[e], p = order[e], from = labels[p];
+    const std::size_t to = empty[e], p = far[e].point, from = far[e].label;
     for (std::size_t j = 0; j < d; ++j) {
       const double v = double(s.points[p * d + j]);
       sums[from * d + j] -= v;
@@ -146,7 +154,6 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
   std::vector<std::uint64_t> counts(k);
   std::vector<double> shift2(k), sums;
   std::vector<float> before, next;
-  std::vector<std::uint32_t> labels;
   be.start(start);
   bool strict = false;
   std::size_t it = 0;
@@ -159,12 +166,8 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
     } else {
       sums.resize(k * d);
       before.resize(k * d);
-      labels.resize(s.n);
       next.resize(k * d);
-      be.fetch_sums(sums);
-      be.fetch_centroids(before);
-      be.fetch_labels(labels);
-      relocate(s, before, labels, sums, counts);
+      relocate(be, s, before, sums, counts);
       for (std::size_t c = 0; c < k; ++c) {  // a cluster left with no point keeps its (unscaled) sum, as scikit-learn
         for (std::size_t j = 0; j < d; ++j) {
           next[c * d + j] = counts[c] ? km::mean(sums[c * d + j], counts[c]) : float(sums[c * d + j]);

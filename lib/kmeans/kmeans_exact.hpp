@@ -125,6 +125,18 @@ STREAMKNN_KM_HD double movement_bound(double shift2, std::uint32_t d) {
 /// A new centroid coordinate: the float64 mean rounded once to float32.
 STREAMKNN_KM_HD float mean(double sum, std::uint64_t count) { return float(sum / double(count)); }
 
+/// The relative error margin of a float64 squared distance of dimension d, as the empty-cluster
+/// relocation (kmeans.cpp) compares two: a is farther than b at once when
+/// S_a - S_a * m > S_b + S_b * m, else exactly (ties to the smaller index).
+STREAMKNN_KM_HD double far_margin(std::uint32_t d) { return double(2 * std::uint64_t(d) + 8) * 0x1p-53; }
+/// The backends' screen before that comparison: with T = far_low of the m-th largest squared
+/// distance, a point whose far_high is below T has m points farther by the comparison's first test
+/// (far_low(S_a) <= S_a (1 - 2 margin) <= S_a - S_a * m rounded, and far_high(S_b) >= S_b (1 + 2
+/// margin) >= S_b + S_b * m rounded, for margin >= 10 x 2^-53), so it is not among the m farthest.
+/// 1 -/+ 4 margin is exact in float64; one product, so no fused multiply-add can change the bits.
+STREAMKNN_KM_HD double far_low(double s, std::uint32_t d) { return s * (1.0 - (double(d) + 4) * 0x1p-50); }
+STREAMKNN_KM_HD double far_high(double s, std::uint32_t d) { return s * (1.0 + (double(d) + 4) * 0x1p-50); }
+
 }  // namespace streamknn::detail::kmeans
 
 #undef STREAMKNN_KM_HD

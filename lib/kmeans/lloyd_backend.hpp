@@ -8,12 +8,19 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace streamknn::detail {
 class ThreadPool;
 }  // namespace streamknn::detail
 
 namespace streamknn::detail::kmeans {
+
+/// A point that may be among those farthest from their labelled centroids (far_points).
+struct FarPoint {
+  std::uint32_t point = 0, label = 0;
+  double cost = 0;  ///< squared_distance (kmeans_exact.hpp) to its label's current centroid
+};
 
 struct LloydShape {
   const float* points = nullptr;  ///< n x d, row-major, host memory, valid for the backend's lifetime
@@ -43,6 +50,11 @@ class LloydBackend {
   virtual void fetch_sums(std::span<double> out) = 0;
   virtual void fetch_labels(std::span<std::uint32_t> out) = 0;
   virtual void fetch_centroids(std::span<float> out) = 0;
+  /// For the empty-cluster relocation, with the labels and centroids of the last assign(): every
+  /// point whose far_high (kmeans_exact.hpp) is at least far_low of the m-th largest cost (1 <= m
+  /// <= n), with its label and cost, in any order: a superset of the m farthest points, which the
+  /// caller ranks. Few cross to the host unless many costs tie with the m-th.
+  virtual std::vector<FarPoint> far_points(std::size_t m) = 0;
   /// Sum over the points, in the fold tree's order over point indices, of the float64 squared
   /// distance to the labelled centroid.
   virtual double inertia() = 0;

@@ -6,6 +6,7 @@
 // fold tree, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -113,6 +114,37 @@ class CpuLloyd final : public LloydBackend {
   void fetch_sums(std::span<double> out) override { std::copy(sums_.begin(), sums_.end(), out.begin()); }
   void fetch_labels(std::span<std::uint32_t> out) override { std::copy(labels_.begin(), labels_.end(), out.begin()); }
   void fetch_centroids(std::span<float> out) override { std::copy(centroids_.begin(), centroids_.end(), out.begin()); }
+
+  std::vector<FarPoint> far_points(std::size_t m) override {
+    // Per chunk: the costs and the chunk's `per` largest; the m-th largest over those is the m-th
+    // largest cost. Then each chunk keeps its points at or above the screen, in index order.
+    const std::size_t chunks = (n_ + kChunk - 1) / kChunk, per = std::min(m, kChunk);
+    const std::uint32_t d = std::uint32_t(d_);
+    std::vector<double> cost(n_), tops(chunks * per, -1.0);  // costs are >= 0: -1 is never the m-th
+    pool_.parallel_for(chunks, [&](std::size_t c) {
+      const std::size_t lo = c * kChunk, hi = std::min(n_, lo + kChunk);
+      for (std::size_t i = lo; i < hi; ++i) cost[i] = squared_distance(x_ + i * d_, centroids_.data() + labels_[i] * d_, d);
+      double* top = tops.data() + c * per;
+      if (hi - lo <= per) {
+        std::copy(cost.begin() + std::ptrdiff_t(lo), cost.begin() + std::ptrdiff_t(hi), top);
+        return;
+      }
+      std::vector<double> v(cost.begin() + std::ptrdiff_t(lo), cost.begin() + std::ptrdiff_t(hi));
+      std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(per - 1), v.end(), std::greater<>());
+      std::copy_n(v.begin(), per, top);
+    });
+    std::nth_element(tops.begin(), tops.begin() + std::ptrdiff_t(m - 1), tops.end(), std::greater<>());
+    const double floor = far_low(tops[m - 1], d);
+    std::vector<std::vector<FarPoint>> kept(chunks);
+    pool_.parallel_for(chunks, [&](std::size_t c) {
+      for (std::size_t i = c * kChunk, hi = std::min(n_, i + kChunk); i < hi; ++i) {
+        if (far_high(cost[i], d) >= floor) kept[c].push_back(FarPoint{std::uint32_t(i), labels_[i], cost[i]});
+      }
+    });
+    std::vector<FarPoint> out;
+    for (const auto& k : kept) out.insert(out.end(), k.begin(), k.end());
+    return out;
+  }
 
   double inertia() override {
     std::vector<double> v(n_);

@@ -22,6 +22,7 @@ struct Ref {
   std::vector<std::uint32_t> labels;
   double inertia = 0;
   std::size_t iterations = 0;
+  std::size_t relocations = 0;  ///< iterations that relocated empty clusters
 };
 
 double sq(const float* x, const float* c, std::size_t d) {  // float64, fused, in dimension order
@@ -67,7 +68,7 @@ Ref ref_lloyd(const std::vector<float>& x, std::size_t d, std::vector<float> c, 
   const std::size_t n = x.size() / d, k = c.size() / d;
   std::vector<std::uint32_t> labels, old(n, ~0u);
   bool strict = false;
-  std::size_t it = 0;
+  std::size_t it = 0, relocations = 0;
   for (; it < max_iter; ++it) {
     labels = ref_labels(x, c, d);
     std::vector<std::uint64_t> count(k, 0);
@@ -88,6 +89,7 @@ Ref ref_lloyd(const std::vector<float>& x, std::size_t d, std::vector<float> c, 
       if (count[cl] == 0) empty.push_back(cl);
     }
     if (!empty.empty()) {  // farthest from their centroid first, ties to the smaller index
+      ++relocations;
       std::vector<std::size_t> order(n);
       std::iota(order.begin(), order.end(), std::size_t(0));
       std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -124,6 +126,7 @@ Ref ref_lloyd(const std::vector<float>& x, std::size_t d, std::vector<float> c, 
   }
   Ref r;
   r.iterations = std::min(it + 1, max_iter);
+  r.relocations = relocations;
   if (!strict) labels = ref_labels(x, c, d);
   std::vector<std::vector<double>> per;
   for (std::size_t i = 0; i < n; ++i) per.push_back({sq(&x[i * d], &c[labels[i] * d], d)});
@@ -149,6 +152,20 @@ std::vector<float> blobs(std::mt19937_64& g, std::size_t n, std::size_t d, std::
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t c = g() % k;
     for (std::size_t j = 0; j < d; ++j) v[i * d + j] = centres[c * d + j] + noise(g);
+  }
+  return v;
+}
+
+/// n points in `centres` tight blobs: integer centres in [0, 1000)^d plus an offset of 0 or 1 on
+/// each of the first `vary` coordinates, so points coincide (2^vary places per blob) and distances
+/// are exact in float64 (real ties).
+std::vector<float> tight_blobs(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t centres,
+                               std::size_t vary) {
+  std::vector<float> c(centres * d), v(n * d);
+  for (auto& e : c) e = float(g() % 1000);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t b = g() % centres;
+    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = c[b * d + j] + (j < vary ? float(g() % 2) : 0.0f);
   }
   return v;
 }
@@ -221,6 +238,38 @@ TEST_CASE("kmeans: empty clusters take the farthest points, as scikit-learn's") 
     const auto r = KMeans(c).fit(x, d);
     check_equal(r, ref_lloyd(x, d, c.initial_centroids, 40, 0.0));
     for (std::size_t cl = 0; cl < k; ++cl) CHECK(std::count(r.labels.begin(), r.labels.end(), cl) > 0);
+  }
+}
+
+TEST_CASE("kmeans: empty clusters again and again (tight blobs, clusters started on a few points)") {
+  // More clusters than blobs, started on three points: every centroid but three is empty at once;
+  // relocated ones land on coinciding points and tie, so clusters empty again. With fewer places
+  // than clusters (the second shape) some cluster is empty at every iteration. The backend screens
+  // the far points (far_points) before the exact ranking.
+  auto g = rng(108);
+  struct Shape {
+    std::size_t n, d, k, blobs, vary, max_iter;
+    bool always;  ///< an empty cluster at every iteration
+  };
+  for (const Shape s : {Shape{6000, 3, 30, 4, 3, 100, false}, Shape{2000, 20, 30, 3, 3, 40, true},
+                        Shape{3000, 2, 12, 2, 2, 100, false}}) {
+    CAPTURE(s.n);
+    CAPTURE(s.d);
+    CAPTURE(s.k);
+    const auto x = tight_blobs(g, s.n, s.d, s.blobs, s.vary);
+    KMeansConfig c = given(x, s.d, s.k, s.max_iter, 3);
+    for (std::size_t i = 0; i < s.k; ++i) {
+      std::copy_n(x.begin() + std::ptrdiff_t((i % 3) * s.d), s.d, c.initial_centroids.begin() + std::ptrdiff_t(i * s.d));
+    }
+    const Ref ref = ref_lloyd(x, s.d, c.initial_centroids, s.max_iter, 0.0);
+    CHECK(ref.relocations >= 2);
+    if (s.always) CHECK(ref.relocations == ref.iterations);
+    const auto r = KMeans(c).fit(x, s.d);
+    check_equal(r, ref);
+    c.cpu_threads = 1;
+    const auto one = KMeans(c).fit(x, s.d);
+    CHECK(one.labels == r.labels);
+    CHECK(one.centroids == r.centroids);
   }
 }
 

@@ -107,3 +107,21 @@ def test_over_a_reference_set_snapshot():
 @parametrize_with_checks([streamknn.KMeans(backend=BACKEND)])
 def test_sklearn_estimator_check(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("far", [1, 2])
+def test_empty_clusters_relocated_as_sklearn(far):
+    """Starting centroids far from every point: their clusters are empty at once and take the
+    points farthest from their centroids, farthest first (scikit-learn orders them so for up to
+    two empty clusters), then the fits go on alike."""
+    X, _ = make_blobs(n_samples=4000, n_features=6, centers=5, cluster_std=0.8, random_state=far)
+    X32 = X.astype(np.float32)
+    init = X32[:8].copy()
+    init[1:1 + far] = np.float32(1e3) * np.arange(1, far + 1, dtype=np.float32)[:, None]
+    ours = streamknn.KMeans(8, init=init, n_init=1, max_iter=300, tol=1e-4, backend=BACKEND).fit(X32)
+    sk = SkKMeans(8, init=init.astype(np.float64), n_init=1, max_iter=300, tol=1e-4, algorithm="lloyd").fit(
+        X32.astype(np.float64))
+    np.testing.assert_array_equal(ours.labels_, sk.labels_)
+    assert ours.n_iter_ == sk.n_iter_
+    np.testing.assert_allclose(ours.inertia_, sk.inertia_, rtol=1e-6)
+    np.testing.assert_allclose(ours.cluster_centers_, sk.cluster_centers_.astype(np.float32), rtol=1e-6, atol=1e-6)

@@ -239,6 +239,19 @@ __global__ void point_costs_kernel(const float* x, const float* centroids, const
   values[i] = km::squared_distance(x + std::size_t(i) * d, centroids + std::size_t(labels[i]) * d, d);
 }
 
+/// far_high is non-increasing along sorted (one product by a constant > 0), so the candidates are a
+/// prefix; the thread at its end writes its length.
+__global__ void far_points_kernel(const double* sorted, const std::uint32_t* order, const std::uint32_t* labels,
+                                  std::uint32_t n, std::uint32_t m, std::uint32_t d, std::uint32_t* count,
+                                  std::uint32_t* far_labels) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double floor = km::far_low(sorted[m - 1], d);
+  if (!(km::far_high(sorted[i], d) >= floor)) return;
+  far_labels[i] = labels[order[i]];
+  if (i + 1 == n || !(km::far_high(sorted[i + 1], d) >= floor)) *count = i + 1;
+}
+
 __global__ void iota_kernel(std::uint32_t* out, std::uint32_t n) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = i;
@@ -320,6 +333,13 @@ void launch_point_costs(const float* x, const float* centroids, const std::uint3
   check_launch("kmeans point_costs_kernel");
 }
 
+void launch_far_points(const double* sorted, const std::uint32_t* order, const std::uint32_t* labels, std::uint32_t n,
+                       std::uint32_t m, std::uint32_t d, std::uint32_t* count, std::uint32_t* far_labels,
+                       cudaStream_t s) {
+  far_points_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(sorted, order, labels, n, m, d, count, far_labels);
+  check_launch("kmeans far_points_kernel");
+}
+
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t s) {
   iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, n);
   check_launch("kmeans iota_kernel");
@@ -339,6 +359,23 @@ void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* label
                   const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t s) {
   check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, labels, keys_out, iota, members, n, 0, bits, s),
              "cub::DeviceRadixSort::SortPairs");
+}
+
+std::size_t cost_sort_bytes(std::uint32_t n) {
+  std::size_t bytes = 0;
+  check_cuda(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, static_cast<const double*>(nullptr),
+                                                       static_cast<double*>(nullptr),
+                                                       static_cast<const std::uint32_t*>(nullptr),
+                                                       static_cast<std::uint32_t*>(nullptr), n),
+             "cub::DeviceRadixSort::SortPairsDescending (size)");
+  return bytes;
+}
+
+void sort_costs(void* temp, std::size_t temp_bytes, const double* costs, double* sorted, const std::uint32_t* iota,
+                std::uint32_t* order, std::uint32_t n, cudaStream_t s) {
+  check_cuda(cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, costs, sorted, iota, order, n, 0,
+                                                       int(8 * sizeof(double)), s),
+             "cub::DeviceRadixSort::SortPairsDescending");
 }
 
 }  // namespace streamknn::detail::gpu::kmeans

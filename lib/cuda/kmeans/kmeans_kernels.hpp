@@ -63,6 +63,13 @@ void launch_shifts(const float* now, const float* before, std::uint32_t k, std::
 /// values[i] = the float64 squared distance of point i to its label's centroid.
 void launch_point_costs(const float* x, const float* centroids, const std::uint32_t* labels, std::uint32_t n,
                         std::uint32_t d, double* values, cudaStream_t stream);
+/// The relocation's screen (kmeans_exact.hpp's far_low / far_high) over costs sorted in descending
+/// order (sort_costs), order[i] the point of sorted[i]: the candidates are the prefix of sorted
+/// whose far_high is at least far_low(sorted[m - 1]); *count = its length, far_labels[i] = the
+/// label of order[i] for i < *count.
+void launch_far_points(const double* sorted, const std::uint32_t* order, const std::uint32_t* labels, std::uint32_t n,
+                       std::uint32_t m, std::uint32_t d, std::uint32_t* count, std::uint32_t* far_labels,
+                       cudaStream_t stream);
 /// out[i] = i.
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
 
@@ -71,5 +78,11 @@ void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
 std::size_t sort_bytes(std::uint32_t n);
 void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* labels, std::uint32_t* keys_out,
                   const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t stream);
+
+/// Temporary bytes of sort_costs, and the sort: costs (n) in descending order into sorted, the
+/// points (iota) along into order.
+std::size_t cost_sort_bytes(std::uint32_t n);
+void sort_costs(void* temp, std::size_t temp_bytes, const double* costs, double* sorted, const std::uint32_t* iota,
+                std::uint32_t* order, std::uint32_t n, cudaStream_t stream);
 
 }  // namespace streamknn::detail::gpu::kmeans

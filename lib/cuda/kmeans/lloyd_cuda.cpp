@@ -2,7 +2,8 @@
 // once, through pinned buffers, and checked as they are copied; per iteration the bounds and
 // scan kernels label, a stable sort of the labels orders each cluster's points by index, the fold
 // tree's levels sum them, and one copy brings the counts, the changed-label count and the
-// movements to the host. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
+// movements to the host; an empty-cluster relocation gets the far points from a sort of the costs
+// on the device. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
 // the same results.
 #include <cuda_runtime_api.h>
 
@@ -133,13 +134,40 @@ class CudaLloyd final : public LloydBackend {
   void fetch_labels(std::span<std::uint32_t> out) override { copy_out(out.data(), labels_.get(), labels_.bytes()); }
   void fetch_centroids(std::span<float> out) override { copy_out(out.data(), centroids_.get(), centroids_.bytes()); }
 
+  std::vector<FarPoint> far_points(std::size_t m) override {
+    // The costs sorted on the device; the screen's prefix of them, their points and labels come
+    // back (usually a handful: two small copies instead of n labels and a host pass over n x d).
+    const cudaStream_t s = stream_.get();
+    allocate_costs();
+    if (far_order_.size() == 0) {
+      far_temp_ = DeviceArray<unsigned char>(gk::cost_sort_bytes(n_), "kmeans cost sort scratch");
+      far_sorted_ = DeviceArray<double>(n_, "kmeans sorted costs");
+      far_labels_ = DeviceArray<std::uint32_t>(n_, "kmeans far labels");
+      far_order_ = DeviceArray<std::uint32_t>(n_, "kmeans far points");
+      far_count_ = DeviceArray<std::uint32_t>(1, "kmeans far point count");
+    }
+    gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
+    gk::sort_costs(far_temp_.get(), far_temp_.size(), costs_.get(), far_sorted_.get(), iota_.get(), far_order_.get(), n_,
+                   s);
+    gk::launch_far_points(far_sorted_.get(), far_order_.get(), labels_.get(), n_, std::uint32_t(m), d_,
+                          far_count_.get(), far_labels_.get(), s);
+    std::uint32_t count = 0;
+    copy_out(&count, far_count_.get(), sizeof count);
+    std::vector<std::uint32_t> points(count), labels(count);
+    std::vector<double> costs(count);
+    check_cuda(cudaMemcpyAsync(points.data(), far_order_.get(), count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans far points");
+    check_cuda(cudaMemcpyAsync(labels.data(), far_labels_.get(), count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans far labels");
+    copy_out(costs.data(), far_sorted_.get(), count * sizeof(double));
+    std::vector<FarPoint> out(count);
+    for (std::uint32_t i = 0; i < count; ++i) out[i] = FarPoint{points[i], labels[i], costs[i]};
+    return out;
+  }
+
   double inertia() override {
     const cudaStream_t s = stream_.get();
-    allocate_sums();
-    if (costs_.size() == 0) {
-      costs_ = DeviceArray<double>(n_, "kmeans point costs");
-      root_ = DeviceArray<double>(1, "kmeans inertia");
-    }
+    allocate_costs();
     gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
     fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
     double out = 0;
@@ -249,6 +277,14 @@ class CudaLloyd final : public LloydBackend {
     members_ = DeviceArray<std::uint32_t>(n, "kmeans members");  // last: marks the buffers made
   }
 
+  /// The per-point costs and the inertia's root, at the first inertia() or far_points().
+  void allocate_costs() {
+    allocate_sums();  // the fold tree's levels and iota_
+    if (costs_.size() != 0) return;
+    costs_ = DeviceArray<double>(n_, "kmeans point costs");
+    root_ = DeviceArray<double>(1, "kmeans inertia");
+  }
+
   void upload_centroids(std::span<const float> c) {
     check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_.get()),
                "cudaMemcpyAsync", "kmeans centroids");
@@ -277,7 +313,9 @@ class CudaLloyd final : public LloydBackend {
   DeviceArray<double> delta_, shift2_;
   DeviceArray<std::uint32_t> counts_, moff_, offs_, keys_, iota_, members_;
   DeviceArray<unsigned char> sort_temp_;
-  DeviceArray<double> level_a_, level_b_, sums_, costs_, root_;
+  DeviceArray<double> level_a_, level_b_, sums_, costs_, root_, far_sorted_;
+  DeviceArray<unsigned char> far_temp_;                 // the relocation's sort (far_points)
+  DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
   DeviceArray<std::uint32_t> one_;  // n: the inertia's one sequence
   PinnedArray<std::uint32_t> host_counts_;
   PinnedArray<double> host_shift2_;
