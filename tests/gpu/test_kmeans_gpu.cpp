@@ -3,7 +3,8 @@
 // same inertia and iteration count (docs/kmeans.md). Shapes cover clusters 1..4,096 and dimensions
 // 1..1,024 (centroid tiles through shared memory), tied grids, duplicated starts (empty clusters
 // and their relocation), clusters larger than one level-2 node of the fold tree (32,768 points),
-// k-means++ and n_init, predict, and fits over a CUDA reference set's snapshot.
+// k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
+// relocations, and bad floats anywhere in the staged copy of the points.
 #include <algorithm>
 
 #include "streamknn/kmeans.hpp"
@@ -138,8 +139,8 @@ TEST_CASE("kmeans gpu: over a CUDA reference set's snapshot") {
 }
 
 TEST_CASE("kmeans gpu: points staged in several buffers, and refused with the CPU's message") {
-  // 300,000 x 16 floats: five 4 MiB staging buffers, so each of the two is filled again while
-  // the other is copied; a bad float stops the copy and is named as the CPU names it.
+  // 300,000 x 16 floats: ten 2 MiB staging buffers, so each of the ring's four is filled again
+  // (staged_upload.hpp); a bad float stops the copy and is named as the CPU names it.
   auto g = rng(205);
   const std::size_t n = 300000, d = 16;
   auto x = clustered(g, n, d, 4, false);
@@ -169,5 +170,64 @@ TEST_CASE("kmeans gpu: points staged in several buffers, and refused with the CP
       CHECK(cpu.find("points row " + std::to_string(bad[i] / d)) != std::string::npos);
       CHECK(message(BackendKind::Cuda, predict) == cpu);
     }
+  }
+}
+
+TEST_CASE("kmeans gpu: a bad float anywhere in the staging ring is named as the CPU names it") {
+  // One bad float at a time: first and last float, the ends of a 256 KiB block and of a 2 MiB
+  // buffer, the first buffer that reuses a slot of the ring, and two at once (the lower named).
+  auto g = rng(207);
+  const std::size_t n = 200000, d = 24, block = std::size_t(1) << 16, buffer = std::size_t(1) << 19;
+  const auto clean = clustered(g, n, d, 3, false);
+  const std::vector<std::vector<std::size_t>> cases = {
+      {0}, {n * d - 1}, {block - 1}, {block}, {buffer - 1}, {buffer}, {4 * buffer + 7}, {9 * buffer + 3, 2 * block + 1}};
+  for (const auto& at : cases) {
+    auto x = clean;
+    for (const std::size_t i : at) x[i] = std::numeric_limits<float>::infinity();
+    CAPTURE(at[0]);
+    std::string messages[2];
+    for (const BackendKind kind : {BackendKind::Cpu, BackendKind::Cuda}) {
+      KMeansConfig c;
+      c.clusters = 3;
+      c.backend = kind;
+      try {
+        (void)KMeans(c).fit(x, d);
+        messages[kind == BackendKind::Cuda] = "no exception";
+      } catch (const InvalidArgument& e) {
+        messages[kind == BackendKind::Cuda] = e.what();
+      }
+    }
+    const std::size_t lowest = *std::min_element(at.begin(), at.end());
+    CHECK(messages[0].find("points row " + std::to_string(lowest / d) + " ") != std::string::npos);
+    CHECK(messages[1] == messages[0]);
+  }
+}
+
+TEST_CASE("kmeans gpu: empty clusters again and again, relocated alike") {
+  // Tight blobs on a grid (many coinciding points, exact ties) and far more clusters than blobs,
+  // started on three points: clusters empty at the first iteration and again later; with fewer
+  // places than clusters, at every iteration. The far points come from the device's sort of the
+  // costs and its screen (far_points), then the host ranks them exactly, as for the CPU.
+  auto g = rng(206);
+  struct Shape {
+    std::size_t n, d, k, blobs, vary;
+  };
+  for (const Shape s : {Shape{6000, 3, 30, 4, 3}, Shape{2000, 20, 30, 3, 3}, Shape{200000, 8, 64, 5, 8},
+                        Shape{30000, 64, 40, 3, 2}, Shape{50000, 256, 32, 4, 256}}) {
+    CAPTURE(s.n);
+    CAPTURE(s.d);
+    CAPTURE(s.k);
+    std::vector<float> centre(s.blobs * s.d), x(s.n * s.d);
+    for (auto& e : centre) e = float(g() % 1000);
+    for (std::size_t i = 0; i < s.n; ++i) {
+      const std::size_t b = g() % s.blobs;
+      for (std::size_t j = 0; j < s.d; ++j) x[i * s.d + j] = centre[b * s.d + j] + (j < s.vary ? float(g() % 2) : 0.0f);
+    }
+    KMeansConfig c = first_points(x, s.d, s.k, 60);
+    for (std::size_t i = 0; i < s.k; ++i) {
+      std::copy_n(x.begin() + std::ptrdiff_t((i % 3) * s.d), s.d, c.initial_centroids.begin() + std::ptrdiff_t(i * s.d));
+    }
+    c.tol = 0;
+    check_same(c, x, s.d);
   }
 }

@@ -1,9 +1,9 @@
 // The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
-// once, through pinned buffers, and checked as they are copied; per iteration the bounds and
-// scan kernels label, a stable sort of the labels orders each cluster's points by index, the fold
-// tree's levels sum them, and one copy brings the counts, the changed-label count and the
-// movements to the host; an empty-cluster relocation gets the far points from a sort of the costs
-// on the device. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
+// once, through pinned buffers, and checked as they are copied (staged_upload.hpp); per
+// iteration the bounds and scan kernels label, a stable sort of the labels orders each cluster's
+// points by index, the fold tree's levels sum them, and one copy brings the counts, the
+// changed-label count and the movements to the host. An empty-cluster relocation gets the far
+// points from a sort of the costs on the device. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
 // the same results.
 #include <cuda_runtime_api.h>
 
@@ -16,9 +16,9 @@
 #include "core/thread_pool.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "cuda/kmeans/staged_upload.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
-#include "kmeans/kmeans_init.hpp"
 #include "kmeans/lloyd_backend.hpp"
 
 namespace streamknn::detail::kmeans {
@@ -29,22 +29,6 @@ namespace gk = streamknn::detail::gpu::kmeans;
 using gpu::DeviceArray;
 using gpu::PinnedArray;
 using gpu::check_cuda;
-
-// The points go to the device through kStages pinned buffers of kStageFloats (4 MiB): the pool
-// fills one while the DMA empties the other. A copy from pageable memory runs well below the
-// link's rate, and pinning the caller's points would cost more than copying them.
-constexpr std::size_t kStageFloats = std::size_t(1) << 20;
-constexpr std::size_t kStages = 2;
-
-/// Waits for a stream's work at the end of a scope, errors ignored: no pinned buffer is freed
-/// while a copy from it may still run (a throw included).
-struct Drain {
-  explicit Drain(cudaStream_t s) : stream(s) {}
-  Drain(const Drain&) = delete;
-  Drain& operator=(const Drain&) = delete;
-  ~Drain() { cudaStreamSynchronize(stream); }
-  cudaStream_t stream;
-};
 
 class CudaLloyd final : public LloydBackend {
  public:
@@ -63,7 +47,7 @@ class CudaLloyd final : public LloydBackend {
     // n_ is a member: the (pageable) source outlives the copy; the upload's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
                "kmeans n");
-    upload(s.points, pool, check);
+    upload(s.points, device, pool, check);
     int bits = 1;
     while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
     bits_ = bits;
@@ -176,30 +160,10 @@ class CudaLloyd final : public LloydBackend {
   }
 
  private:
-  /// Copies the points to x_, the pool filling each pinned buffer (testing every float as it is
-  /// copied: kmeans_init.hpp's first_beyond) while the DMA empties the other. Stops at the buffer
-  /// that holds the first float beyond check.bound, its index in check.first (else n x d).
-  void upload(const float* points, ThreadPool& pool, RowCheck& check) {
-    const std::size_t count = x_.size(), per = std::min(count, kStageFloats);
-    const cudaStream_t s = stream_.get();
-    PinnedArray<float> stage[kStages];
-    for (auto& b : stage) b = PinnedArray<float>(per, "kmeans point staging");
-    gpu::Event emptied[kStages];  // recorded after the copy out of each buffer
-    const Drain drain{s};          // destroyed before the buffers
-    check.first = count;
-    for (std::size_t at = 0, i = 0; at < count; at += per, ++i) {
-      const std::size_t len = std::min(per, count - at), b = i % kStages;
-      if (i >= kStages) emptied[b].wait();  // the buffer's previous copy is done
-      const std::size_t bad = first_beyond(points + at, len, check.bound, pool, stage[b].get());
-      if (bad != len) {
-        check.first = at + bad;
-        return;
-      }
-      check_cuda(cudaMemcpyAsync(x_.get() + at, stage[b].get(), len * sizeof(float), cudaMemcpyHostToDevice, s),
-                 "cudaMemcpyAsync", "kmeans points");
-      emptied[b].record(s);
-    }
-    sync();
+  /// Copies the points to x_ (staged_upload.hpp), check.first at the first float beyond
+  /// check.bound (then x_ holds no usable points), else n x d.
+  void upload(const float* points, int device, ThreadPool& pool, RowCheck& check) {
+    check.first = staged_upload(x_.get(), points, x_.size(), check.bound, device, stream_.get(), pool);
   }
 
   gk::LabelArgs args() {
