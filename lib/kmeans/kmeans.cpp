@@ -113,8 +113,8 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
   const double margin = km::far_margin(d);
   // a farther than b: float64 with its error margin, else exactly (S_a - S_b, each against its
   // own centroid), ties to the smaller index. A float64 cost is 0 only for a point on its
-  // centroid (the differences of floats are exact in float64 and their squares do not underflow),
-  // so two such points tie without the exact sum.
+  // centroid (two different floats differ by 2^-149 or more, whose square float64 holds), so two
+  // such points tie without the exact sum.
   const auto farther = [&](const km::FarPoint& a, const km::FarPoint& b) {
     const double ea = a.cost * margin, eb = b.cost * margin;
     if (a.cost - ea > b.cost + eb) return true;

@@ -251,7 +251,7 @@ TEST_CASE("kmeans: empty clusters again and again (tight blobs, clusters started
     std::size_t n, d, k, blobs, vary, max_iter;
     bool always;  ///< an empty cluster at every iteration
   };
-  for (const Shape s : {Shape{6000, 3, 30, 4, 3, 100, false}, Shape{2000, 20, 30, 3, 3, 40, true},
+  for (const Shape s : {Shape{3000, 3, 30, 4, 3, 100, false}, Shape{2000, 20, 30, 3, 3, 40, true},
                         Shape{3000, 2, 12, 2, 2, 100, false}}) {
     CAPTURE(s.n);
     CAPTURE(s.d);
