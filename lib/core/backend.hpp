@@ -62,6 +62,8 @@ struct QueryRequest {
   }
   /// Whether each query admits only some points: an id range or a predicate.
   bool filtered() const noexcept { return !visible.empty() || !where.empty(); }
+  /// Whether one predicate filters every query and no id range does.
+  bool shared_predicate() const noexcept { return where.size() == 1 && visible.empty(); }
 
   // Move-only: a copy's `queries` would still view the original's `converted`.
   QueryRequest() = default;

@@ -49,6 +49,7 @@ struct BatchCall {
   const char* items = "queries";
   std::uint32_t queries = 0, k = 0;
   bool filtered = false, neighbors = true;
+  bool shared_predicate = false;  // one predicate for every query, no id ranges (a host batch's)
   bool on_caller = false;         // search_device: ordered after and before work on the caller's stream
   cudaStream_t caller = nullptr;  // that stream (0: the legacy default stream)
 };
@@ -116,7 +117,8 @@ class CudaBackend final : public Backend {
     const Mode mode = mode_of(request.aggregate.output);
     const std::uint32_t nq = static_cast<std::uint32_t>(request.num_queries);
     const std::uint32_t k = static_cast<std::uint32_t>(request.k);
-    const BatchCall call{"ReferenceSet::search", "queries", nq, k, request.filtered(), mode == Mode::Neighbors};
+    const BatchCall call{"ReferenceSet::search", "queries", nq, k, request.filtered(), mode == Mode::Neighbors,
+                         request.shared_predicate()};
     const RunInfo ran = run(
         *ctx, call, [&](const Plan& plan) { pipeline_.prepare(*ctx, plan, request); },
         [&](const Plan& plan, const BufferViews& views) { pipeline_.launch(*ctx, plan, request, mode, views); });
@@ -147,7 +149,7 @@ class CudaBackend final : public Backend {
       ctx->status_arrivals = DeviceArray<std::uint32_t>(1, "device search status arrivals");
     }
     const bool neighbors = r.aggregate.output == AggregateSpec::Output::Neighbors;
-    const BatchCall call{"search_device", "queries", nq, k, r.visible != nullptr, neighbors, true,
+    const BatchCall call{"search_device", "queries", nq, k, r.visible != nullptr, neighbors, false, true,
                          reinterpret_cast<cudaStream_t>(r.stream)};
     const RunInfo ran = run(
         *ctx, call, [&](const Plan& plan) { pipeline_.size(*ctx, plan, nq); },
@@ -357,6 +359,7 @@ class CudaBackend final : public Backend {
     shape.metric = config_.metric;
     shape.neighbors = call.neighbors;
     shape.filtered = call.filtered;
+    shape.shared_predicate = call.shared_predicate;
     shape.capacity = buffer.capacity;
     shape.slot_count = buffer.slot_count;
     // The spatial walk keeps the screen's width too: its limits and rules apply to that list.
@@ -416,9 +419,11 @@ class CudaBackend final : public Backend {
       for (int filtered = 0; filtered < 2; ++filtered) {
         limits_.direct_blocks_per_sm[filtered] = std::uint32_t(direct_blocks_per_sm(width, ip, filtered != 0));
       }
-      for (std::uint32_t i = 0, warps = 1; warps <= kResidentMaxWarps; ++i, warps *= 2) {
-        if (resident_shared_bytes(width, warps) > props_.sharedMemPerBlockOptin) continue;
-        limits_.resident_blocks_per_sm[i] = std::uint32_t(resident_blocks_per_sm(width, warps));
+      for (const Filtering f : {Filtering::None, Filtering::PerQuery, Filtering::Mask}) {
+        for (std::uint32_t i = 0, warps = 1; warps <= kResidentMaxWarps; ++i, warps *= 2) {
+          if (resident_shared_bytes(width, warps) > props_.sharedMemPerBlockOptin) continue;
+          limits_.resident_blocks_per_sm[static_cast<int>(f)][i] = std::uint32_t(resident_blocks_per_sm(width, warps, f));
+        }
       }
     }
     limits_.scan_blocks_per_sm = [this](const ScanShape& s, std::uint32_t k) { return scan_blocks_per_sm(s, k); };

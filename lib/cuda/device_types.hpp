@@ -82,6 +82,12 @@ struct IdRangeDevice {
   std::uint64_t begin, end;
 };
 
+/// How a plan's kernels apply a filtered batch's id ranges and predicates: not at all (an
+/// unfiltered batch), per query (each (query, point) pair tested: filter_admits), or as a mask
+/// (one predicate for every query and no id ranges, under the query-resident scan: a point that
+/// fails it is dropped once, as its tile is staged, and screens no pair).
+enum class Filtering : unsigned char { None, PerQuery, Mask };
+
 /// Attribute words a point may carry at most (streamknn::kMaxAttributeWords).
 inline constexpr std::uint32_t kDeviceAttributeWords = 4;
 

@@ -5,8 +5,7 @@
 
 namespace streamknn::detail::gpu {
 
-GraphKey graph_key(const Plan& plan, std::uint32_t queries, bool filtered, int mode, const AggregateSpec& aggregate,
-                   int buffer) {
+GraphKey graph_key(const Plan& plan, std::uint32_t queries, int mode, const AggregateSpec& aggregate, int buffer) {
   GraphKey key;
   key.buffer = buffer;
   key.queries = queries;
@@ -15,7 +14,7 @@ GraphKey graph_key(const Plan& plan, std::uint32_t queries, bool filtered, int m
   key.weights = static_cast<int>(aggregate.weights);
   key.regression = static_cast<int>(aggregate.regression);
   key.strategy = plan.strategy.index();
-  key.filtered = filtered;
+  key.filtering = plan.filtering;
   key.lists = plan.lists;
   key.sample_step = plan.sample() ? plan.sample()->step : 0;
   key.sample_keys = std::uint32_t(plan.sample_keys());

@@ -25,7 +25,8 @@ struct GraphKey {
   std::uint32_t queries = 0, k = 0;
   int mode = 0, weights = 0, regression = 0;
   std::size_t strategy = 0;  // Plan::strategy's index
-  bool filtered = false, inner_product = false;
+  Filtering filtering = Filtering::None;
+  bool inner_product = false;
   std::uint32_t lists = 0;   // Plan::lists
   int query_group = 0, warps_per_block = 0;                  // the scan's shape
   bool global_lists = false, tiled = false, screen = false;  // the scan's shape
@@ -37,8 +38,7 @@ struct GraphKey {
 };
 
 /// The key of a plan for a batch of `queries` (`mode`: the output as an int, Mode).
-GraphKey graph_key(const Plan& plan, std::uint32_t queries, bool filtered, int mode, const AggregateSpec& aggregate,
-                   int buffer);
+GraphKey graph_key(const Plan& plan, std::uint32_t queries, int mode, const AggregateSpec& aggregate, int buffer);
 
 /// search_device's graphs: a plan's key with the caller's buffers and row stride (the kernels
 /// hold their addresses).

@@ -87,7 +87,7 @@ void Pipeline::launch(QueryContext& c, const Plan& plan, const QueryRequest& r, 
 void Pipeline::launch_graph(QueryContext& c, const Plan& plan, const QueryRequest& r, Mode mode,
                             const BufferViews& views) const {
   const std::uint32_t nq = static_cast<std::uint32_t>(r.num_queries);
-  const GraphKey key = graph_key(plan, nq, r.filtered(), static_cast<int>(mode), r.aggregate, views.buffer);
+  const GraphKey key = graph_key(plan, nq, static_cast<int>(mode), r.aggregate, views.buffer);
   GraphExec* exec = c.graphs.find(key);
   if (exec == nullptr) {
     GraphExec captured = capture(stream_, [&] { enqueue(c, plan, r, mode, views, 0, nq, true); });
@@ -125,7 +125,7 @@ void Pipeline::enqueue(QueryContext& c, const Plan& plan, const QueryRequest& r,
   select.out_distance = reinterpret_cast<float*>(selected + l.distance);
   select.out_id = reinterpret_cast<std::uint64_t*>(selected + l.id);
   select.out_slot = c.slot.get();
-  search(c, plan, r.filtered(), views, n, select);
+  search(c, plan, views, n, select);
 
   std::size_t from = l.distance, to = l.id + std::size_t(n) * k * 8;  // the part of the output block this mode returns
   if (!neighbors) {
@@ -185,7 +185,7 @@ void Pipeline::enqueue_device(QueryContext& c, const Plan& plan, const DeviceQue
   select.out_distance = neighbors ? r.distances + std::size_t(q0) * k : c.out<float>(l.distance);
   select.out_id = neighbors ? r.ids + std::size_t(q0) * k : c.out<std::uint64_t>(l.id);
   select.out_slot = c.slot.get();
-  search(c, plan, r.visible != nullptr, views, n, select);
+  search(c, plan, views, n, select);
   if (neighbors) return;
   AggregateParams agg = aggregate_params(c, views.store, n, k, mode_of(r.aggregate.output), r.aggregate);
   agg.out_label = r.labels ? r.labels + q0 : c.out<std::int32_t>(l.label);
@@ -259,7 +259,7 @@ void Pipeline::launch_device(QueryContext& c, const Plan& plan, const DeviceQuer
     enqueue_all();
   } else {
     const GraphKey plan_key =
-        graph_key(plan, nq, r.visible != nullptr, static_cast<int>(mode_of(r.aggregate.output)), r.aggregate, views.buffer);
+        graph_key(plan, nq, static_cast<int>(mode_of(r.aggregate.output)), r.aggregate, views.buffer);
     const DeviceGraphKey key = device_graph_key(plan_key, r);
     GraphExec* exec = c.device_graphs.find(key);
     if (exec == nullptr) {  // first seen: run it, and capture it if it comes back

@@ -54,19 +54,19 @@ class Pipeline {
   void poison_device_outputs(const Plan& plan, const DeviceQueryRequest& r) const;
   void debug_sync(const char* kernel) const;
   // search.cpp: the plan's kernels and their parameters.
-  void search(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views, std::uint32_t n,
+  void search(QueryContext& c, const Plan& plan, const BufferViews& views, std::uint32_t n,
               const SelectParams& select) const;
-  bool find_candidates(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views, std::uint32_t n,
+  bool find_candidates(QueryContext& c, const Plan& plan, const BufferViews& views, std::uint32_t n,
                        const SelectParams& select) const;
   void launch_spatial(QueryContext& c, const Plan& plan, const BufferViews& views, std::uint32_t n,
                       const SelectParams& select) const;
   void launch_dense_screen(QueryContext& c, const Plan& plan, const DensePlan& dense, const StoreView* view,
                            std::uint32_t n, const SelectParams& select) const;
-  void sample_bound(QueryContext& c, const Plan& plan, const SamplePass& pass, bool filtered, const StoreView* view,
+  void sample_bound(QueryContext& c, const Plan& plan, const SamplePass& pass, const StoreView* view,
                     std::uint32_t n) const;
-  SampleParams sample_params(QueryContext& c, const Plan& plan, const SamplePass& pass, bool filtered,
+  SampleParams sample_params(QueryContext& c, const Plan& plan, const SamplePass& pass,
                              const StoreView* view, std::uint32_t n) const;
-  ScanParams scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view, std::uint32_t n) const;
+  ScanParams scan_params(QueryContext& c, const Plan& plan, const StoreView* view, std::uint32_t n) const;
   SelectParams select_params(QueryContext& c, const Plan& plan, std::uint32_t n) const;
   AggregateParams aggregate_params(QueryContext& c, const StoreView* view, std::uint32_t n, std::uint32_t k, Mode mode,
                                    const AggregateSpec& spec) const;

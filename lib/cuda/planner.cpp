@@ -18,9 +18,9 @@ namespace streamknn::detail::gpu {
 
 using namespace tuning;
 
-std::uint32_t DeviceLimits::resident_blocks(std::uint32_t warps) const noexcept {
+std::uint32_t DeviceLimits::resident_blocks(std::uint32_t warps, Filtering filtering) const noexcept {
   const int index = warps >= 8 ? 3 : warps >= 4 ? 2 : warps >= 2 ? 1 : 0;
-  return resident_blocks_per_sm[index];
+  return resident_blocks_per_sm[static_cast<int>(filtering)][index];
 }
 
 const SamplePass* Plan::sample() const noexcept {
@@ -279,7 +279,9 @@ Plan plan_resident(const Inputs& in, const SamplePass& sample) {
   const std::uint32_t nq = q.queries, k = q.k;
   std::uint32_t warps = kResidentWarps;
   while (warps > 1 && resident_shared_bytes(int(q.width()), warps) > in.d.shared_per_block_optin) warps /= 2;
-  const std::uint32_t resident = in.d.resident_blocks(warps) * in.sms;
+  // The filtered variants take more registers: sized by their own occupancy, the grid stays one
+  // wave (by the unfiltered kernel's, a filtered batch ran a partial second wave, H200 1.4x).
+  const std::uint32_t resident = in.d.resident_blocks(warps, filtering_of(q, true)) * in.sms;
   const std::uint32_t tiles = std::max<std::uint32_t>(1, q.capacity / kResidentTile);
   const std::uint32_t most_blocks = std::max<std::uint32_t>(1, tiles / (warps * kResidentMinTiles));
   // One wave of the whole batch where it already gives each row 2 x sample_step warps (a larger
@@ -518,9 +520,8 @@ Plan plan_scan(const Inputs& in, const std::optional<SamplePass>& sample) {
   return plan;
 }
 
-}  // namespace
-
-Plan plan_search(const SearchShape& q, const DeviceLimits& d) {
+/// The strategy's plan (plan_search without the filtering).
+Plan choose_plan(const SearchShape& q, const DeviceLimits& d) {
   if (q.spatial) {
     Plan plan;
     plan.k = q.k;
@@ -537,6 +538,19 @@ Plan plan_search(const SearchShape& q, const DeviceLimits& d) {
   const std::optional<SamplePass> sample = sample_pass_for(in);
   if (sample && resident_pays(in)) return plan_resident(in, *sample);
   return plan_scan(in, sample);
+}
+
+}  // namespace
+
+Filtering filtering_of(const SearchShape& q, bool resident) {
+  if (!q.filtered) return Filtering::None;
+  return q.shared_predicate && resident ? Filtering::Mask : Filtering::PerQuery;
+}
+
+Plan plan_search(const SearchShape& q, const DeviceLimits& d) {
+  Plan plan = choose_plan(q, d);
+  plan.filtering = filtering_of(q, plan.as<ResidentPlan>() != nullptr);
+  return plan;
 }
 
 std::string describe(const Plan& plan) {

@@ -27,6 +27,7 @@ struct SearchShape {
   Metric metric = Metric::L2;
   bool neighbors = true;          ///< the answers are neighbours (else an aggregate of them); no rule reads it
   bool filtered = false;          ///< per-query id ranges or predicates (QueryRequest::filtered)
+  bool shared_predicate = false;  ///< one predicate for every query, no id ranges (QueryRequest::shared_predicate)
   std::uint32_t capacity = 0;     ///< slots of the store's buffer (a multiple of kTile)
   std::uint32_t slot_count = 0;   ///< slots in use; no rule reads it (the spatial schedule does)
   bool spatial = false;           ///< the spatial schedule wants the index for this batch (SpatialSchedule::wants)
@@ -49,9 +50,10 @@ struct DeviceLimits {
   bool can_map_host_memory = false;      ///< canMapHostMemory
   /// Direct kernel blocks per SM without and with id ranges (direct_blocks_per_sm; one-chunk stores).
   std::uint32_t direct_blocks_per_sm[2] = {};
-  /// Resident kernel blocks per SM at 1, 2, 4 and 8 warps per block (resident_blocks_per_sm;
+  /// Resident kernel blocks per SM, per Filtering (its variants differ in registers), at 1, 2, 4
+  /// and 8 warps per block (resident_blocks_per_sm;
   /// one-chunk stores, the warp counts whose shared memory fits).
-  std::uint32_t resident_blocks_per_sm[4] = {};
+  std::uint32_t resident_blocks_per_sm[3][4] = {};
   /// The dense product kernels' residency (configure_dense): passed to its launch, no rule reads it.
   DenseResidency dense;
   /// The exact re-rank's dynamic shared memory per block (configure_rerank): no rule reads it.
@@ -64,7 +66,7 @@ struct DeviceLimits {
   /// The backend memoizes it; tests give a model.
   std::function<int(const ScanShape&, std::uint32_t k)> scan_blocks_per_sm;
 
-  std::uint32_t resident_blocks(std::uint32_t warps) const noexcept;
+  std::uint32_t resident_blocks(std::uint32_t warps, Filtering filtering = Filtering::None) const noexcept;
 };
 
 /// The sample pass: every step-th tile ranked first; the k-th rank bounds the search after it.
@@ -116,6 +118,7 @@ struct Plan {
   std::uint32_t chunk_queries = 0;  ///< queries per launch chunk
   std::uint32_t lists = 1;          ///< sorted candidate lists per query (the selection's blocks)
   std::uint32_t stride = 0;         ///< candidates per query: lists x k (0: the search writes the answers)
+  Filtering filtering = Filtering::None;  ///< how its kernels apply the batch's filters (device_types.hpp)
 
   template <class T>
   const T* as() const noexcept { return std::get_if<T>(&strategy); }
@@ -123,6 +126,11 @@ struct Plan {
   const SamplePass* sample() const noexcept;
   std::size_t sample_keys() const noexcept { return sample() ? sample()->keys() : 0; }
 };
+
+/// How a batch's kernels apply its filters (device_types.hpp): none where it is unfiltered, a mask
+/// under the query-resident scan (`resident`) where one predicate serves every query and no id
+/// range is given, else per query.
+Filtering filtering_of(const SearchShape& shape, bool resident);
 
 /// The plan for a batch: the spatial index where the shape says so, else the first of the
 /// reduced-precision screen, the direct search, the dense screen, the resident scan and the scan

@@ -11,9 +11,23 @@ namespace streamknn::detail::gpu {
 
 using namespace tuning;
 
+namespace {
+
+/// A kernel's filter inputs under the plan's filtering (device_types.hpp): each query's id range
+/// and predicate, or the one predicate as a mask (the chunk's first), or none.
+template <class Params>
+void set_filters(Params& p, QueryContext& c, const Plan& plan) {
+  const bool per_query = plan.filtering == Filtering::PerQuery;
+  p.ranges = per_query ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
+  p.predicates = per_query ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
+  p.mask = plan.filtering == Filtering::Mask ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
+}
+
+}  // namespace
+
 /// Each query's k best, written to the outputs of `select`: the candidates, then the selection
 /// over them (the spatial search and the dense screen write the answers themselves).
-void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views, std::uint32_t n,
+void Pipeline::search(QueryContext& c, const Plan& plan, const BufferViews& views, std::uint32_t n,
                       const SelectParams& select) const {
   // The float32 kernels screen: each query's plan.width best by float32 rank, into the context's
   // screen arrays; the exact re-rank writes the k answers to `select`'s outputs. Any screen that
@@ -29,7 +43,7 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   // passes them through unchanged (as it does inner products) for the re-rank's certificate.
   const bool reduced = plan.as<ReducedPlan>() != nullptr;
   if (reduced) screen.metric = static_cast<int>(Metric::InnerProduct);
-  if (!find_candidates(c, plan, filtered, views, n, screen)) {
+  if (!find_candidates(c, plan, views, n, screen)) {
     launch_select(screen, stream_);
     debug_sync("select_kernel");
   }
@@ -37,8 +51,7 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
   rerank.store = views.store;
   rerank.queries = c.in<float>(c.layout.queries);
   rerank.query_stride = chunks_ * 4;
-  rerank.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
-  rerank.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
+  set_filters(rerank, c, plan);
   rerank.num_queries = n;
   rerank.k = plan.k;
   rerank.width = plan.width;
@@ -64,7 +77,7 @@ void Pipeline::search(QueryContext& c, const Plan& plan, bool filtered, const Bu
 /// Each query's sorted candidate lists for the selection: the direct search, or the sample pass
 /// (where the plan has one) and the scan or the resident scan. True where they were the answers,
 /// written to `select`'s outputs already (the spatial search, the dense screen).
-bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, bool filtered, const BufferViews& views,
+bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, const BufferViews& views,
                                std::uint32_t n, const SelectParams& select) const {
   const StoreView* view = views.store;
   if (plan.as<SpatialPlan>()) {
@@ -72,7 +85,7 @@ bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, bool filtered,
     return true;
   }
   if (const auto* reduced = plan.as<ReducedPlan>()) {
-    ScanParams scan = scan_params(c, plan, filtered, view, n);
+    ScanParams scan = scan_params(c, plan, view, n);
     scan.first_keys = c.first_keys.get();
     scan.first_arrivals = c.first_arrivals.get();
     launch_reduced_screen(scan, reduced->blocks, reduced->group, std::uint32_t(stored_dim_),
@@ -81,7 +94,7 @@ bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, bool filtered,
     return false;
   }
   if (const auto* direct = plan.as<DirectPlan>()) {
-    launch_direct(scan_params(c, plan, filtered, view, n), direct->blocks, width_, config_.metric == Metric::InnerProduct,
+    launch_direct(scan_params(c, plan, view, n), direct->blocks, width_, config_.metric == Metric::InnerProduct,
                   stream_);
     debug_sync("direct_kernel");
     return false;
@@ -90,16 +103,16 @@ bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, bool filtered,
     launch_dense_screen(c, plan, *dense, view, n, select);
     return true;
   }
-  if (const SamplePass* pass = plan.sample()) sample_bound(c, plan, *pass, filtered, view, n);
+  if (const SamplePass* pass = plan.sample()) sample_bound(c, plan, *pass, view, n);
   if (const auto* resident = plan.as<ResidentPlan>()) {
-    ScanParams scan = scan_params(c, plan, filtered, view, n);
+    ScanParams scan = scan_params(c, plan, view, n);
     scan.screen = screen_bounds(4);
     scan.warp_lists = c.warp_lists.get();
     launch_resident(scan, resident->blocks, resident->warps, width_, stream_);
     debug_sync("resident_kernel");
     return false;
   }
-  launch_scan(scan_params(c, plan, filtered, view, n), plan.as<ScanPlan>()->shape, stream_);
+  launch_scan(scan_params(c, plan, view, n), plan.as<ScanPlan>()->shape, stream_);
   debug_sync("scan_kernel");
   return false;
 }
@@ -147,7 +160,7 @@ void Pipeline::launch_dense_screen(QueryContext& c, const Plan& plan, const Dens
   debug_sync("dense screen kernels");
 }
 
-ScanParams Pipeline::scan_params(QueryContext& c, const Plan& plan, bool filtered, const StoreView* view,
+ScanParams Pipeline::scan_params(QueryContext& c, const Plan& plan, const StoreView* view,
                                  std::uint32_t n) const {
   const ScanPlan* scan_plan = plan.as<ScanPlan>();
   const bool global_lists = scan_plan && scan_plan->shape.global_lists;
@@ -155,8 +168,7 @@ ScanParams Pipeline::scan_params(QueryContext& c, const Plan& plan, bool filtere
   ScanParams scan;
   scan.store = view;
   scan.queries = c.in<float>(c.layout.queries);
-  scan.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
-  scan.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
+  set_filters(scan, c, plan);
   scan.num_queries = n;
   scan.k = plan.width;
   scan.threshold = c.in<std::uint32_t>(c.layout.thresholds);
@@ -203,20 +215,19 @@ AggregateParams Pipeline::aggregate_params(QueryContext& c, const StoreView* vie
 
 /// The sample pass: rank every pass.step-th tile and write each query's k-th rank into the
 /// thresholds the main pass starts from.
-void Pipeline::sample_bound(QueryContext& c, const Plan& plan, const SamplePass& pass, bool filtered,
+void Pipeline::sample_bound(QueryContext& c, const Plan& plan, const SamplePass& pass,
                             const StoreView* view, std::uint32_t n) const {
-  launch_sample(sample_params(c, plan, pass, filtered, view, n), config_.metric == Metric::InnerProduct, filtered,
-                stream_);
+  launch_sample(sample_params(c, plan, pass, view, n), config_.metric == Metric::InnerProduct,
+                plan.filtering == Filtering::PerQuery, stream_);
   debug_sync("sample kernels");
 }
 
-SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const SamplePass& pass, bool filtered,
+SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const SamplePass& pass,
                                      const StoreView* view, std::uint32_t n) const {
   SampleParams sample;
   sample.store = view;
   sample.queries = c.in<float>(c.layout.queries);
-  sample.ranges = filtered ? c.in<IdRangeDevice>(c.layout.ranges) : nullptr;
-  sample.predicates = filtered ? c.in<PredicateDevice>(c.layout.predicates) : nullptr;
+  set_filters(sample, c, plan);
   sample.num_queries = n;
   sample.k = plan.width;
   sample.step = pass.step;
@@ -268,8 +279,8 @@ SampleParams Pipeline::sample_params(QueryContext& c, const Plan& plan, const Sa
   sample.tile_major = sampled_bytes > device_.l2_bytes;
   // Ahead of the query-resident scan, that scan's layout over the sample: a pair costs its rank
   // and a min (ncu, 1,000,000 x 2, Q = 1,024: the warp-per-tile kernel took 134 us).
-  // (Filtered batches take the kernels above, which test each point against each query's filter.)
-  sample.resident = plan.as<ResidentPlan>() != nullptr && !filtered;
+  // (Batches filtered per query take the kernels above, which test each pair against its filter.)
+  sample.resident = plan.as<ResidentPlan>() != nullptr && plan.filtering != Filtering::PerQuery;
   sample.width = std::uint32_t(width_);
   sample.keys = c.sample_keys.get();
   sample.threshold = c.in<std::uint32_t>(c.layout.thresholds);

@@ -86,11 +86,16 @@ inline DeviceLimits limits_for(const Card& card, std::size_t stored_dim, streamk
       const int launch_bound = filtered ? 3 : 5;
       d.direct_blocks_per_sm[filtered] = std::uint32_t(std::max(1, std::min(launch_bound, card.max_threads / 256)));
     }
-    for (int i = 0; i < 4; ++i) {
-      const std::uint32_t warps = 1u << i;
-      if (resident_shared_bytes(width, warps) > card.optin) continue;
-      d.resident_blocks_per_sm[i] =
-          std::uint32_t(std::max(1, blocks_per_sm(card, int(warps) * 32, 128, resident_shared_bytes(width, warps))));
+    // The resident kernel's registers (ptxas, sm_90): 128 unfiltered, 136 / 144 filtered per query
+    // / by a mask, allocated in units of 8.
+    const int registers[3] = {128, 136, 144};
+    for (int f = 0; f < 3; ++f) {
+      for (int i = 0; i < 4; ++i) {
+        const std::uint32_t warps = 1u << i;
+        if (resident_shared_bytes(width, warps) > card.optin) continue;
+        d.resident_blocks_per_sm[f][i] = std::uint32_t(
+            std::max(1, blocks_per_sm(card, int(warps) * 32, registers[f], resident_shared_bytes(width, warps))));
+      }
     }
   }
   (void)metric;

@@ -246,3 +246,33 @@ TEST_CASE("planner: the reduced screen steps aside where its block does not fit 
   d.reduced_blocks_per_sm = nullptr;  // a store without the copy
   CHECK(plan_search(shape, d).as<ReducedPlan>() == nullptr);
 }
+
+TEST_CASE("planner: filtered batches, and one predicate for a resident batch as a mask") {
+  // 1,000,000 haversine points, K = 16 (a screen of 24): one query takes the direct search, 64
+  // and 1,024 the query-resident scan, filtered or not; a filtered resident grid is sized by its
+  // own variant's occupancy.
+  const Card& card = kH100;
+  for (const bool filtered : {false, true}) {
+    for (const bool shared : {false, true}) {
+      for (const std::uint32_t q : {1u, 64u, 1024u}) {
+        CAPTURE(filtered);
+        CAPTURE(shared);
+        CAPTURE(q);
+        SearchShape shape = shape_of(1'000'000, 2, Metric::Haversine, q, 24, filtered);
+        shape.shared_predicate = filtered && shared;
+        const DeviceLimits limits = limits_for(card, shape.stored_dim, shape.metric);
+        const Plan plan = plan_search(shape, limits);
+        const auto* resident = plan.as<ResidentPlan>();
+        CHECK((q == 1 ? plan.as<DirectPlan>() != nullptr : resident != nullptr));
+        const Filtering want = !filtered ? Filtering::None
+                               : shared && resident ? Filtering::Mask
+                                                    : Filtering::PerQuery;
+        CHECK(plan.filtering == want);
+        if (resident != nullptr) {
+          const std::uint32_t rows = (q + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock;
+          CHECK(resident->blocks * rows <= limits.resident_blocks(resident->warps, want) * card.sms);
+        }
+      }
+    }
+  }
+}

@@ -245,3 +245,34 @@ TEST_CASE("GPU filters: votes among the points that pass, growth, and a reloaded
   const ReferenceSet loaded = ReferenceSet::load_bytes(cpu.save_bytes(), {.backend = BackendKind::Cuda});
   same_neighbors(cpu.search(queries, k, {}, where), loaded.search(queries, k, {}, where));
 }
+
+TEST_CASE("GPU filters: one predicate for a large batch over duplicates and ties (the mask)") {
+  // One predicate for every query and no id ranges: the query-resident scan drops the points that
+  // fail it as it stages them. Points on an integer grid, each three times (ties at every rank),
+  // so the exact re-rank's certificate fails and its fallback runs under the same mask.
+  for (const Metric metric : {Metric::L2, Metric::Cosine}) {
+    CAPTURE(to_string(metric));
+    Twin t(2, metric);
+    PointId id = 0;
+    for (int copy = 0; copy < 3; ++copy) {
+      for (int x = -60; x <= 60; ++x) {
+        for (int y = -60; y <= 60; ++y) {
+          const std::array<std::uint32_t, kWords> a{std::uint32_t((x * 7 + y * 3 + copy) % 4), std::uint32_t(x + 60)};
+          t.push(Update::insert(id++, std::vector<float>{float(x) + 0.25f, float(y)}).with_attributes(a));
+        }
+      }
+    }
+    t.publish();
+    std::vector<float> queries;
+    for (int i = 0; i < 512; ++i) {
+      queries.push_back(float(i % 97 - 48));
+      queries.push_back(float(i % 89 - 44) + 0.5f);
+    }
+    for (const Predicate& p : {Predicate{}.require(0, 1), Predicate{}.forbid(0, 3).within(1, 10, 100), Predicate{}}) {
+      for (const std::size_t k : {1ul, 16ul, 100ul}) {
+        CAPTURE(k);
+        same_neighbors(t.cpu.search(queries, k, {}, std::span(&p, 1)), t.gpu.search(queries, k, {}, std::span(&p, 1)));
+      }
+    }
+  }
+}

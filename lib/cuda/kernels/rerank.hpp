@@ -27,6 +27,7 @@ struct RerankParams {
   std::uint32_t query_stride = 0;
   const IdRangeDevice* ranges = nullptr;  ///< nullptr or one per query
   const PredicateDevice* predicates = nullptr;  ///< one per query where ranges is set
+  const PredicateDevice* mask = nullptr;  ///< one predicate for every query (no ranges), or nullptr
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;                 ///< answers per query
   std::uint32_t width = 0;             ///< screened candidates per query (k')

@@ -246,7 +246,7 @@ __device__ float limit_for(const ResidentBlock<kWidth>& r, float threshold, floa
 /// no test). The buffer's capacity is a multiple of 32 slots, so a group of 4 that starts below the
 /// slot count ends inside it; a group past it loads nothing (the last tile may reach past the
 /// buffer).
-template <int kWidth>
+template <Filtering kFilter, int kWidth>
 __device__ void load_points(const ResidentBlock<kWidth>& r, std::uint32_t tile) {
   const std::uint32_t first = tile * kTilePoints + 4 * r.lane;
   const std::uint32_t& slots = r.slots;
@@ -278,6 +278,16 @@ __device__ void load_points(const ResidentBlock<kWidth>& r, std::uint32_t tile) 
       }
     }
     r.ahead_valid = __ldg(reinterpret_cast<const std::uint32_t*>(r.valid + first));
+    if constexpr (kFilter == Filtering::Mask) {  // one predicate for every query: a point failing it is absent
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (first + i < slots && !attributes_pass(*r.p.mask, *r.p.store, first + i)) {
+          r.ahead_valid &= ~(0xffu << (8 * i));
+#pragma unroll
+          for (int e = 0; e < kWidth; ++e) element[i][e] = CUDART_NAN_F;  // screens no pair
+        }
+      }
+    }
   }
 #pragma unroll
   for (int e = 0; e < kWidth; ++e) {
@@ -390,7 +400,7 @@ __device__ __forceinline__ unsigned screen_groups(const ResidentBlock<kWidth>& r
 /// A pair that passed the screen: its exact rank, and the query's list if within its bound; a full
 /// list's largest entry then bounds the query (k distinct points), in the warp, the block and the
 /// grid.
-template <int kWidth>
+template <Filtering kFilter, int kWidth>
 __device__ void rank_exactly(const ResidentBlock<kWidth>& r, std::uint32_t tile, const float4* xs,
                              const std::uint32_t* flags, std::uint32_t j, std::uint32_t g, std::uint32_t i) {
   const std::uint32_t& lane = r.lane;
@@ -407,7 +417,7 @@ __device__ void rank_exactly(const ResidentBlock<kWidth>& r, std::uint32_t tile,
   const Entry entry{acc[0], slot};
   QueryState& s = query_state(r, j);
   if (!(entry.rank <= s.bound)) return;  // a NaN rank is never admitted (nor a row past the batch: NaN bound)
-  if (r.p.ranges != nullptr) {  // a filtered search: the query's id range and predicate
+  if constexpr (kFilter == Filtering::PerQuery) {  // the query's id range and predicate
     const std::uint32_t q = r.first_query + j * 32 + lane;
     if (!filter_admits(r.p.ranges[q], r.p.predicates[q], *r.p.store, slot, r.ids[slot])) return;
   }
@@ -442,7 +452,7 @@ __device__ void rank_exactly(const ResidentBlock<kWidth>& r, std::uint32_t tile,
 /// Every lane works through its groups with hits at once: the pairs that pass the screen get their
 /// exact rank (rank_exactly). everything: a norm that may have overflowed sends every pair of the
 /// tile to its exact rank.
-template <int kWidth>
+template <Filtering kFilter, int kWidth>
 __device__ __forceinline__ void rank_hits(const ResidentBlock<kWidth>& r, std::uint32_t tile, const float4* xs,
                                           const float4* ns, const std::uint32_t* flags,
                                           const float (&tile_limit)[kQueries], bool everything, unsigned hits) {
@@ -462,7 +472,7 @@ __device__ __forceinline__ void rank_hits(const ResidentBlock<kWidth>& r, std::u
     }
     for (; passed != 0; passed &= passed - 1) {
       const std::uint32_t bit = __ffs(passed) - 1;
-      rank_exactly(r, tile, xs, flags, bit / 4, g, bit % 4);
+      rank_exactly<kFilter>(r, tile, xs, flags, bit / 4, g, bit % 4);
     }
   }
 }
@@ -471,7 +481,7 @@ __device__ __forceinline__ void rank_hits(const ResidentBlock<kWidth>& r, std::u
 // registers and spilled 48 bytes; asking for one block per SM lets it take 80 (128 at four
 // elements), no spills. The kernel is its phases: setup (set_up_queries), then per tile
 // stage_tile, tile_limits, screen_groups and rank_hits, then the block's merge (merge_lists).
-template <int kWidth>
+template <int kWidth, Filtering kFilter>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams p) {
   start_chained_kernel();
   static_assert(kWidth == 2 || kWidth == 4);
@@ -507,7 +517,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
                                 valid_flags, states, query_vectors, block_bound, slots, vectors, valid,
                                 ids,    bounds,      first_query, tile_begin, tile_end, ahead,     ahead_valid,
                                 a};
-  if (tile_begin + warp < tile_end) load_points(r, tile_begin + warp);  // in flight while the queries are set up
+  if (tile_begin + warp < tile_end) load_points<kFilter>(r, tile_begin + warp);  // in flight while the queries are set up
   set_up_queries(r);
 
   for (std::uint32_t tile = tile_begin + warp, step = 0; tile < tile_end; tile += warps, ++step) {
@@ -516,14 +526,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
     float4* const ns = norm + buffer * kGroups;
     std::uint32_t* const flags = valid_flags + buffer * kGroups;
     const float norm_max = stage_tile(r, xs, ns, flags);
-    if (tile + warps < tile_end) load_points(r, tile + warps);
+    if (tile + warps < tile_end) load_points<kFilter>(r, tile + warps);
     float tile_limit[kQueries];
     tile_limits(r, norm_max, tile_limit);
     __syncwarp();
     const bool everything = norm_max >= bounds.huge;
     unsigned hits = everything ? ~0u : 0u;
     if (!everything) hits = screen_groups(r, xs, ns, tile_limit);
-    rank_hits(r, tile, xs, ns, flags, tile_limit, everything, hits);
+    rank_hits<kFilter>(r, tile, xs, ns, flags, tile_limit, everything, hits);
     __syncwarp();  // every lane has read this buffer before the tile after next overwrites it
   }
 
@@ -532,16 +542,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) resident_kernel(ScanParams 
               p.num_queries, k, first_query, warps);
 }
 
-template <int kWidth>
+template <int kWidth, Filtering kFilter = Filtering::None>
 const void* kernel_for() {
-  return reinterpret_cast<const void*>(resident_kernel<kWidth>);
+  return reinterpret_cast<const void*>(resident_kernel<kWidth, kFilter>);
+}
+
+/// The kernel for a store's width and a launch's filtering (ScanParams: ranges and predicates per
+/// query, or a mask, or neither).
+template <int kWidth>
+void launch_for(const ScanParams& p, dim3 grid, std::uint32_t warps, std::size_t shared, cudaStream_t stream) {
+  if (p.ranges != nullptr) {
+    launch_chained("resident_kernel", resident_kernel<kWidth, Filtering::PerQuery>, grid, warps * 32, shared, stream, p);
+  } else if (p.mask != nullptr) {
+    launch_chained("resident_kernel", resident_kernel<kWidth, Filtering::Mask>, grid, warps * 32, shared, stream, p);
+  } else {
+    launch_chained("resident_kernel", resident_kernel<kWidth, Filtering::None>, grid, warps * 32, shared, stream, p);
+  }
 }
 
 }  // namespace
 
-int resident_blocks_per_sm(int width, std::uint32_t warps) {
+int resident_blocks_per_sm(int width, std::uint32_t warps, Filtering filtering) {
+  const void* kernels[2][3] = {
+      {kernel_for<2>(), kernel_for<2, Filtering::PerQuery>(), kernel_for<2, Filtering::Mask>()},
+      {kernel_for<4>(), kernel_for<4, Filtering::PerQuery>(), kernel_for<4, Filtering::Mask>()}};
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, width == 2 ? kernel_for<2>() : kernel_for<4>(),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[width == 4][static_cast<int>(filtering)],
                                                            int(warps * 32), layout_for(width, warps).total),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor(resident_kernel)");
   return std::max(per_sm, 1);
@@ -552,7 +578,9 @@ std::size_t resident_shared_bytes(int width, std::uint32_t warps) {
 }
 
 void configure_resident(std::size_t shared_limit) {
-  for (const void* kernel : {kernel_for<2>(), kernel_for<4>()}) {
+  for (const void* kernel : {kernel_for<2>(), kernel_for<4>(), kernel_for<2, Filtering::PerQuery>(),
+                             kernel_for<4, Filtering::PerQuery>(), kernel_for<2, Filtering::Mask>(),
+                             kernel_for<4, Filtering::Mask>()}) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_limit)),
                "cudaFuncSetAttribute(resident_kernel)", std::to_string(shared_limit) + " bytes of shared memory");
   }
@@ -568,9 +596,9 @@ void launch_resident(const ScanParams& p, std::uint32_t blocks, std::uint32_t wa
   const dim3 grid(blocks, (p.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
   const std::size_t shared = layout_for(width, warps).total;
   if (width == 2) {
-    launch_chained("resident_kernel", resident_kernel<2>, grid, warps * 32, shared, stream, p);
+    launch_for<2>(p, grid, warps, shared, stream);
   } else {
-    launch_chained("resident_kernel", resident_kernel<4>, grid, warps * 32, shared, stream, p);
+    launch_for<4>(p, grid, warps, shared, stream);
   }
 }
 

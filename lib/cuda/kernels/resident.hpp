@@ -31,7 +31,7 @@ inline constexpr std::uint32_t kResidentMaxK = 128;
 /// Slots one warp of the resident scan stages at a time.
 inline constexpr std::uint32_t kResidentTile = 128;
 /// Resident kernel blocks per SM for a vector width (2 or 4) and warps per block.
-int resident_blocks_per_sm(int width, std::uint32_t warps);
+int resident_blocks_per_sm(int width, std::uint32_t warps, Filtering filtering = Filtering::None);
 /// Dynamic shared memory one resident block needs.
 std::size_t resident_shared_bytes(int width, std::uint32_t warps);
 /// Raises the resident kernels' shared-memory limit to the device's opt-in limit per block; call

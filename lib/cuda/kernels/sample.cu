@@ -288,15 +288,16 @@ __device__ __forceinline__ std::uint32_t raised_for_order(std::uint32_t key, flo
 /// Keys the k-th search ranks by counting once radix digits have narrowed it down to them.
 constexpr std::uint32_t kKthCountMax = 128;
 
-/// SampleParams::resident (one-chunk stores, L2 ranks, no id ranges: the batches of the
-/// query-resident scan, resident.cu): that scan's layout over the sample. Each lane keeps 4 of
+/// SampleParams::resident (one-chunk stores, L2 ranks, no per-query filters, a mask where one
+/// predicate filters every query: the batches of the query-resident scan, resident.cu): that
+/// scan's layout over the sample. Each lane keeps 4 of
 /// the block's 128 queries in registers, the block's warps split its sampled tiles, each warp
 /// stages a tile's 32 points in shared memory and every lane ranks them all against its queries
 /// (broadcast reads, the scan's bits), keeping the smallest rank of each run of 32 / per_tile
 /// points: per_tile keys per tile and query, each a different point (an erased slot ranks NaN and
 /// counts for nothing). A pair costs its rank and a min (the warp-per-tile kernel above reduced
 /// every tile's ranks across the warp per query: ncu, 1,000,000 x 2, Q = 1,024, 134 us).
-template <int kWidth>
+template <int kWidth, bool kMasked>
 __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_resident_kernel(SampleParams p) {
   start_chained_kernel();
   static_assert(kWidth == 2 || kWidth == 4);
@@ -325,6 +326,7 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
     valid = false;
     if (tile >= store_tiles) return;
     valid = store.valid[slot] != 0;
+    if constexpr (kMasked) valid = valid && attributes_pass(*p.mask, store, slot);
     if constexpr (kWidth == 2) {
       const float2 xy = __ldg(static_cast<const float2*>(store.vectors) + slot);
       point = make_float4(xy.x, xy.y, 0.0f, 0.0f);
@@ -505,18 +507,16 @@ void launch_sample(const SampleParams& params_in, bool inner_product, bool filte
   SampleParams params = params_in;
   if (params.resident) {
     if (inner_product || filtered || params.chunks != 1 || (params.width != 2 && params.width != 4)) {
-      throw CudaError("sample_ranks_resident_kernel: one-chunk stores, L2 ranks and no id ranges only");
+      throw CudaError("sample_ranks_resident_kernel: one-chunk stores, L2 ranks and no per-query filters only");
     }
     const std::uint32_t per_row = kResidentSampleWarps * kResidentSampleTiles;
     const dim3 grid(std::max<std::uint32_t>(1, (params.sample_tiles + per_row - 1) / per_row),
                     (params.num_queries + kResidentQueriesPerBlock - 1) / kResidentQueriesPerBlock);
-    if (params.width == 2) {
-      launch_chained("sample_ranks_resident_kernel", sample_ranks_resident_kernel<2>, grid, kResidentSampleWarps * 32,
-                     0, stream, params);
-    } else {
-      launch_chained("sample_ranks_resident_kernel", sample_ranks_resident_kernel<4>, grid, kResidentSampleWarps * 32,
-                     0, stream, params);
-    }
+    using Kernel = void (*)(SampleParams);
+    const Kernel kernels[2][2] = {{sample_ranks_resident_kernel<2, false>, sample_ranks_resident_kernel<2, true>},
+                                  {sample_ranks_resident_kernel<4, false>, sample_ranks_resident_kernel<4, true>}};
+    launch_chained("sample_ranks_resident_kernel", kernels[params.width == 4][params.mask != nullptr], grid,
+                   kResidentSampleWarps * 32, 0, stream, params);
     // A block of 256 threads per query: these batches hold hundreds of queries, and blocks of
     // kKthThreads ran them in four waves (ncu, 1,000,000 x 2, Q = 1,024: 27 us).
     launch_chained("sample_kth_kernel", sample_kth_kernel, params.num_queries, kKthResidentThreads, 0, stream, params);

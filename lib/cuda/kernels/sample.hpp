@@ -32,6 +32,7 @@ struct SampleParams {
   const float* queries = nullptr;          // as ScanParams
   const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
   const PredicateDevice* predicates = nullptr;  // one per query where ranges is set
+  const PredicateDevice* mask = nullptr;   // one predicate for every query, no ranges (resident only)
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;
   std::uint32_t step = 0;                  // sample every step-th tile

@@ -22,6 +22,7 @@ struct ScanParams {
   const float* queries = nullptr;          // num_queries x chunks float4 (padded with zeros)
   const IdRangeDevice* ranges = nullptr;   // nullptr or one per query
   const PredicateDevice* predicates = nullptr;  // one per query where ranges is set
+  const PredicateDevice* mask = nullptr;   // one predicate for every query, no ranges (the query-resident scan)
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;
   std::uint32_t* threshold = nullptr;      // per query: ordered-bits upper bound of the k-th rank
