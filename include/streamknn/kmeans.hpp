@@ -49,8 +49,9 @@ struct KMeansConfig {
   std::uint64_t seed = 0;          ///< start i of n_init draws from seed + i
   BackendKind backend = BackendKind::Auto;  ///< Auto: CUDA where a device is usable, else CPU
   int cuda_device = 0;
-  /// Threads of the CPU backend, the calling thread included (at most kMaxCpuThreads); 0 = one
-  /// per hardware thread. Results do not depend on it.
+  /// Threads of a fit's host work (the check of the points, the starts, tol's scale, the CPU
+  /// backend, the CUDA backend's checked copy of the points), the calling thread included (at most
+  /// kMaxCpuThreads); 0 = one per hardware thread. Results do not depend on it.
   std::size_t cpu_threads = 0;
 };
 
