@@ -39,6 +39,7 @@ struct AggregateSpec {
 struct RadiusSpec {
   bool active = false;
   bool all = false;             ///< every point within (variable-length results); else the k nearest within
+  double radius = 0;             ///< as given (metres for haversine), beside its bound on the key:
   double limit_hi = 0, limit_lo = 0;
   std::size_t cap = kNoLimit;   ///< all: the most points kept per query
 };

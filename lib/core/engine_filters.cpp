@@ -141,6 +141,7 @@ void Engine::take_filters(const QueryFilters& f, std::size_t num_queries, QueryR
     request.radius.active = true;
     request.radius.all = f.radius_all;
     request.radius.cap = f.cap;
+    request.radius.radius = f.radius;
     radius_limit(config_.metric, f.radius, request.radius.limit_hi, request.radius.limit_lo);
   }
 }

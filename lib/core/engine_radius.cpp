@@ -8,6 +8,7 @@
 // answers equal the CPU backend's. The publish lock is held throughout: every round, the vectors
 // read are of one snapshot.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/check.hpp"
@@ -28,6 +29,53 @@ bool within_exactly(const float* q, const float* p, std::uint32_t n, bool ip, do
   const Row row{p};
   const exact::Key key = exact::float64_key(q, row, n, ip);
   return exact::within_limit(key, hi, lo, exact::ExactMinusPair<Row>{q, &row, n, ip});
+}
+
+/// Whether an answer's reported distance d (the exact distance rounded once to float32; haversine:
+/// within 2^-23 of it) settles "within radius r" by itself: 1 within, -1 beyond, 0 too close to
+/// tell. The margin, 2^-20 of |d| + |r| plus the smallest normal float, exceeds the rounding of d
+/// and that of the radius's conversion to the bound on the key (radius_limit). Radii below 2^-60,
+/// which radius_limit may round to a bound of 0, are always left to the exact test.
+int settled_within(float d, double r) {
+  if (std::isinf(r)) return r > 0 ? 1 : -1;
+  if (std::fabs(r) < 0x1p-60) return 0;
+  const double margin = 0x1p-20 * (std::fabs(double(d)) + std::fabs(r)) + 0x1p-126;
+  if (double(d) + margin < r) return 1;
+  if (double(d) - margin > r) return -1;
+  return 0;
+}
+
+/// "Within the radius" for each answer of a round (indexed as found.ids; 0 for padding): settled
+/// from its reported distance where it can be (settled_within), else decided exactly on its stored
+/// vector, read back from the backend with the others left unsettled.
+std::vector<std::int8_t> within_verdicts(const Neighbors& found, const QueryRequest& request,
+                                         const std::vector<std::size_t>& pending, const Catalog& catalog,
+                                         const Backend& backend, Metric metric, std::size_t sdim, const char* caller) {
+  std::vector<std::int8_t> verdict(found.ids.size(), 0);
+  std::vector<std::size_t> open;
+  std::vector<std::uint32_t> slots;
+  for (std::size_t at = 0; at < found.ids.size(); ++at) {
+    if (found.ids[at] == kInvalidId) continue;
+    verdict[at] = std::int8_t(settled_within(found.distances[at], request.radius.radius));
+    if (verdict[at] != 0) continue;
+    open.push_back(at);
+    slots.push_back(*catalog.slot_of(found.ids[at]));
+  }
+  if (open.empty()) return verdict;
+  std::vector<float> vectors;
+  if (!backend.read_vectors(slots, vectors)) {
+    throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ", backend.name(),
+                                    " backend does not read back; use BackendKind::Cpu"));
+  }
+  const bool ip = metric == Metric::InnerProduct;
+  const std::size_t k = found.k;
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    const float* query = request.queries.data() + pending[open[i] / k] * sdim;
+    const bool within = within_exactly(query, vectors.data() + i * sdim, std::uint32_t(sdim), ip,
+                                       request.radius.limit_hi, request.radius.limit_lo);
+    verdict[open[i]] = within ? 1 : -1;
+  }
+  return verdict;
 }
 
 /// First k' to search for a batch: the cap (plus one, to see whether more lie within) or 128 for
@@ -88,12 +136,9 @@ QueryResult assemble(bool all, std::size_t k, std::uint64_t epoch, const std::ve
 
 QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* caller) const {
   const std::size_t nq = request.num_queries, sdim = stored_dim_;
-  const auto n = static_cast<std::uint32_t>(sdim);
-  const bool ip = config_.metric == Metric::InnerProduct, radius = request.radius.active;
-  const bool all = radius && request.radius.all;
+  const bool radius = request.radius.active, all = radius && request.radius.all;
   // What a row must hold: every point within (all), the cap plus one, or k.
   const std::size_t want = all ? (request.radius.cap == kNoLimit ? kNoLimit : request.radius.cap + 1) : request.k;
-  const double hi = request.radius.limit_hi, lo = request.radius.limit_lo;
   std::vector<std::vector<PointId>> ids(nq);
   std::vector<std::vector<float>> dist(nq);
   std::vector<std::uint8_t> capped(nq, 0);
@@ -104,20 +149,12 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
   const std::uint64_t epoch = this->epoch();
   while (!pending.empty()) {
     const Neighbors found = backend_->submit(round_request(request, pending, k, sdim)).get().neighbors;
-    std::vector<std::uint32_t> slots;
-    for (const PointId id : found.ids) {
-      if (id != kInvalidId) slots.push_back(*catalog_.slot_of(id));
-    }
-    std::vector<float> vectors;
-    if (radius && !backend_->read_vectors(slots, vectors)) {
-      throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ",
-                                      backend_->name(), " backend does not read back; use BackendKind::Cpu"));
-    }
+    const std::vector<std::int8_t> within =
+        radius ? within_verdicts(found, request, pending, catalog_, *backend_, config_.metric, sdim, caller)
+               : std::vector<std::int8_t>(found.ids.size(), 1);
     std::vector<std::size_t> again;
-    std::size_t at = 0;  // the next answer's place in slots / vectors
     for (std::size_t i = 0; i < pending.size(); ++i) {
       const std::size_t q = pending[i];
-      const float* query = request.queries.data() + q * sdim;
       ids[q].clear();
       dist[q].clear();
       bool done = false;  // the row holds what it needs, reached a point beyond the radius, or ended
@@ -127,16 +164,13 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
           done = true;
           break;
         }
-        const float* stored = radius ? vectors.data() + at * sdim : nullptr;  // every answer's, in order
-        ++at;
-        if (done) continue;  // the rest of the row is not needed; its entries are only stepped over
-        if (radius && !within_exactly(query, stored, n, ip, hi, lo)) {
+        if (within[i * k + j] < 0) {
           done = true;  // the rest of the row is farther still (exact order)
-          continue;
+          break;
         }
         ids[q].push_back(id);
         dist[q].push_back(found.distances[i * k + j]);
-        done = ids[q].size() == want;
+        if ((done = ids[q].size() == want)) break;
       }
       if (all && request.radius.cap != kNoLimit && ids[q].size() > request.radius.cap) {  // more than the cap
         ids[q].resize(request.radius.cap);

@@ -37,6 +37,7 @@ QueryRequest radius_request(const ReferenceSet& set, const std::vector<float>& q
   r.radius.active = true;
   r.radius.all = all;
   r.radius.cap = cap;
+  r.radius.radius = radius;
   streamknn::detail::radius_limit(c.metric, radius, r.radius.limit_hi, r.radius.limit_lo);
   return r;
 }

@@ -67,8 +67,7 @@ __device__ __forceinline__ std::uint32_t warp_sort(std::uint32_t x, std::uint32_
 template <int G, bool kInnerProduct, bool kFiltered>
 __device__ __forceinline__ void write_keys(const SampleParams& p, const float (&acc)[G], std::uint32_t q0,
                                            std::uint32_t nq, bool valid, std::uint32_t slot, std::uint64_t id,
-                                           std::size_t key_index,
-                                           std::size_t keys_per_query, std::uint32_t lane) {
+                                           std::size_t key_index, std::size_t keys_per_query, std::uint32_t lane) {
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     if (j < int(nq)) {
@@ -290,9 +289,9 @@ constexpr std::uint32_t kKthCountMax = 128;
 
 /// SampleParams::resident (one-chunk stores, L2 ranks, no per-query filters, a mask where one
 /// predicate filters every query: the batches of the query-resident scan, resident.cu): that
-/// scan's layout over the sample. Each lane keeps 4 of
-/// the block's 128 queries in registers, the block's warps split its sampled tiles, each warp
-/// stages a tile's 32 points in shared memory and every lane ranks them all against its queries
+/// scan's layout over the sample. Each lane keeps 4 of the block's 128 queries in registers, the
+/// block's warps split its sampled tiles, each warp stages a tile's 32 points in shared memory
+/// and every lane ranks them all against its queries
 /// (broadcast reads, the scan's bits), keeping the smallest rank of each run of 32 / per_tile
 /// points: per_tile keys per tile and query, each a different point (an erased slot ranks NaN and
 /// counts for nothing). A pair costs its rank and a min (the warp-per-tile kernel above reduced
