@@ -25,13 +25,15 @@ class IdIndex {
   static IdIndex dense_prefix(std::size_t n) { return IdIndex(n); }
   /// Whether ids are exactly 0, 1, ..., ids.size() - 1 in that order.
   static bool is_dense_prefix(std::span<const PointId> ids) noexcept {
+    if (!ids.empty() && (ids.front() != 0 || ids.back() != ids.size() - 1)) return false;  // most other ids
     PointId mismatch = 0;
     for (std::size_t i = 0; i < ids.size(); ++i) mismatch |= ids[i] ^ PointId(i);  // no branch: vectorises
     return mismatch == 0;
   }
   bool dense() const noexcept { return dense_; }
-  /// Builds the table of a dense index (no effect otherwise): after it, insert and erase allocate
-  /// no more than on any index (a publish calls it before its first change so it cannot fail half-way).
+  /// Builds the table of a dense index (no effect otherwise; may throw std::bad_alloc). insert,
+  /// erase and reserve call it where they change a dense index; a publish calls it before its
+  /// first change, so that it cannot fail half-way.
   void materialize() {
     if (!dense_) return;
     IdIndex table;
