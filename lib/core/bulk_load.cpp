@@ -224,8 +224,10 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     // meanwhile (it waits on memory latency, the copy on bandwidth); the loop below then only
     // runs where a row or id fails, to name the first one.
     const bool as_given = detail::stored_as_given(config.metric);
+    // Ids 0..n-1 (the scikit-learn estimators') need no table: slot = id (IdIndex::dense_prefix).
+    const bool dense = detail::IdIndex::is_dense_prefix(ids);
     std::optional<IndexBuild> side;
-    if (as_given && config.origin.empty() && two_threads(config, vectors.size())) side.emplace(ids);
+    if (!dense && as_given && config.origin.empty() && two_threads(config, vectors.size())) side.emplace(ids);
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
@@ -236,11 +238,11 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     image.attribute_words = config.attribute_words;
     image.attributes.assign(attributes.begin(), attributes.end());  // empty: every word 0
     const bool checked = config.origin.empty() && all_pass(config, ids, within, labels, values);
-    if (side && side->finish(index) && checked) {
-      return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));
-    }
-    index = detail::IdIndex();
-    index.reserve(n);
+    if (dense) index = detail::IdIndex::dense_prefix(n);
+    const bool indexed = dense || (side && side->finish(index));
+    if (indexed && checked) return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));
+    index = dense ? detail::IdIndex::dense_prefix(n) : detail::IdIndex();
+    index.reserve(n);  // no effect on a dense index
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);
       if (!checked) {
@@ -252,7 +254,7 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
       }
       // Ids of many points land in random buckets: ask for the bucket 16 ids ahead.
       if (i + 16 < n) index.prefetch(ids[i + 16]);
-      if (!index.insert(ids[i], static_cast<std::uint32_t>(i))) {
+      if (!dense && !index.insert(ids[i], static_cast<std::uint32_t>(i))) {
         detail::fail_argument(caller, ": ids[", i, "] = ", ids[i], " repeats an earlier id");
       }
       if (!as_given) detail::to_stored_form(config.metric, row, image.vectors.data() + i * sdim);

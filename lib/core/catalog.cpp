@@ -65,12 +65,13 @@ void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index) {
 }
 
 Catalog::BatchShape Catalog::shape_of(std::span<const QueuedOp> ops) const noexcept {
-  std::size_t inserts = 0, others = 0;
+  std::size_t inserts = 0, erases = 0, others = 0;
   for (const QueuedOp& op : ops) {
     inserts += op.kind == UpdateKind::Insert;
-    others += op.kind == UpdateKind::Erase || op.kind == UpdateKind::SetAttributes;
+    erases += op.kind == UpdateKind::Erase;
+    others += op.kind == UpdateKind::SetAttributes;
   }
-  return {ops.size(), std::size_t(high_water_) + inserts, inserts == 0 && others == 0};
+  return {ops.size(), std::size_t(high_water_) + inserts, inserts == 0 && erases == 0 && others == 0, erases > 0};
 }
 
 void Catalog::reserve_for(const BatchShape& shape) {
@@ -78,6 +79,8 @@ void Catalog::reserve_for(const BatchShape& shape) {
   if (slots > std::numeric_limits<std::uint32_t>::max()) {
     throw OutOfMemory(concat("ReferenceSet::publish: ", slots, " slots exceed the limit of 2^32 - 1 points"));
   }
+  // A dense id index (ids 0..n-1) builds its table here, not half-way through the batch.
+  if (shape.erases) ids_.materialize();
   ids_.reserve(ids_.size() + (slots - high_water_));
   free_.reserve(slots);
   for (auto* v : {&vector_marks_, &target_marks_, &id_marks_, &attribute_marks_}) {

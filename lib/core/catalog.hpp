@@ -33,6 +33,7 @@ class Catalog {
     std::size_t ops = 0;
     std::size_t slots = 0;    ///< slots the buffers must hold (an upper bound: every insert may need a new one)
     bool moves_only = false;  ///< moves and target changes only: no id, slot or attribute changes
+    bool erases = false;      ///< some op is an erase
   };
   BatchShape shape_of(std::span<const QueuedOp> ops) const noexcept;
   /// Makes room in the host structures for a batch of that shape, so that resolve() cannot fail
