@@ -93,10 +93,7 @@ TEST_CASE("a store made by from_points, searched meanwhile, takes publishes as a
   for (std::size_t i = 0; i < n; ++i) ids[i] = 10 * i;
   StoreConfig c = config_for(dim);
   c.queue_capacity = n;
-  ReferenceSet loaded = ReferenceSet::from_points(c, ids, data);
-  ReferenceSet pushed(c);
-  for (std::size_t i = 0; i < n; ++i) pushed.insert(ids[i], std::span(data).subspan(i * dim, dim));
-  pushed.publish();
+  auto [loaded, pushed] = load_and_push(c, ids, data);
   const std::vector<float> q(data.begin() + 5 * dim, data.begin() + 6 * dim);  // point 50 itself
   std::atomic<bool> done{false};
   std::atomic<int> searches{0}, wrong{0};

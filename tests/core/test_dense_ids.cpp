@@ -4,7 +4,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "core/id_index.hpp"
+#include "core/id_index_model.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -88,17 +88,8 @@ TEST_CASE("a dense index builds its table at the first insert, erase or growth, 
     auto g = rng(4100 + first);
     for (std::uint32_t i = 0; i < 20'000; ++i) {
       const PointId id = g() % (2 * n);
-      if (g() % 2 == 0) {
-        const auto got = index.erase(id);
-        const auto it = model.find(id);
-        REQUIRE(got.has_value() == (it != model.end()));
-        if (got) {
-          REQUIRE(*got == it->second);
-          model.erase(it);
-        }
-      } else {
-        REQUIRE(index.insert(id, i) == model.emplace(id, i).second);
-      }
+      const bool erase = g() % 2 == 0;
+      edit_both(index, model, id, i, erase);
     }
     CHECK(index.size() == model.size());
     CHECK(members(index) == std::map<PointId, std::uint32_t>(model.begin(), model.end()));
@@ -115,26 +106,14 @@ TEST_CASE("a store loaded with ids 0..n-1 publishes, reports and saves as a push
   for (std::size_t i = 0; i < n; ++i) ids[i] = i;
   StoreConfig c = config_for(dim);
   c.queue_capacity = n;
-  ReferenceSet loaded = ReferenceSet::from_points(c, ids, data);
-  ReferenceSet pushed(c);
-  for (std::size_t i = 0; i < n; ++i) pushed.insert(ids[i], std::span(data).subspan(i * dim, dim));
-  pushed.publish();
+  auto [loaded, pushed] = load_and_push(c, ids, data);
   CHECK(loaded.save_bytes() == pushed.save_bytes());
   const std::vector<float> q(data.begin() + 40 * dim, data.begin() + 43 * dim);
   const std::vector<float> far(dim, 20.0f);
   auto same = [&](auto&& step) {
     const PublishReport a = step(loaded), b = step(pushed);
     CHECK(a.epoch == b.epoch);
-    CHECK(a.applied == b.applied);
-    CHECK(a.inserted == b.inserted);
-    CHECK(a.moved == b.moved);
-    CHECK(a.erased == b.erased);
-    CHECK(a.size == b.size);
-    REQUIRE(a.rejected.size() == b.rejected.size());
-    for (std::size_t i = 0; i < a.rejected.size(); ++i) {
-      CHECK(a.rejected[i].id == b.rejected[i].id);
-      CHECK(a.rejected[i].reason == b.rejected[i].reason);
-    }
+    check_same_report(a, b);
     CHECK(loaded.save_bytes() == pushed.save_bytes());
     CHECK(loaded.search(q, 5).ids == pushed.search(q, 5).ids);
     CHECK(loaded.search(q, 5).distances == pushed.search(q, 5).distances);

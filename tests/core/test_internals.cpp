@@ -12,6 +12,7 @@
 #include "core/catalog.hpp"
 #include "core/id_index.hpp"
 #include "core/update_queue.hpp"
+#include "core/id_index_model.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
@@ -20,22 +21,12 @@ using namespace streamknn::detail;
 TEST_CASE("IdIndex agrees with std::unordered_map over random inserts and erases") {
   auto g = rng(4000);
   IdIndex index;
-  std::unordered_map<PointId, std::uint32_t> model;
+  IdModel model;
   std::uniform_int_distribution<PointId> small_id(0, 5000);  // many collisions and re-inserts
   for (std::uint32_t i = 0; i < 200'000; ++i) {
     const PointId id = (g() & 1) ? small_id(g) : g() % (kInvalidId - 1);
-    if (g() % 3 == 0) {
-      const auto got = index.erase(id);
-      const auto it = model.find(id);
-      REQUIRE(got.has_value() == (it != model.end()));
-      if (got) {
-        REQUIRE(*got == it->second);
-        model.erase(it);
-      }
-    } else {
-      const bool inserted = index.insert(id, i);
-      REQUIRE(inserted == model.emplace(id, i).second);
-    }
+    const bool erase = g() % 3 == 0;
+    edit_both(index, model, id, i, erase);
     if (i % 1000 == 0) {
       REQUIRE(index.size() == model.size());
       for (const auto& [k, v] : model) REQUIRE(index.find(k) == v);
@@ -338,19 +329,7 @@ TEST_CASE("Catalog: a large batch resolved on the publish pool writes what resol
         CHECK(by_slot(a.target_slots, a.labels) == by_slot(b.target_slots, b.labels));
         CHECK(by_slot(a.target_slots, a.values) == by_slot(b.target_slots, b.values));
         CHECK(by_slot(a.id_slots, a.ids) == by_slot(b.id_slots, b.ids));
-        CHECK(ra.drained == rb.drained);
-        CHECK(ra.applied == rb.applied);
-        CHECK(ra.moved == rb.moved);
-        CHECK(ra.retargeted == rb.retargeted);
-        CHECK(ra.inserted == rb.inserted);
-        CHECK(ra.erased == rb.erased);
-        CHECK(ra.size == rb.size);
-        REQUIRE(ra.rejected.size() == rb.rejected.size());
-        for (std::size_t r = 0; r < ra.rejected.size(); ++r) {
-          CHECK(ra.rejected[r].id == rb.rejected[r].id);
-          CHECK(ra.rejected[r].kind == rb.rejected[r].kind);
-          CHECK(ra.rejected[r].reason == rb.rejected[r].reason);
-        }
+        check_same_report(ra, rb);
         // The pool lists the writes of each quarter of the slot range in turn (its 4 parts), so
         // no write is followed by one more than a third of the range lower; in queue order,
         // random slots often are. So this shows which path ran.

@@ -61,13 +61,7 @@ inline std::vector<std::tuple<PointId, int, int>> sorted_rejections(const Publis
 /// The counts and rejections (as a set: shards list theirs in rank order) of two reports.
 inline void check_same(const PublishReport& got, const PublishReport& want) {
   CHECK(got.epoch == want.epoch);
-  CHECK(got.drained == want.drained);
-  CHECK(got.applied == want.applied);
-  CHECK(got.inserted == want.inserted);
-  CHECK(got.moved == want.moved);
-  CHECK(got.erased == want.erased);
-  CHECK(got.retargeted == want.retargeted);
-  CHECK(got.size == want.size);
+  test::check_same_counts(got, want);
   CHECK(sorted_rejections(got) == sorted_rejections(want));
 }
 

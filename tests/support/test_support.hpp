@@ -224,6 +224,28 @@ inline BackendKind backend_under_test() {
 #endif
 }
 
+/// Checks that two publish reports hold the same counts.
+inline void check_same_counts(const PublishReport& a, const PublishReport& b) {
+  CHECK(a.drained == b.drained);
+  CHECK(a.applied == b.applied);
+  CHECK(a.moved == b.moved);
+  CHECK(a.retargeted == b.retargeted);
+  CHECK(a.inserted == b.inserted);
+  CHECK(a.erased == b.erased);
+  CHECK(a.size == b.size);
+}
+
+/// Checks that two publish reports agree: every count and the rejections, in order.
+inline void check_same_report(const PublishReport& a, const PublishReport& b) {
+  check_same_counts(a, b);
+  REQUIRE(a.rejected.size() == b.rejected.size());
+  for (std::size_t r = 0; r < a.rejected.size(); ++r) {
+    CHECK(a.rejected[r].id == b.rejected[r].id);
+    CHECK(a.rejected[r].kind == b.rejected[r].kind);
+    CHECK(a.rejected[r].reason == b.rejected[r].reason);
+  }
+}
+
 inline StoreConfig config_for(std::size_t dim, Metric metric = Metric::L2, TargetSpec target = TargetSpec::none()) {
   StoreConfig c;
   c.dim = dim;
@@ -231,6 +253,19 @@ inline StoreConfig config_for(std::size_t dim, Metric metric = Metric::L2, Targe
   c.target = target;
   c.backend = backend_under_test();
   return c;
+}
+
+/// The same points (c.dim floats each) as a bulk load (from_points) and as pushed
+/// inserts, both published.
+struct LoadedAndPushed {
+  ReferenceSet loaded, pushed;
+};
+inline LoadedAndPushed load_and_push(const StoreConfig& c, const std::vector<PointId>& ids, const std::vector<float>& data) {
+  LoadedAndPushed out{ReferenceSet::from_points(c, ids, data), ReferenceSet(c)};
+  const std::size_t dim = c.dim;
+  for (std::size_t i = 0; i < ids.size(); ++i) out.pushed.insert(ids[i], std::span(data).subspan(i * dim, dim));
+  out.pushed.publish();
+  return out;
 }
 
 /// Exception message of a callable that must throw E (fails the check otherwise).
