@@ -3,8 +3,8 @@
 // iteration the bounds and scan kernels label, a stable sort of the labels orders each cluster's
 // points by index, the fold tree's levels sum them, and one copy brings the counts, the
 // changed-label count and the movements to the host. An empty-cluster relocation gets the far
-// points from a sort of the costs on the device. Same arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so
-// the same results.
+// points from a sort of the costs on the device. Same arithmetic as the CPU backend
+// (lib/kmeans/kmeans_exact.hpp), so the same results.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
