@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   config.attribute_words = 1;         // word 0: kFree while the driver takes passengers
   config.capacity_hint = drivers;
   config.queue_capacity = 2 * drivers;
-  config.backend = BackendKind::Cpu;  // predicates run in the CPU backend's scan (docs/filters.md)
+  // Either backend: both test the predicate inside the search (docs/filters.md).
   ReferenceSet store(config);
   const std::uint32_t free_word[1] = {kFree}, busy_word[1] = {0};
   for (PointId id = 0; id < drivers; ++id) store.push(Update::insert(id, world.position(id)).with_attributes(free_word));
