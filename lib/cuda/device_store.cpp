@@ -190,20 +190,25 @@ void DeviceStore::reserve(std::size_t slots, std::size_t batch_ops) {
     const std::size_t value_bytes = classes_ ? 4 : 4 * outputs_;
     const std::size_t attribute_bytes = attribute_words_ ? 4 + 4 * std::size_t(attribute_words_) : 0;
     const std::size_t bytes = ops * (4 + 4 * stored_dim_ + 4 + value_bytes + 4 + 8 + attribute_bytes) + 9 * 16;
-    // Both batch slots at once, so a failure leaves the old ones in place.
+    // Both batch slots at once, so a failure leaves the old ones in place. The clearing and the
+    // copy run on the update stream, in order before the uploads and scatters that use these
+    // buffers: that stream is non-blocking, so it does not wait for work on the legacy default
+    // stream, where cudaMemset and a device-to-device cudaMemcpy return before they finish (an
+    // upload could overtake the clearing, and a replay the copy).
     DeviceBatch fresh[2];
     for (auto& f : fresh) {
       f.data = DeviceArray<unsigned char>(bytes, "update batch");
       f.staging = PinnedArray<unsigned char>(bytes, "update batch staging");
       // Defined bytes throughout: the copy below moves the whole buffer, gaps included.
-      check_cuda(cudaMemset(f.data.get(), 0, bytes), "cudaMemset(update batch)");
+      check_cuda(cudaMemsetAsync(f.data.get(), 0, bytes, update_), "cudaMemsetAsync(update batch)");
     }
-    // The previous batch still has to be replayed: keep its device copy.
-    check_cuda(cudaStreamSynchronize(update_), "cudaStreamSynchronize(update stream)");
+    // The previous batch still has to be replayed: keep its device copy (in stream order after
+    // its own scatters). Freeing the old buffers below waits for the device.
     DeviceBatch& prev = batches_[previous_];
     if (!prev.layout.empty) {
-      check_cuda(cudaMemcpy(fresh[0].data.get(), prev.data.get(), prev.data.bytes(), cudaMemcpyDeviceToDevice),
-                 "cudaMemcpy(previous update batch)");
+      check_cuda(cudaMemcpyAsync(fresh[0].data.get(), prev.data.get(), prev.data.bytes(), cudaMemcpyDeviceToDevice,
+                                 update_),
+                 "cudaMemcpyAsync(previous update batch)");
       fresh[0].layout = prev.layout;
     }
     batches_[0] = std::move(fresh[0]);

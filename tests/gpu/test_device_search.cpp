@@ -6,10 +6,13 @@
 // and results read by copies queued on that stream around the call, one synchronisation at
 // the end), validation on the device (the host path's messages; a refused batch's status not
 // leaking into the next call, a batch of several launch chunks), the refusals, and KNN-Q's
-// lookup_and_update between searches. Built with CUDA (links the CUDA runtime for the buffers).
+// lookup_and_update between searches, and publishes with the legacy default stream held back (the
+// store's streams must not depend on it). Built with CUDA (links the CUDA runtime for the buffers).
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "streamknn/device.hpp"
 #include "support/test_support.hpp"
@@ -377,6 +380,39 @@ TEST_CASE("search_device and lookup_and_update share snapshots with publishes") 
     store.publish();
     compare(store, uniform(g, 10 * 3), 10, 9, 3, {});
   }
+}
+
+TEST_CASE("publishes keep their order while the legacy default stream is held back") {
+  // The store's update stream is non-blocking, so nothing a publish does may run on the legacy
+  // default stream and be assumed done: a host function holds that stream for 300 ms while a
+  // fresh store reserves its batch buffers, uploads batches and replays them into the other
+  // buffer (growing batches: the buffers are replaced, the previous batch copied over). The
+  // answers must equal the CPU backend's after every publish.
+  auto g = rng(8805);
+  StoreConfig gc = gpu_config(20, Metric::L2, false);
+  gc.target = TargetSpec::outputs(2);
+  StoreConfig cc = gc;
+  cc.backend = BackendKind::Cpu;
+  ReferenceSet gpu(gc), cpu(cc);
+  const cudaHostFn_t hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  ok(cudaLaunchHostFunc(nullptr, hold, nullptr), "cudaLaunchHostFunc(legacy default stream)");
+  for (int round = 0; round < 4; ++round) {
+    CAPTURE(round);
+    const std::size_t n = 40 + 200 * std::size_t(round);
+    for (std::size_t i = 0; i < n; ++i) {
+      const PointId id = PointId(g() % 2000);
+      const auto v = uniform(g, 20), t = uniform(g, 2);
+      const Update u = g() % 4 == 0 ? Update::move(id, v) : Update::insert(id, v, t);
+      while (!gpu.try_push(u)) gpu.publish();
+      while (!cpu.try_push(u)) cpu.publish();
+    }
+    CHECK(gpu.publish().applied == cpu.publish().applied);
+    const auto queries = uniform(g, 8 * 20);
+    const Neighbors a = gpu.search(queries, 5), b = cpu.search(queries, 5);
+    CHECK(a.ids == b.ids);
+    CHECK(a.distances == b.distances);
+  }
+  ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 TEST_CASE("predict_device gives the classifier's and the regressor's answers") {
