@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,11 @@ struct QueryRequest {
   std::vector<Predicate> where;   ///< empty, one for every query, or one per query
   RadiusSpec radius;
   AggregateSpec aggregate;
+  /// A bound on the float32 screen rank of every pair the caller needs (squared L2 of the stored
+  /// forms; exact::screen_rank_limit of a radius): a backend may leave out pairs ranked above it,
+  /// and a row then holds fewer than k answers (padded). +inf: none. Set by the engine's radius
+  /// rounds (filtered_by_search) for a backend that does not test radius bounds itself.
+  float rank_limit = std::numeric_limits<float>::infinity();
 
   /// Query q's predicate, or nullptr.
   const Predicate* predicate_of(std::size_t q) const noexcept {

@@ -1,7 +1,8 @@
 // Radius bounds on a backend whose kernels do not test them (Backend::runs_radius; the CUDA
 // backend): the k' nearest (among the points that pass the id range and the predicate, which
-// every backend tests) are searched on the backend, k' grown until every query's row holds what
-// it needs (the cap plus one, or k, or its end, or a point past the radius). "Within" is decided
+// every backend tests, and whose float32 rank is within the radius's screen limit,
+// QueryRequest::rank_limit) are searched on the backend, k' grown until every query's row holds
+// what it needs (the cap plus one, or k, or its end, or a point past the radius). "Within" is decided
 // on the host, exactly, on the stored vectors of the answers (Backend::read_vectors) by the rule
 // both backends share (core/radius_rule.hpp). The rows come out of the backend's exact search in
 // (exact distance, id) order with the reported distances, so a prefix of a row is the answer: the
@@ -78,18 +79,25 @@ std::vector<std::int8_t> within_verdicts(const Neighbors& found, const QueryRequ
   return verdict;
 }
 
-/// First k' to search for a batch: the cap (plus one, to see whether more lie within) or 128 for
-/// a radius search, k for the k nearest within a radius.
+/// First k' of an uncapped radius search: its screen keeps k' + kScreenSlack = 128 candidates, the
+/// most the CUDA backend's query-resident scan and spatial index take (at 136 a batch falls back to
+/// the general scan, 5x slower at 10,000,000 x 2, Q = 1,024).
+constexpr std::size_t kFirstRadiusK = 128 - exact::kScreenSlack;
+
+/// First k' to search for a batch: the cap (plus one, to see whether more lie within) or
+/// kFirstRadiusK for a radius search, k for the k nearest within a radius.
 std::size_t first_k(const RadiusSpec& r, std::size_t k) {
-  return std::min(!r.active || !r.all ? k : r.cap == kNoLimit ? 128 : r.cap + 1, kMaxK);
+  return std::min(!r.active || !r.all ? k : r.cap == kNoLimit ? kFirstRadiusK : r.cap + 1, kMaxK);
 }
 
-/// One round's search: the pending queries' rows, id ranges and predicates at k.
+/// One round's search: the pending queries' rows, id ranges and predicates at k, its ranks bounded
+/// by the radius's screen limit (rank_limit).
 QueryRequest round_request(const QueryRequest& request, const std::vector<std::size_t>& pending, std::size_t k,
-                           std::size_t sdim) {
+                           std::size_t sdim, float rank_limit) {
   QueryRequest round;
   round.num_queries = pending.size();
   round.k = k;
+  round.rank_limit = rank_limit;
   round.converted.resize(pending.size() * sdim);
   for (std::size_t i = 0; i < pending.size(); ++i) {
     std::copy_n(request.queries.data() + pending[i] * sdim, sdim, round.converted.data() + i * sdim);
@@ -145,10 +153,16 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
   std::vector<std::size_t> pending(nq);
   for (std::size_t q = 0; q < nq; ++q) pending[q] = q;
   std::size_t k = first_k(request.radius, request.k);
+  // The kernels admit no pair ranked above the radius's screen limit: a row then ends (padded)
+  // once the points within are in it, and the scans keep no candidate beyond it.
+  const float rank_limit =
+      radius ? exact::screen_rank_limit(request.radius.limit_hi, request.radius.limit_lo, std::uint32_t(sdim),
+                                        config_.metric == Metric::InnerProduct)
+             : std::numeric_limits<float>::infinity();
   std::lock_guard lock(publish_mutex_);
   const std::uint64_t epoch = this->epoch();
   while (!pending.empty()) {
-    const Neighbors found = backend_->submit(round_request(request, pending, k, sdim)).get().neighbors;
+    const Neighbors found = backend_->submit(round_request(request, pending, k, sdim, rank_limit)).get().neighbors;
     const std::vector<std::int8_t> within =
         radius ? within_verdicts(found, request, pending, catalog_, *backend_, config_.metric, sdim, caller)
                : std::vector<std::int8_t>(found.ids.size(), 1);

@@ -307,9 +307,7 @@ void radius_neighbours(const ExactInput& in, double hi, double lo, std::size_t c
   // whose float32 rank exceeds the bound on the rank of any pair within (radius_rule.hpp) is out;
   // the others get their float64 key and the exact decision.
   const bool screened = in.metric != exact::kInnerProduct;
-  const double screen = exact::screen_rank_bound(hi + lo, exact::screen_bound(static_cast<std::uint32_t>(in.stored_dim)));
-  float fbound = static_cast<float>(screen);
-  if (!(double(fbound) >= screen)) fbound = std::nextafter(fbound, std::numeric_limits<float>::infinity());
+  const float fbound = exact::screen_rank_limit(hi, lo, static_cast<std::uint32_t>(in.stored_dim), !screened);
   // Tasks: slot chunks; each passes over its chunk in tiles that stay in cache while every query
   // meets them (one pass over the store for the whole batch).
   constexpr std::size_t kTile = 2048;

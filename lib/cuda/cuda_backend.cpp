@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,7 @@ struct BatchCall {
   bool shared_predicate = false;  // one predicate for every query, no id ranges (a host batch's)
   bool on_caller = false;         // search_device: ordered after and before work on the caller's stream
   cudaStream_t caller = nullptr;  // that stream (0: the legacy default stream)
+  bool rank_limited = false;      // the request bounds every query's ranks (QueryRequest::rank_limit)
 };
 
 /// What the shared sequence hands back: the front buffer's epoch and values, the plan's chunk.
@@ -117,8 +119,9 @@ class CudaBackend final : public Backend {
     const Mode mode = mode_of(request.aggregate.output);
     const std::uint32_t nq = static_cast<std::uint32_t>(request.num_queries);
     const std::uint32_t k = static_cast<std::uint32_t>(request.k);
-    const BatchCall call{"ReferenceSet::search", "queries", nq, k, request.filtered(), mode == Mode::Neighbors,
-                         request.shared_predicate()};
+    BatchCall call{"ReferenceSet::search", "queries", nq, k, request.filtered(), mode == Mode::Neighbors,
+                   request.shared_predicate()};
+    call.rank_limited = request.rank_limit < std::numeric_limits<float>::infinity();
     const RunInfo ran = run(
         *ctx, call, [&](const Plan& plan) { pipeline_.prepare(*ctx, plan, request); },
         [&](const Plan& plan, const BufferViews& views) { pipeline_.launch(*ctx, plan, request, mode, views); });
@@ -360,6 +363,7 @@ class CudaBackend final : public Backend {
     shape.neighbors = call.neighbors;
     shape.filtered = call.filtered;
     shape.shared_predicate = call.shared_predicate;
+    shape.rank_limited = call.rank_limited;
     shape.capacity = buffer.capacity;
     shape.slot_count = buffer.slot_count;
     // The spatial walk keeps the screen's width too: its limits and rules apply to that list.

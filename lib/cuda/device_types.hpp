@@ -10,6 +10,7 @@
 // float2 index s: a scan of such a store reads half the bytes.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +20,12 @@ inline constexpr std::uint32_t kTile = 32;
 inline constexpr std::uint64_t kNoId = ~std::uint64_t(0);
 /// A query's threshold when nothing bounds it yet: +inf as ordered bits (kernels/common.cuh).
 inline constexpr std::uint32_t kNoBound = 0xff800000u;
+/// A rank's ordered bits on the host (common.cuh's ordered_bits): the kernels compare thresholds
+/// as these unsigned words.
+inline std::uint32_t threshold_bits(float rank) {
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(rank);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
 
 /// One reference buffer on the device. A copy lives in device memory so that captured
 /// graphs read the current slot count and pointers without being re-captured.

@@ -26,6 +26,8 @@ GraphKey graph_key(const Plan& plan, std::uint32_t queries, int mode, const Aggr
     key.tiled = scan->shape.tiled;
     key.screen = scan->shape.screen;
     key.first_bound = scan->first_bound;
+  } else if (const auto* spatial = plan.as<SpatialPlan>()) {
+    key.spatial_bounded = spatial->bounded;
   } else if (const auto* dense = plan.as<DensePlan>()) {
     key.dense_stride = dense->row_stride;
   } else if (const auto* direct = plan.as<DirectPlan>()) {

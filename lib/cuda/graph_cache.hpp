@@ -31,6 +31,7 @@ struct GraphKey {
   int query_group = 0, warps_per_block = 0;                  // the scan's shape
   bool global_lists = false, tiled = false, screen = false;  // the scan's shape
   bool first_bound = false;
+  bool spatial_bounded = false;  // SpatialPlan::bounded
   std::uint32_t sample_step = 0, sample_keys = 0;
   std::uint32_t dense_stride = 0, direct_blocks = 0, resident_warps = 0;
 

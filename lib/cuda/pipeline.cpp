@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/check.hpp"
 #include "core/metric_space.hpp"
@@ -59,6 +60,9 @@ void Pipeline::prepare(QueryContext& c, const Plan& plan, const QueryRequest& r)
   const ChunkLayout l = size(c, plan, nq);
   if (config_.debug) std::memset(c.host_out.get(), 0xA5, chunk_count * l.out_bytes);
   const std::size_t padded = std::size_t(chunks_) * 4;
+  // Every query's threshold starts at the request's rank limit (a radius's), or unbounded.
+  const std::uint32_t start_bound = r.rank_limit < std::numeric_limits<float>::infinity()
+                                        ? threshold_bits(r.rank_limit) : kNoBound;
   for (std::uint32_t q = 0; q < nq; ++q) {
     unsigned char* block = c.host_in.get() + (q / qc) * l.in_bytes;
     const std::uint32_t i = q % qc;
@@ -70,7 +74,7 @@ void Pipeline::prepare(QueryContext& c, const Plan& plan, const QueryRequest& r)
           r.visible.empty() ? IdRangeDevice{0, kNoId} : IdRangeDevice{r.visible[q].begin, r.visible[q].end};
       reinterpret_cast<PredicateDevice*>(block + l.predicates)[i] = device_predicate(r.predicate_of(q));
     }
-    reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = kNoBound;
+    reinterpret_cast<std::uint32_t*>(block + l.thresholds)[i] = start_bound;
   }
 }
 

@@ -526,7 +526,7 @@ Plan choose_plan(const SearchShape& q, const DeviceLimits& d) {
   if (q.spatial) {
     Plan plan;
     plan.k = q.k;
-    plan.strategy = SpatialPlan{};
+    plan.strategy = SpatialPlan{q.rank_limited};
     plan.lists = 1;
     plan.stride = 0;  // no candidate lists: the search writes the answers
     plan.chunk_queries = std::min(q.queries, kSpatialChunkQueries);
@@ -578,7 +578,7 @@ std::string describe(const Plan& plan) {
   } else if (const auto* reduced = plan.as<ReducedPlan>()) {
     out << "reduced(group " << reduced->group << ", blocks " << reduced->blocks << ")";
   } else {
-    out << "spatial";
+    out << (plan.as<SpatialPlan>()->bounded ? "spatial(bounded)" : "spatial");
   }
   out << " k " << plan.k << " chunk " << plan.chunk_queries << " lists " << plan.lists;
   return out.str();

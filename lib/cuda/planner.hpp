@@ -28,6 +28,7 @@ struct SearchShape {
   bool neighbors = true;          ///< the answers are neighbours (else an aggregate of them); no rule reads it
   bool filtered = false;          ///< per-query id ranges or predicates (QueryRequest::filtered)
   bool shared_predicate = false;  ///< one predicate for every query, no id ranges (QueryRequest::shared_predicate)
+  bool rank_limited = false;      ///< every query's threshold starts at a rank limit (QueryRequest::rank_limit)
   std::uint32_t capacity = 0;     ///< slots of the store's buffer (a multiple of kTile)
   std::uint32_t slot_count = 0;   ///< slots in use; no rule reads it (the spatial schedule does)
   bool spatial = false;           ///< the spatial schedule wants the index for this batch (SpatialSchedule::wants)
@@ -99,7 +100,9 @@ struct ResidentPlan {
   std::uint32_t blocks = 0;  ///< per row of kResidentQueriesPerBlock queries (lists per query)
 };
 /// The spatial index's search (launch_spatial_search): it writes the answers itself.
-struct SpatialPlan {};
+struct SpatialPlan {
+  bool bounded = false;  ///< the walk starts from each query's threshold (SearchShape::rank_limited)
+};
 /// The reduced-precision screen (launch_reduced_screen) over the store's float16 copy, in place of
 /// the sample pass and the scan; the re-rank certifies against its width-th lower bound.
 struct ReducedPlan {

@@ -126,6 +126,7 @@ void Pipeline::launch_spatial(QueryContext& c, const Plan& plan, const BufferVie
   spatial.queries = c.in<float>(c.layout.queries);
   spatial.num_queries = n;
   spatial.k = plan.width;
+  if (plan.as<SpatialPlan>()->bounded) spatial.threshold = c.in<std::uint32_t>(c.layout.thresholds);
   spatial.out = select;
   launch_spatial_search(spatial, stream_);
   debug_sync("spatial_search_kernel");

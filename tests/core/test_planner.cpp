@@ -132,6 +132,12 @@ TEST_CASE("planner: the spatial plan where the schedule wants the index") {
   CHECK(plan.stride == 0);
   CHECK(plan.sample() == nullptr);
   CHECK(describe(plan) == "spatial k 16 chunk 65536 lists 1");
+  // A batch whose ranks are bounded (a radius's rank limit) takes the walk that starts from it.
+  shape.rank_limited = true;
+  const Plan bounded = plan_search(shape, limits_for(kH100, shape.stored_dim, shape.metric));
+  REQUIRE(bounded.as<SpatialPlan>() != nullptr);
+  CHECK(bounded.as<SpatialPlan>()->bounded);
+  CHECK(describe(bounded) == "spatial(bounded) k 16 chunk 65536 lists 1");
 }
 
 TEST_CASE("planner: a pure function (the same inputs give the same plan)") {

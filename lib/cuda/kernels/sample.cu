@@ -388,7 +388,8 @@ __global__ void __launch_bounds__(kResidentSampleWarps * 32) sample_ranks_reside
 /// trip). An MSB-first radix select, 8 bits per pass, that starts below the bits every key shares
 /// (close ranks share their top byte, which put every key in one bucket: an atomic on one address
 /// per key), and ranks the last few keys by counting. The threshold becomes that key (+inf, no
-/// bound, when fewer than k keys are finite).
+/// bound, when fewer than k keys are finite) where it is below the threshold the query starts
+/// with (a radius's rank limit, QueryRequest::rank_limit).
 __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p) {
   start_chained_kernel();
   __shared__ std::uint32_t staged[kKthStaged];
@@ -432,7 +433,7 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     bits = min(bits + 8, 32u);
   }
   if (left > kKthCountMax) {  // every key left equals the prefix (bits == 32)
-    if (threadIdx.x == 0) p.threshold[q] = raised_for_order(prefix, p.order_margin);
+    if (threadIdx.x == 0) p.threshold[q] = min(p.threshold[q], raised_for_order(prefix, p.order_margin));
     return;
   }
   // The k-th is the key x of the `left` matching ones with fewer than `want` below it and at
@@ -460,7 +461,9 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
     below += __shfl_xor_sync(kFullMask, below, d);
     at_or_below += __shfl_xor_sync(kFullMask, at_or_below, d);
   }
-  if (i < left && part == 0 && below < want && want <= at_or_below) p.threshold[q] = raised_for_order(mine, p.order_margin);
+  if (i < left && part == 0 && below < want && want <= at_or_below) {
+    p.threshold[q] = min(p.threshold[q], raised_for_order(mine, p.order_margin));
+  }
 }
 
 }  // namespace

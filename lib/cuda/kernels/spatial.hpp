@@ -73,6 +73,7 @@ struct SpatialSearchParams {
   const float* queries = nullptr;        // num_queries float4 (one chunk)
   std::uint32_t num_queries = 0;
   std::uint32_t k = 0;                   // at most kSpatialMaxK
+  const std::uint32_t* threshold = nullptr;  // per query: its starting bound (ordered bits), or nullptr: none
   SelectParams out;                      // the answers (metric, k, out_distance, out_id, out_slot)
 };
 void launch_spatial_search(const SpatialSearchParams& params, cudaStream_t stream);

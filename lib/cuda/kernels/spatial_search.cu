@@ -159,8 +159,10 @@ __device__ __forceinline__ int nearest_lane(unsigned open, float key, std::uint3
   return __ffs(__ballot_sync(kFullMask, bits == least && ((open >> lane) & 1u))) - 1;
 }
 
-/// kWidth: the store's vector width; R: the list's registers per lane (k <= 32 R).
-template <int kWidth, int R>
+/// kWidth: the store's vector width; R: the list's registers per lane (k <= 32 R); kBounded: the
+/// walk starts from each query's threshold (SpatialSearchParams::threshold). Unbounded walks keep
+/// a kernel without the load: with it, 10,000,000 x 2 K = 100 Q = 1,024 ran 6.7% slower (H200).
+template <int kWidth, int R, bool kBounded>
 __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(SpatialSearchParams p) {
   start_chained_kernel();
   using G = Geometry<kWidth>;
@@ -176,6 +178,9 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
   const float4 query = reinterpret_cast<const float4*>(p.queries)[q];
   const unsigned lanes_below = (1u << lane) - 1;
   WarpList<R> list;
+  // A bounded walk starts from the query's threshold (a radius's rank limit); the entries stay
+  // padding until points within it arrive.
+  if constexpr (kBounded) list.bound.rank = from_ordered_bits(__ldg(p.threshold + q));
 
   std::uint32_t top = 0;
   if (levels > 0) {
@@ -260,23 +265,31 @@ __global__ void __launch_bounds__(kSearchWarps * 32) spatial_search_kernel(Spati
 void launch_spatial_search(const SpatialSearchParams& p, cudaStream_t stream) {
   if (p.num_queries == 0) return;
   const std::uint32_t blocks = (p.num_queries + kSearchWarps - 1) / kSearchWarps;
-  auto launch = [&](auto width) {
+  auto launch = [&](auto width, auto bounded) {
     constexpr int kWidth = decltype(width)::value;
+    constexpr bool kBounded = decltype(bounded)::value;
     if (p.k <= 32) {
-      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 1>, blocks, kSearchWarps * 32, 0, stream,
-                     p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 1, kBounded>, blocks, kSearchWarps * 32, 0,
+                     stream, p);
     } else if (p.k <= 64) {
-      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 2>, blocks, kSearchWarps * 32, 0, stream,
-                     p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 2, kBounded>, blocks, kSearchWarps * 32, 0,
+                     stream, p);
     } else {
-      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 4>, blocks, kSearchWarps * 32, 0, stream,
-                     p);
+      launch_chained("spatial_search_kernel", spatial_search_kernel<kWidth, 4, kBounded>, blocks, kSearchWarps * 32, 0,
+                     stream, p);
+    }
+  };
+  auto with_bound = [&](auto width) {
+    if (p.threshold != nullptr) {
+      launch(width, std::true_type{});
+    } else {
+      launch(width, std::false_type{});
     }
   };
   if (p.width == 2) {
-    launch(std::integral_constant<int, 2>{});
+    with_bound(std::integral_constant<int, 2>{});
   } else {
-    launch(std::integral_constant<int, 4>{});
+    with_bound(std::integral_constant<int, 4>{});
   }
 }
 
