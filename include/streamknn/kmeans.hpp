@@ -59,7 +59,7 @@ struct KMeansResult {
   std::size_t clusters = 0;
   std::size_t dim = 0;
   std::vector<float> centroids;       ///< clusters x dim: each the float64 mean of its points, rounded once
-  std::vector<std::uint32_t> labels;  ///< one per point: the exact nearest centroid
+  std::vector<std::uint32_t> labels;  ///< one per point: its exact nearest centroid (docs/kmeans.md, The loop: one exception after a relocation)
   double inertia = 0;                 ///< sum of squared distances to the labelled centroids (float64)
   std::size_t iterations = 0;         ///< Lloyd iterations of the winning start
   bool converged = false;             ///< stopped by tol or an unchanged labelling, not max_iter
