@@ -85,9 +85,9 @@ class Engine {
   Ticket<QueryResult> query(std::span<const double> queries, std::size_t k, const QueryFilters& filters,
                             AggregateSpec aggregate, const char* caller) const;
 
-  /// A search with predicates and / or a radius bound (neighbour rows only) on a backend that does
-  /// not take them: its k-nearest search, k grown until each row holds what it needs, the predicate
-  /// tested and "within" decided exactly on the host (engine_radius.cpp). Same answers as the CPU
+  /// A search with a radius bound on a backend that does not test it: its k-nearest search, k grown
+  /// until each row holds what it needs, "within" decided exactly on the host, and a prediction's
+  /// votes or averages taken there over the rows (engine_radius.cpp). Same answers as the CPU
   /// backend's; public for the tests that hold the two to it.
   QueryResult filtered_by_search(const QueryRequest& request, const char* caller) const;
 

@@ -125,13 +125,6 @@ void Engine::take_filters(const QueryFilters& f, std::size_t num_queries, QueryR
     if (std::isinf(f.radius) && f.radius < 0) fail_argument(caller, ": radius is -infinity");
     if (f.radius_all && f.cap < 1) fail_argument(caller, ": max_results = 0 (give at least 1, or kNoLimit for no cap)");
   }
-  // A backend that does not test radius bounds has them tested on neighbour rows
-  // (filtered_by_search), not on an aggregated prediction.
-  const bool aggregated = request.aggregate.output != AggregateSpec::Output::Neighbors;
-  if (f.radius_on && !backend_->runs_radius() && aggregated) {
-    throw BackendUnavailable(concat(caller, ": radius bounds on predictions are not yet run by the ", backend_->name(),
-                                    " backend; create the store with StoreConfig::backend = BackendKind::Cpu"));
-  }
   try {
     request.where.assign(f.where.begin(), f.where.end());
   } catch (const std::bad_alloc&) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/aggregate.hpp"
 #include "core/check.hpp"
 #include "core/engine.hpp"
 #include "core/metric_space.hpp"
@@ -141,6 +142,57 @@ QueryResult assemble(bool all, std::size_t k, std::uint64_t epoch, const std::ve
   return result;
 }
 
+/// The votes or averages of rows of the k nearest within a radius, on the host: each row's answers
+/// (its prefix before the padding) with their targets read back from the backend, through the
+/// rules the CPU backend applies (core/aggregate.hpp) on the same reported distances, so the
+/// predictions equal the CPU backend's. Called under the publish lock: the targets are the rows'.
+QueryResult aggregated(const Neighbors& rows, const AggregateSpec& spec, const StoreConfig& config,
+                       const Catalog& catalog, const Backend& backend) {
+  const std::size_t nq = rows.num_queries, k = rows.k, count = config.target.count;
+  const bool classify = spec.output != AggregateSpec::Output::Values;
+  const bool proba = spec.output == AggregateSpec::Output::Probabilities;
+  std::vector<std::uint32_t> slots;
+  std::vector<std::size_t> first(nq + 1, 0);  // row q's answers are slots [first[q], first[q + 1])
+  for (std::size_t q = 0; q < nq; ++q) {
+    for (std::size_t j = 0; j < k && rows.ids[q * k + j] != kInvalidId; ++j) {
+      slots.push_back(*catalog.slot_of(rows.ids[q * k + j]));
+    }
+    first[q + 1] = slots.size();
+  }
+  ResolvedBatch targets;
+  backend.read_targets(slots, targets);
+  QueryResult result;
+  result.classes.epoch = result.regression.epoch = rows.epoch;
+  if (classify) {
+    result.classes.num_queries = nq;
+    result.classes.num_classes = count;
+    result.classes.labels.resize(nq);
+    if (proba) result.classes.probabilities.resize(nq * count);
+  } else {
+    result.regression.num_queries = nq;
+    result.regression.num_outputs = count;
+    result.regression.values.resize(nq * count);
+  }
+  std::vector<double> scratch(k), class_weight(classify ? count : 0);
+  std::vector<float> values;
+  for (std::size_t q = 0; q < nq; ++q) {
+    const std::size_t n = first[q + 1] - first[q];
+    const std::span<const float> dist(rows.distances.data() + q * k, n);
+    if (classify) {
+      const std::span<const std::int32_t> labels(targets.labels.data() + first[q], n);
+      result.classes.labels[q] = vote(dist, labels, spec.weights, class_weight, scratch,
+                                      proba ? result.classes.probabilities.data() + q * count : nullptr);
+      continue;
+    }
+    values.resize(n);
+    for (std::size_t o = 0; o < count; ++o) {
+      for (std::size_t j = 0; j < n; ++j) values[j] = targets.values[(first[q] + j) * count + o];
+      result.regression.values[q * count + o] = regress(dist, values, spec.regression, scratch);
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* caller) const {
@@ -204,7 +256,9 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
     pending.swap(again);
     k = std::min(4 * k, kMaxK);
   }
-  return assemble(all, request.k, epoch, ids, dist, std::move(capped));
+  QueryResult rows = assemble(all, request.k, epoch, ids, dist, std::move(capped));
+  if (request.aggregate.output == AggregateSpec::Output::Neighbors) return rows;
+  return aggregated(rows.neighbors, request.aggregate, config_, catalog_, *backend_);
 }
 
 }  // namespace streamknn::detail

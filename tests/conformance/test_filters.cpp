@@ -4,8 +4,8 @@
 // the radius (integer grids, where float64 is exact), caps, and the attribute words' path through
 // the queue, the double buffer, the publish report and checkpoints. Both backends run them: the
 // CUDA kernels test predicates beside the id ranges, and radius bounds go through its k-nearest
-// search (Engine::filtered_by_search); radius bounds on aggregated predictions run on the CPU
-// backend only, and the CUDA backend must refuse them by name (BackendUnavailable).
+// search (Engine::filtered_by_search), which also votes and averages over its rows for the
+// models' predictions within a radius.
 #include <functional>
 
 #include "support/test_support.hpp"
@@ -17,9 +17,6 @@ namespace {
 constexpr std::size_t kWords = 2;
 using Attrs = std::unordered_map<PointId, std::array<std::uint32_t, kWords>>;
 using Pass = std::function<bool(PointId)>;
-
-/// Radius bounds on aggregated predictions run on the CPU backend only for now.
-bool filters_run_here() { return backend_under_test() == BackendKind::Cpu; }
 
 StoreConfig attr_config(std::size_t dim, Metric metric) {
   StoreConfig c = config_for(dim, metric);
@@ -389,14 +386,6 @@ TEST_CASE("filters: bad input is refused by name and queues nothing") {
     CHECK(msg.find("is negative") != std::string::npos);
     CHECK(store.radius_search(v, std::numeric_limits<double>::infinity()).count(0) == store.size());
   }
-  if (!filters_run_here()) {
-    ReferenceSet labelled(config_for(2, Metric::L2, TargetSpec::classes(2)));
-    labelled.push(Update::insert(1, v, 1));
-    labelled.publish();
-    msg = message_of<BackendUnavailable>([&] { (void)KnnClassifier(labelled, 1).within(1.0).predict(v); });
-    CHECK(msg.find("radius bounds on predictions") != std::string::npos);
-    CHECK(msg.find("BackendKind::Cpu") != std::string::npos);
-  }
   StoreConfig five = config_for(2, Metric::L2);
   five.attribute_words = 5;
   msg = message_of<InvalidArgument>([&] { ReferenceSet s(five); });
@@ -404,7 +393,7 @@ TEST_CASE("filters: bad input is refused by name and queues nothing") {
 }
 
 TEST_CASE("radius: KnnClassifier / KnnRegressor within a radius vote among the k nearest within it") {
-  if (!filters_run_here()) return;
+  // On every backend (the CUDA backend votes on the host over its rows: engine_radius.cpp).
   ReferenceSet classes(config_for(1, Metric::L2, TargetSpec::classes(2)));
   ReferenceSet values(config_for(1, Metric::L2, TargetSpec::outputs(1)));
   // Points at 0..9; labels 0 below 5, 1 from 5 on; values = position.

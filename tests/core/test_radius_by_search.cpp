@@ -189,3 +189,50 @@ TEST_CASE("filtered by search: a predicate that few points pass, with and withou
     CHECK(within.distances == set.search_within(queries, 20, r, {}, flagged).distances);
   }
 }
+
+TEST_CASE("radius by search: votes and averages within a radius equal the CPU backend's") {
+  // A prediction with a radius on a backend that does not test radii: the rows of the k nearest
+  // within, then the votes or averages on the host (aggregated in engine_radius.cpp), against the
+  // CPU backend's own (KnnClassifier / KnnRegressor::within), including rows with no point within.
+  for (const bool classes : {true, false}) {
+    CAPTURE(classes);
+    auto g = rng(31 + std::uint64_t(classes));
+    StoreConfig c = config_for(3, Metric::L2, classes ? TargetSpec::classes(4) : TargetSpec::outputs(2));
+    c.backend = BackendKind::Cpu;
+    ReferenceSet set(c);
+    const auto v = points_for(Metric::L2, g, 2000, 3);
+    std::uniform_int_distribution<std::int32_t> label(0, 3);
+    for (std::size_t i = 0; i < 2000; ++i) {
+      const std::span<const float> row(v.data() + i * 3, 3);
+      set.push(classes ? Update::insert(PointId(i), row, label(g)) : Update::insert(PointId(i), row, uniform(g, 2)));
+    }
+    set.publish();
+    const Engine& engine = EngineAccess::of(set);
+    const auto queries = points_for(Metric::L2, g, 20, 3);
+    for (const double r : {0.02, 0.3, 10.0}) {
+      for (const std::size_t k : {1ul, 7ul}) {
+        CAPTURE(r);
+        CAPTURE(k);
+        QueryRequest request = radius_request(set, queries, r, false, k, kNoLimit);
+        if (classes) {
+          request.aggregate.output = streamknn::detail::AggregateSpec::Output::Probabilities;
+          request.aggregate.weights = Weights::Distance;
+          const ClassPredictions got = engine.filtered_by_search(request, "test").classes;
+          const ClassPredictions want = KnnClassifier(set, k, Weights::Distance).within(r).predict_proba(queries);
+          CHECK(got.labels == want.labels);
+          CHECK(got.probabilities == want.probabilities);
+          CHECK(got.epoch == want.epoch);
+        } else {
+          request.aggregate.output = streamknn::detail::AggregateSpec::Output::Values;
+          request.aggregate.regression = RegressionAggregate::Median;
+          const RegressionPredictions got = engine.filtered_by_search(request, "test").regression;
+          const RegressionPredictions want = KnnRegressor(set, k, RegressionAggregate::Median).within(r).predict(queries);
+          REQUIRE(got.values.size() == want.values.size());
+          for (std::size_t i = 0; i < got.values.size(); ++i) {
+            CHECK((got.values[i] == want.values[i] || (std::isnan(got.values[i]) && std::isnan(want.values[i]))));
+          }
+        }
+      }
+    }
+  }
+}
