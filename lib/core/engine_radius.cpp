@@ -6,8 +6,11 @@
 // on the host, exactly, on the stored vectors of the answers (Backend::read_vectors) by the rule
 // both backends share (core/radius_rule.hpp). The rows come out of the backend's exact search in
 // (exact distance, id) order with the reported distances, so a prefix of a row is the answer: the
-// answers equal the CPU backend's. The publish lock is held throughout: every round, the vectors
-// read are of one snapshot.
+// answers equal the CPU backend's. A row that still holds only points within at k' = kMaxK is
+// searched again by halves of its id range until each part ends within the radius, and the parts
+// are put in the exact order (all_within_by_parts). Predictions vote or average over the rows on
+// the host (aggregated). The publish lock is held throughout: every round, the vectors and
+// targets read are of one snapshot.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -142,6 +145,40 @@ QueryResult assemble(bool all, std::size_t k, std::uint64_t epoch, const std::ve
   return result;
 }
 
+/// One answer within the radius: its id, reported distance, and (for the exact order) its slot.
+struct Within {
+  PointId id;
+  float distance;
+};
+
+/// Puts a query's answers, gathered from several searches, in the (exact distance, id) order the
+/// rows of one search come in: float64 keys from the stored vectors read back, the error-free sum
+/// where they cannot tell (exact_rank.hpp).
+void exact_order(std::vector<Within>& found, const float* query, const Catalog& catalog, const Backend& backend,
+                 bool ip, std::size_t sdim, const char* caller) {
+  std::vector<std::uint32_t> slots(found.size());
+  for (std::size_t i = 0; i < found.size(); ++i) slots[i] = *catalog.slot_of(found[i].id);
+  std::vector<float> vectors;
+  if (!backend.read_vectors(slots, vectors)) {
+    throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ", backend.name(),
+                                    " backend does not read back; use BackendKind::Cpu"));
+  }
+  const auto n = std::uint32_t(sdim);
+  std::vector<exact::Key> keys(found.size());
+  std::vector<std::size_t> order(found.size());
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    keys[i] = exact::float64_key(query, Row{vectors.data() + i * sdim}, n, ip);
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return exact::exact_less(query, keys[a], found[a].id, Row{vectors.data() + a * sdim}, keys[b], found[b].id,
+                             Row{vectors.data() + b * sdim}, n, ip);
+  });
+  std::vector<Within> sorted(found.size());
+  for (std::size_t i = 0; i < order.size(); ++i) sorted[i] = found[order[i]];
+  found.swap(sorted);
+}
+
 /// The votes or averages of rows of the k nearest within a radius, on the host: each row's answers
 /// (its prefix before the padding) with their targets read back from the backend, through the
 /// rules the CPU backend applies (core/aggregate.hpp) on the same reported distances, so the
@@ -193,6 +230,53 @@ QueryResult aggregated(const Neighbors& rows, const AggregateSpec& spec, const S
   return result;
 }
 
+/// Every point within the radius of the queries `overflow` (rows that held kMaxK points, all
+/// within): each query's id range is split in halves until the search of each part ends within the
+/// radius, a level's parts searched as one batch; its parts' answers are then put in the exact
+/// order. Indexed like `overflow`.
+std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request, const std::vector<std::size_t>& overflow,
+                                                     float rank_limit, const Catalog& catalog, const Backend& backend,
+                                                     Metric metric, std::size_t sdim, const char* caller) {
+  struct Part {
+    std::size_t at;  // index into overflow
+    IdRange range;
+  };
+  std::vector<Part> open;
+  for (std::size_t i = 0; i < overflow.size(); ++i) {
+    open.push_back({i, request.visible.empty() ? IdRange{} : request.visible[overflow[i]]});
+  }
+  std::vector<std::vector<Within>> found(overflow.size());
+  while (!open.empty()) {
+    std::vector<std::size_t> rows(open.size());
+    for (std::size_t i = 0; i < open.size(); ++i) rows[i] = overflow[open[i].at];
+    QueryRequest round = round_request(request, rows, kMaxK, sdim, rank_limit);
+    round.visible.resize(open.size());
+    for (std::size_t i = 0; i < open.size(); ++i) round.visible[i] = open[i].range;
+    const Neighbors got = backend.submit(std::move(round)).get().neighbors;
+    const std::vector<std::int8_t> within = within_verdicts(got, request, rows, catalog, backend, metric, sdim, caller);
+    std::vector<Part> next;
+    for (std::size_t i = 0; i < open.size(); ++i) {
+      const std::size_t first = i * kMaxK;
+      std::size_t j = 0;
+      while (j < kMaxK && got.ids[first + j] != kInvalidId && within[first + j] > 0) ++j;
+      if (j < kMaxK) {  // the part's search ended within the radius: all of it is here
+        for (std::size_t e = 0; e < j; ++e) found[open[i].at].push_back({got.ids[first + e], got.distances[first + e]});
+        continue;
+      }
+      const IdRange r = open[i].range;  // kMaxK ids at least: both halves are non-empty
+      const PointId mid = r.begin + (r.end - r.begin) / 2;
+      next.push_back({open[i].at, {r.begin, mid}});
+      next.push_back({open[i].at, {mid, r.end}});
+    }
+    open.swap(next);
+  }
+  const bool ip = metric == Metric::InnerProduct;
+  for (std::size_t i = 0; i < overflow.size(); ++i) {
+    exact_order(found[i], request.queries.data() + overflow[i] * sdim, catalog, backend, ip, sdim, caller);
+  }
+  return found;
+}
+
 }  // namespace
 
 QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* caller) const {
@@ -203,7 +287,7 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
   std::vector<std::vector<PointId>> ids(nq);
   std::vector<std::vector<float>> dist(nq);
   std::vector<std::uint8_t> capped(nq, 0);
-  std::vector<std::size_t> pending(nq);
+  std::vector<std::size_t> pending(nq), overflow;
   for (std::size_t q = 0; q < nq; ++q) pending[q] = q;
   std::size_t k = first_k(request.radius, request.k);
   // The kernels admit no pair ranked above the radius's screen limit: a row then ends (padded)
@@ -246,15 +330,23 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
       }
       if (done) continue;
       // Only a radius search's row can end unfinished: all its k' points lie within.
-      if (k == kMaxK) {
-        throw BackendUnavailable(concat(caller, ": query ", q, " has more than the ", kMaxK, " points within the radius "
-                                        "that the ", backend_->name(), " backend returns per search until its kernels "
-                                        "test radius bounds; give max_results, or use BackendKind::Cpu"));
-      }
-      again.push_back(q);
+      (k == kMaxK ? overflow : again).push_back(q);
     }
     pending.swap(again);
     k = std::min(4 * k, kMaxK);
+  }
+  // Rows with more points within than one search returns: searched again by parts of their ids.
+  const auto parts = all_within_by_parts(request, overflow, rank_limit, catalog_, *backend_, config_.metric, sdim, caller);
+  for (std::size_t i = 0; i < overflow.size(); ++i) {
+    const std::size_t q = overflow[i];
+    const std::size_t keep = std::min(parts[i].size(), request.radius.cap);
+    capped[q] = parts[i].size() > keep;
+    ids[q].resize(keep);
+    dist[q].resize(keep);
+    for (std::size_t e = 0; e < keep; ++e) {
+      ids[q][e] = parts[i][e].id;
+      dist[q][e] = parts[i][e].distance;
+    }
   }
   QueryResult rows = assemble(all, request.k, epoch, ids, dist, std::move(capped));
   if (request.aggregate.output == AggregateSpec::Output::Neighbors) return rows;

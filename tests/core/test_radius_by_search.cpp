@@ -101,14 +101,11 @@ TEST_CASE("radius by search: the same answers as the CPU backend's radius search
   }
 }
 
-TEST_CASE("radius by search: more points within than a row returns is refused by name") {
+TEST_CASE("radius by search: every point within, more than a row returns, and the nearest cap") {
   const ReferenceSet set = random_set(Metric::L2, 2, 6000, 3);
   const Engine& engine = EngineAccess::of(set);
   const std::vector<float> q = {0, 0};
-  const std::string msg = message_of<BackendUnavailable>(
-      [&] { (void)engine.filtered_by_search(radius_request(set, q, 10.0, true, 0, kNoLimit), "test"); });
-  CHECK(msg.find("give max_results") != std::string::npos);
-  // With a cap it answers: the nearest cap, flagged.
+  same(engine.filtered_by_search(radius_request(set, q, 10.0, true, 0, kNoLimit), "test").radius, set.radius_search(q, 10.0));
   same(engine.filtered_by_search(radius_request(set, q, 10.0, true, 0, 100), "test").radius, set.radius_search(q, 10.0, 100));
 }
 
@@ -235,4 +232,37 @@ TEST_CASE("radius by search: votes and averages within a radius equal the CPU ba
       }
     }
   }
+}
+
+TEST_CASE("radius by search: more points within than one search returns, by parts of the ids") {
+  // 9,000 points in a small cluster, with ties (each position twice) and a predicate that most
+  // pass: a query at its centre has more than kMaxK points within, so the engine searches its ids
+  // by halves and orders the parts exactly. Uncapped, capped above kMaxK, with an id range.
+  auto g = rng(41);
+  StoreConfig c = config_for(2, Metric::L2);
+  c.backend = BackendKind::Cpu;
+  c.attribute_words = 1;
+  ReferenceSet set(c);
+  std::uniform_real_distribution<float> near(-0.01f, 0.01f), far(-1.0f, 1.0f);
+  for (PointId i = 0; i < 12000; ++i) {
+    const bool cluster = i < 9000;
+    const float x = cluster ? near(g) : far(g), y = cluster ? near(g) : far(g);
+    const std::uint32_t word[1] = {std::uint32_t(i % 10)};
+    const float v[2] = {x, y};
+    set.push(Update::insert(7 * i + 5, v).with_attributes(word));
+    if (cluster && i % 2 == 0) set.push(Update::insert(7 * i + 6, v).with_attributes(word));  // a tie
+  }
+  set.publish();
+  const Engine& engine = EngineAccess::of(set);
+  const std::vector<float> queries = {0.0f, 0.0f, 0.5f, 0.5f, 0.001f, -0.002f};
+  const double r = 0.02;
+  same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, kNoLimit), "test").radius,
+       set.radius_search(queries, r));
+  same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, 6000), "test").radius,
+       set.radius_search(queries, r, 6000));
+  const std::vector<IdRange> ranges = {{1000, 60000}, {}, {0, 50000}};
+  const std::vector<Predicate> where = {Predicate{}.forbid(0, 1)};  // word 0 is i % 10: the odd ones fail
+  same(engine.filtered_by_search(radius_request(set, queries, r, true, 0, kNoLimit, ranges, where), "test").radius,
+       set.radius_search(queries, r, kNoLimit, ranges, where));
+  CHECK(set.radius_search(queries, r).count(0) > kMaxK);
 }
