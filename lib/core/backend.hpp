@@ -87,6 +87,21 @@ struct QueryResult {
   Neighbors neighbors;
   ClassPredictions classes;
   RegressionPredictions regression;
+
+  /// Sized for the predictions of num_queries queries: labels (and, for Probabilities, each
+  /// query's probabilities of `count` classes), or `count` values per query for Values.
+  void size_predictions(AggregateSpec::Output output, std::size_t num_queries, std::size_t count) {
+    if (output == AggregateSpec::Output::Values) {
+      regression.num_queries = num_queries;
+      regression.num_outputs = count;
+      regression.values.resize(num_queries * count);
+      return;
+    }
+    classes.num_queries = num_queries;
+    classes.num_classes = count;
+    classes.labels.resize(num_queries);
+    if (output == AggregateSpec::Output::Probabilities) classes.probabilities.resize(num_queries * count);
+  }
 };
 
 /// A search whose queries and results live in device memory (streamknn/device.hpp). The queries

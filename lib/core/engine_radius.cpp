@@ -50,6 +50,16 @@ int settled_within(float d, double r) {
   return 0;
 }
 
+/// The stored vectors of `slots`, read back from the backend.
+std::vector<float> stored_rows(const Backend& backend, std::span<const std::uint32_t> slots, const char* caller) {
+  std::vector<float> vectors;
+  if (!backend.read_vectors(slots, vectors)) {
+    throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ", backend.name(),
+                                    " backend does not read back; use BackendKind::Cpu"));
+  }
+  return vectors;
+}
+
 /// "Within the radius" for each answer of a round (indexed as found.ids; 0 for padding): settled
 /// from its reported distance where it can be (settled_within), else decided exactly on its stored
 /// vector, read back from the backend with the others left unsettled.
@@ -67,11 +77,7 @@ std::vector<std::int8_t> within_verdicts(const Neighbors& found, const QueryRequ
     slots.push_back(*catalog.slot_of(found.ids[at]));
   }
   if (open.empty()) return verdict;
-  std::vector<float> vectors;
-  if (!backend.read_vectors(slots, vectors)) {
-    throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ", backend.name(),
-                                    " backend does not read back; use BackendKind::Cpu"));
-  }
+  const std::vector<float> vectors = stored_rows(backend, slots, caller);
   const bool ip = metric == Metric::InnerProduct;
   const std::size_t k = found.k;
   for (std::size_t i = 0; i < open.size(); ++i) {
@@ -145,7 +151,7 @@ QueryResult assemble(bool all, std::size_t k, std::uint64_t epoch, const std::ve
   return result;
 }
 
-/// One answer within the radius: its id, reported distance, and (for the exact order) its slot.
+/// One answer within the radius: its id and reported distance.
 struct Within {
   PointId id;
   float distance;
@@ -158,11 +164,7 @@ void exact_order(std::vector<Within>& found, const float* query, const Catalog& 
                  bool ip, std::size_t sdim, const char* caller) {
   std::vector<std::uint32_t> slots(found.size());
   for (std::size_t i = 0; i < found.size(); ++i) slots[i] = *catalog.slot_of(found[i].id);
-  std::vector<float> vectors;
-  if (!backend.read_vectors(slots, vectors)) {
-    throw BackendUnavailable(concat(caller, ": radius bounds need the stored vectors, which the ", backend.name(),
-                                    " backend does not read back; use BackendKind::Cpu"));
-  }
+  const std::vector<float> vectors = stored_rows(backend, slots, caller);
   const auto n = std::uint32_t(sdim);
   std::vector<exact::Key> keys(found.size());
   std::vector<std::size_t> order(found.size());
@@ -200,16 +202,7 @@ QueryResult aggregated(const Neighbors& rows, const AggregateSpec& spec, const S
   backend.read_targets(slots, targets);
   QueryResult result;
   result.classes.epoch = result.regression.epoch = rows.epoch;
-  if (classify) {
-    result.classes.num_queries = nq;
-    result.classes.num_classes = count;
-    result.classes.labels.resize(nq);
-    if (proba) result.classes.probabilities.resize(nq * count);
-  } else {
-    result.regression.num_queries = nq;
-    result.regression.num_outputs = count;
-    result.regression.values.resize(nq * count);
-  }
+  result.size_predictions(spec.output, nq, count);
   std::vector<double> scratch(k), class_weight(classify ? count : 0);
   std::vector<float> values;
   for (std::size_t q = 0; q < nq; ++q) {

@@ -386,16 +386,7 @@ class CpuBackend final : public Backend {
     const bool proba = request.aggregate.output == AggregateSpec::Output::Probabilities;
     const std::size_t classes = classify ? config_.target.count : 0;
     const std::size_t outputs = classify ? 0 : config_.target.count;
-    if (classify) {
-      result.classes.num_queries = nq;
-      result.classes.num_classes = classes;
-      result.classes.labels.resize(nq);
-      if (proba) result.classes.probabilities.resize(nq * classes);
-    } else {
-      result.regression.num_queries = nq;
-      result.regression.num_outputs = outputs;
-      result.regression.values.resize(nq * outputs);
-    }
+    result.size_predictions(request.aggregate.output, nq, config_.target.count);
     pool_.parallel_for(nq, [&](std::size_t q) {
       std::vector<float> dist;
       std::vector<std::int32_t> labels;
