@@ -5,8 +5,9 @@
 // predicates shared and per query, composed with IdRange, passing none, few or most points;
 // attribute changes across publishes (both device buffers), growth, a reloaded checkpoint, votes
 // among the points that pass; radius with and without caps, with predicates, ties at the radius on
-// integer grids, and the k nearest within a radius. The CUDA kernels test predicates beside the
-// id ranges; radius bounds go through its k-nearest search (Engine::filtered_by_search).
+// integer grids, the k nearest within a radius, more points within than one search returns, and
+// votes within a radius. The CUDA kernels test predicates beside the id ranges; radius bounds go
+// through its k-nearest search (Engine::filtered_by_search), its kernels starting from the radius.
 #include <array>
 #include <cstring>
 #include <functional>
@@ -205,6 +206,70 @@ TEST_CASE("GPU filters: ties at the radius on an integer grid") {
     if (!predicates) continue;
     const Predicate odd = Predicate{}.require(0, 1);
     same_radius(t.cpu.radius_search(q, r, 7, {}, std::span(&odd, 1)), t.gpu.radius_search(q, r, 7, {}, std::span(&odd, 1)));
+  }
+}
+
+TEST_CASE("GPU filters: more points within than one search returns, and votes within a radius") {
+  // A cluster of 12,000 points (each position twice for half of them) around the first query: its
+  // id range is searched again by halves (more than kMaxK within), uncapped, capped above kMaxK,
+  // and with a predicate; then a classifier and a regressor within radii, voted on the host over
+  // the CUDA backend's rows, against the CPU backend's own predictions.
+  for (const Metric metric : {Metric::L2, Metric::Haversine}) {
+    CAPTURE(to_string(metric));
+    Twin t(2, metric);
+    auto g = rng(520);
+    std::uniform_real_distribution<float> near(-0.01f, 0.01f), far(-1.0f, 1.0f);
+    for (PointId i = 0; i < 15000; ++i) {
+      const bool cluster = i < 12000;
+      const std::vector<float> v = {cluster ? 45.0f + near(g) : 45.0f + 10 * far(g), cluster ? 7.0f + near(g) : 7.0f + 10 * far(g)};
+      const std::array<std::uint32_t, kWords> a{std::uint32_t(i % 4), 0};
+      t.push(Update::insert(3 * i + 1, v).with_attributes(a));
+      if (cluster && i % 2 == 0) t.push(Update::insert(3 * i + 2, v).with_attributes(a));
+    }
+    t.publish();
+    const std::vector<float> q = {45.0f, 7.0f, 46.0f, 8.0f};
+    const double r = metric == Metric::Haversine ? 3000.0 : 0.03;
+    REQUIRE(t.cpu.radius_search(q, r).count(0) > kMaxK);
+    same_radius(t.cpu.radius_search(q, r), t.gpu.radius_search(q, r));
+    same_radius(t.cpu.radius_search(q, r, 5000), t.gpu.radius_search(q, r, 5000));
+    const Predicate odd = Predicate{}.require(0, 1);
+    same_radius(t.cpu.radius_search(q, r, kNoLimit, {}, std::span(&odd, 1)),
+                t.gpu.radius_search(q, r, kNoLimit, {}, std::span(&odd, 1)));
+  }
+  for (const bool classes : {true, false}) {
+    CAPTURE(classes);
+    auto g = rng(521);
+    StoreConfig c = config_for(3, Metric::L2, classes ? TargetSpec::classes(3) : TargetSpec::outputs(2));
+    c.backend = BackendKind::Cpu;
+    ReferenceSet cpu(c);
+    c.backend = BackendKind::Cuda;
+    ReferenceSet gpu(c);
+    const auto v = uniform(g, 20000 * 3);
+    for (PointId i = 0; i < 20000; ++i) {
+      const std::span<const float> row(v.data() + i * 3, 3);
+      const Update u = classes ? Update::insert(i, row, std::int32_t(g() % 3)) : Update::insert(i, row, uniform(g, 2));
+      cpu.push(u);
+      gpu.push(u);
+    }
+    cpu.publish();
+    gpu.publish();
+    const auto queries = uniform(g, 300 * 3);
+    for (const double r : {0.01, 0.1, 0.5}) {
+      CAPTURE(r);
+      if (classes) {
+        const ClassPredictions a = KnnClassifier(cpu, 9, Weights::Distance).within(r).predict_proba(queries);
+        const ClassPredictions b = KnnClassifier(gpu, 9, Weights::Distance).within(r).predict_proba(queries);
+        CHECK(a.labels == b.labels);
+        CHECK(a.probabilities == b.probabilities);
+      } else {
+        const RegressionPredictions a = KnnRegressor(cpu, 9, RegressionAggregate::Mean).within(r).predict(queries);
+        const RegressionPredictions b = KnnRegressor(gpu, 9, RegressionAggregate::Mean).within(r).predict(queries);
+        REQUIRE(a.values.size() == b.values.size());
+        for (std::size_t i = 0; i < a.values.size(); ++i) {
+          CHECK((a.values[i] == b.values[i] || (std::isnan(a.values[i]) && std::isnan(b.values[i]))));
+        }
+      }
+    }
   }
 }
 
