@@ -513,6 +513,22 @@ TEST_CASE("GPU equals CPU on small batches over one-chunk stores (1-4 queries, t
              /*as_batch=*/true, /*each_alone=*/true);
 }
 
+TEST_CASE("small batches over one-chunk stores: the scan's paths (sanitizer-sized)") {
+  // The case above at racecheck's scale: one to four queries at k above the direct search's 64
+  // (the scan; one query bounds itself from its first tiles), every metric kind, erased slots,
+  // duplicates, k above the store size, an empty store and one repeated point (every rank ties).
+  check_shapes(5240,
+             {StoreShape{2, 20'000, 100, 1, Metric::L2, 0.1, false},
+              StoreShape{2, 20'000, 100, 4, Metric::Haversine, 0.1, false},
+              StoreShape{1, 5'000, 256, 2, Metric::L2, 0.0, true},
+              StoreShape{3, 8'000, 128, 3, Metric::Cosine, 0.3, true},
+              StoreShape{3, 6'000, 80, 1, Metric::InnerProduct, 0.1, false},
+              StoreShape{2, 100, 200, 2, Metric::L2, 0.0, false},
+              StoreShape{2, 0, 100, 2, Metric::L2, 0.0, false},
+              StoreShape{2, 3'000, 200, 2, Metric::L2, 0.0, false, true}},
+             /*as_batch=*/true, /*each_alone=*/true);
+}
+
 TEST_CASE("GPU equals CPU where small batches over one-chunk stores take the direct search") {
   // One to four queries at k <= 64 over stores of at most four stored elements: one kernel in
   // place of the sample pass and the scan, whose blocks bound their segments by their group
