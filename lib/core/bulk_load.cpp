@@ -241,8 +241,10 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     if (dense) index = detail::IdIndex::dense_prefix(n);
     const bool indexed = dense || (side && side->finish(index));
     if (indexed && checked) return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));
-    index = dense ? detail::IdIndex::dense_prefix(n) : detail::IdIndex();
-    index.reserve(n);  // no effect on a dense index
+    if (!dense) {  // the loop below builds the table (a dense index needs none)
+      index = detail::IdIndex();
+      index.reserve(n);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row = vectors.subspan(i * dim, dim);
       if (!checked) {
@@ -252,10 +254,12 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
           throw InvalidArgument(detail::concat(e.what(), " (row ", i, "; no store was made)"));
         }
       }
-      // Ids of many points land in random buckets: ask for the bucket 16 ids ahead.
-      if (i + 16 < n) index.prefetch(ids[i + 16]);
-      if (!dense && !index.insert(ids[i], static_cast<std::uint32_t>(i))) {
-        detail::fail_argument(caller, ": ids[", i, "] = ", ids[i], " repeats an earlier id");
+      if (!dense) {
+        // Ids of many points land in random buckets: ask for the bucket 16 ids ahead.
+        if (i + 16 < n) index.prefetch(ids[i + 16]);
+        if (!index.insert(ids[i], static_cast<std::uint32_t>(i))) {
+          detail::fail_argument(caller, ": ids[", i, "] = ", ids[i], " repeats an earlier id");
+        }
       }
       if (!as_given) detail::to_stored_form(config.metric, row, image.vectors.data() + i * sdim);
     }

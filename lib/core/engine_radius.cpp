@@ -6,9 +6,9 @@
 // on the host, exactly, on the stored vectors of the answers (Backend::read_vectors) by the rule
 // both backends share (core/radius_rule.hpp). The rows come out of the backend's exact search in
 // (exact distance, id) order with the reported distances, so a prefix of a row is the answer: the
-// answers equal the CPU backend's. A row that still holds only points within at k' = kMaxK is
-// searched again by halves of its id range until each part ends within the radius, and the parts
-// are put in the exact order (all_within_by_parts). Predictions vote or average over the rows on
+// answers equal the CPU backend's. A row that still holds only points within at k' = kMaxK has its
+// id range split in two, at the median of the row's ids, until each part's search ends within the
+// radius, and the parts are put in the exact order (all_within_by_parts). Predictions vote or average over the rows on
 // the host (aggregated). The publish lock is held throughout: every round, the vectors and
 // targets read are of one snapshot.
 #include <algorithm>
@@ -223,20 +223,32 @@ QueryResult aggregated(const Neighbors& rows, const AggregateSpec& spec, const S
   return result;
 }
 
-/// Every point within the radius of the queries `overflow` (rows that held kMaxK points, all
-/// within): each query's id range is split in halves until the search of each part ends within the
-/// radius, a level's parts searched as one batch; its parts' answers are then put in the exact
-/// order. Indexed like `overflow`.
-std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request, const std::vector<std::size_t>& overflow,
+/// Every point within the radius of the queries `overflow`, whose searches over their whole id
+/// range held kMaxK points, all within (`full_rows`: those points' ids, per query): each query's
+/// range is split in two until the search of each part ends within the radius, a level's parts
+/// searched as one batch; its parts' answers are then put in the exact order. Indexed like
+/// `overflow`.
+std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request,
+                                                     const std::vector<std::size_t>& overflow,
+                                                     const std::vector<std::vector<PointId>>& full_rows,
                                                      float rank_limit, const Catalog& catalog, const Backend& backend,
                                                      Metric metric, std::size_t sdim, const char* caller) {
   struct Part {
     std::size_t at;  // index into overflow
     IdRange range;
   };
+  // A part whose search held kMaxK points within is split at the median of their ids: each side
+  // holds about half of them, whatever the ids' spread over the range (halving the range itself
+  // took one search per bit of it where the ids are clustered).
   std::vector<Part> open;
+  const auto split = [&open](std::size_t at, IdRange r, std::vector<PointId> ids) {
+    std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(ids.size() / 2), ids.end());
+    const PointId mid = ids[ids.size() / 2];  // above the smallest: both sides hold some of them
+    open.push_back({at, {r.begin, mid}});
+    open.push_back({at, {mid, r.end}});
+  };
   for (std::size_t i = 0; i < overflow.size(); ++i) {
-    open.push_back({i, request.visible.empty() ? IdRange{} : request.visible[overflow[i]]});
+    split(i, request.visible.empty() ? IdRange{} : request.visible[overflow[i]], full_rows[i]);
   }
   std::vector<std::vector<Within>> found(overflow.size());
   while (!open.empty()) {
@@ -247,21 +259,21 @@ std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request
     for (std::size_t i = 0; i < open.size(); ++i) round.visible[i] = open[i].range;
     const Neighbors got = backend.submit(std::move(round)).get().neighbors;
     const std::vector<std::int8_t> within = within_verdicts(got, request, rows, catalog, backend, metric, sdim, caller);
-    std::vector<Part> next;
-    for (std::size_t i = 0; i < open.size(); ++i) {
+    std::vector<Part> searched;
+    searched.swap(open);
+    for (std::size_t i = 0; i < searched.size(); ++i) {
       const std::size_t first = i * kMaxK;
       std::size_t j = 0;
       while (j < kMaxK && got.ids[first + j] != kInvalidId && within[first + j] > 0) ++j;
-      if (j < kMaxK) {  // the part's search ended within the radius: all of it is here
-        for (std::size_t e = 0; e < j; ++e) found[open[i].at].push_back({got.ids[first + e], got.distances[first + e]});
+      if (j == kMaxK) {
+        split(searched[i].at, searched[i].range, {got.ids.begin() + std::ptrdiff_t(first),
+                                                  got.ids.begin() + std::ptrdiff_t(first + kMaxK)});
         continue;
       }
-      const IdRange r = open[i].range;  // kMaxK ids at least: both halves are non-empty
-      const PointId mid = r.begin + (r.end - r.begin) / 2;
-      next.push_back({open[i].at, {r.begin, mid}});
-      next.push_back({open[i].at, {mid, r.end}});
+      for (std::size_t e = 0; e < j; ++e) {  // the part's search ended within the radius: all of it is here
+        found[searched[i].at].push_back({got.ids[first + e], got.distances[first + e]});
+      }
     }
-    open.swap(next);
   }
   const bool ip = metric == Metric::InnerProduct;
   for (std::size_t i = 0; i < overflow.size(); ++i) {
@@ -329,7 +341,10 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
     k = std::min(4 * k, kMaxK);
   }
   // Rows with more points within than one search returns: searched again by parts of their ids.
-  const auto parts = all_within_by_parts(request, overflow, rank_limit, catalog_, *backend_, config_.metric, sdim, caller);
+  std::vector<std::vector<PointId>> full_rows;
+  for (const std::size_t q : overflow) full_rows.push_back(ids[q]);
+  const auto parts =
+      all_within_by_parts(request, overflow, full_rows, rank_limit, catalog_, *backend_, config_.metric, sdim, caller);
   for (std::size_t i = 0; i < overflow.size(); ++i) {
     const std::size_t q = overflow[i];
     const std::size_t keep = std::min(parts[i].size(), request.radius.cap);

@@ -235,9 +235,10 @@ TEST_CASE("radius by search: votes and averages within a radius equal the CPU ba
 }
 
 TEST_CASE("radius by search: more points within than one search returns, by parts of the ids") {
-  // 9,000 points in a small cluster, with ties (each position twice) and a predicate that most
-  // pass: a query at its centre has more than kMaxK points within, so the engine searches its ids
-  // by halves and orders the parts exactly. Uncapped, capped above kMaxK, with an id range.
+  // 9,000 points in a small cluster, half of them twice (ties), and a predicate that half pass: a
+  // query at its centre has more than kMaxK points within, so the engine searches its ids in parts
+  // (split at the median id) and orders the parts exactly. Uncapped, capped above kMaxK, with id
+  // ranges and the predicate.
   auto g = rng(41);
   StoreConfig c = config_for(2, Metric::L2);
   c.backend = BackendKind::Cpu;

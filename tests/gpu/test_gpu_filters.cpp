@@ -211,7 +211,7 @@ TEST_CASE("GPU filters: ties at the radius on an integer grid") {
 
 TEST_CASE("GPU filters: more points within than one search returns, and votes within a radius") {
   // A cluster of 12,000 points (each position twice for half of them) around the first query: its
-  // id range is searched again by halves (more than kMaxK within), uncapped, capped above kMaxK,
+  // id range is searched again in parts (more than kMaxK within), uncapped, capped above kMaxK,
   // and with a predicate; then a classifier and a regressor within radii, voted on the host over
   // the CUDA backend's rows, against the CPU backend's own predictions.
   for (const Metric metric : {Metric::L2, Metric::Haversine}) {
