@@ -166,6 +166,12 @@ class ReferenceSet {
   static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
                                   std::vector<float>&& vectors, std::span<const std::int32_t> labels = {},
                                   std::span<const float> values = {}, std::span<const std::uint32_t> attributes = {});
+  /// The same from double vectors (numpy's default): each rounded once to float32 as it is copied
+  /// into the backend's buffer (minus StoreConfig::origin in double first, where one is set, which
+  /// keeps their precision), as pushing Update::insert(id, doubles) would store it.
+  static ReferenceSet from_points(const StoreConfig& config, std::span<const PointId> ids,
+                                  std::span<const double> vectors, std::span<const std::int32_t> labels = {},
+                                  std::span<const float> values = {}, std::span<const std::uint32_t> attributes = {});
   /// From now on each publish (and lookup_and_update) that changes the store appends what it
   /// wrote to the journal at path before returning. An existing journal is continued when it
   /// ends at this store's epoch (else CheckpointError); a missing one starts at this epoch.

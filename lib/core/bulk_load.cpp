@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,7 +38,9 @@ StoreConfig probe_config(StoreConfig config) {
   return config;
 }
 
-Update insert_of(const StoreConfig& config, PointId id, std::span<const float> vector, std::span<const std::int32_t> labels,
+/// The insert push() would check for point i (T: float, or double for the vector64 form).
+template <class T>
+Update insert_of(const StoreConfig& config, PointId id, std::span<const T> vector, std::span<const std::int32_t> labels,
                  std::span<const float> values, std::size_t i) {
   switch (config.target.kind) {
     case TargetSpec::Kind::Classes: return Update::insert(id, vector, labels[i]);
@@ -113,7 +116,8 @@ void check_shapes(const StoreConfig& config, std::size_t n, std::size_t vector_f
 /// given (else the given rows are copied, minus the origin, or left for a row-by-row write),
 /// and whether all the given vectors are within the coordinate bound where that decides their
 /// checks (false where the rows are checked one by one).
-bool stored_vectors(const StoreConfig& config, std::span<const float> vectors, std::vector<float>* owned,
+template <class T>
+bool stored_vectors(const StoreConfig& config, std::span<const T> vectors, std::vector<float>* owned,
                     std::vector<float>& out) {
   const std::size_t n = vectors.size() / std::max<std::size_t>(1, config.dim);
   const std::size_t sdim = detail::stored_dim(config.metric, config.dim), dim = config.dim;
@@ -131,7 +135,7 @@ bool stored_vectors(const StoreConfig& config, std::span<const float> vectors, s
     out = std::move(*owned);
     return all_within(out, detail::coordinate_bound(config.metric, config.dim));
   }
-  out.assign(vectors.begin(), vectors.end());  // one copy (a resize would zero it first), then the check
+  out.assign(vectors.begin(), vectors.end());  // one copy, each double rounded once (a resize would zero it first)
   return all_within(out, detail::coordinate_bound(config.metric, config.dim));
 }
 
@@ -150,18 +154,21 @@ bool into_rows(const StoreConfig& config) {
 /// StoreImage::rows = vectors, with room for the CPU backend's spare slots (slot count rounded
 /// up to 8), and whether every |x| is within the coordinate bound (all_within's test), in one
 /// pass: each float is tested as it is copied (a copy and then a test of the copy read the
-/// 12.8 MB of a 100,000 x 32 load twice).
-bool copy_rows(const StoreConfig& config, std::span<const float> vectors, detail::StoreVector& rows) {
+/// 12.8 MB of a 100,000 x 32 load twice). Doubles are rounded once to float32 in the same pass,
+/// and the float is what is tested (a double beyond float32's range becomes infinite and fails).
+template <class T>
+bool copy_rows(const StoreConfig& config, std::span<const T> vectors, detail::StoreVector& rows) {
   const std::size_t n = vectors.size() / config.dim;
   rows.reserve((n + 7) / 8 * 8 * config.dim);
   rows.resize(vectors.size());  // uninitialised (StoreAllocator): every float is written next
   const std::int32_t limit = std::bit_cast<std::int32_t>(detail::coordinate_bound(config.metric, config.dim));
-  const float* from = vectors.data();
+  const T* from = vectors.data();
   float* to = rows.data();
   std::int32_t any = 0;
   for (std::size_t i = 0; i < vectors.size(); ++i) {
-    to[i] = from[i];
-    any |= beyond(from[i], limit);
+    const float x = static_cast<float>(from[i]);
+    to[i] = x;
+    any |= beyond(x, limit);
   }
   return any == 0;
 }
@@ -206,10 +213,18 @@ class IndexBuild {
   std::jthread thread_;  // last: started once the members it writes exist, joined before they go
 };
 
-/// from_points with the vectors given (`vectors`) and, where the caller hands them over, owned
-/// (`owned`, holding the same floats; taken instead of copied).
+/// A row as floats: itself, or a double row rounded once into `rounded` (dim floats).
+std::span<const float> float_row(std::span<const float> row, std::vector<float>&) { return row; }
+std::span<const float> float_row(std::span<const double> row, std::vector<float>& rounded) {
+  std::copy(row.begin(), row.end(), rounded.begin());
+  return rounded;
+}
+
+/// from_points with the vectors given (`vectors`, float or double) and, where the caller hands
+/// them over, owned (`owned`, holding the same floats; taken instead of copied).
+template <class T>
 std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const PointId> ids,
-                                      std::span<const float> vectors, std::vector<float>* owned,
+                                      std::span<const T> vectors, std::vector<float>* owned,
                                       std::span<const std::int32_t> labels, std::span<const float> values,
                                       std::span<const std::uint32_t> attributes) {
   const char* caller = "ReferenceSet::from_points";
@@ -245,8 +260,9 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
       index = detail::IdIndex();
       index.reserve(n);
     }
+    std::vector<float> rounded(std::is_same_v<T, float> ? 0 : dim);  // a double row as push() stores it
     for (std::size_t i = 0; i < n; ++i) {
-      const std::span<const float> row = vectors.subspan(i * dim, dim);
+      const std::span<const T> row = vectors.subspan(i * dim, dim);
       if (!checked) {
         try {
           probe.check(insert_of(config, ids[i], row, labels, values, i), caller);
@@ -261,7 +277,7 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
           detail::fail_argument(caller, ": ids[", i, "] = ", ids[i], " repeats an earlier id");
         }
       }
-      if (!as_given) detail::to_stored_form(config.metric, row, image.vectors.data() + i * sdim);
+      if (!as_given) detail::to_stored_form(config.metric, float_row(row, rounded), image.vectors.data() + i * sdim);
     }
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(detail::concat(caller, ": host memory exhausted for ", n, " points of dim ", dim));
@@ -282,7 +298,13 @@ ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<cons
                                        std::span<const float> values, std::span<const std::uint32_t> attributes) {
   // Taken over only where the stored form is the vector as given (L2, inner product, no
   // origin); the span keeps pointing at the same floats, then held by the image.
-  return ReferenceSet(build(config, ids, vectors, &vectors, labels, values, attributes));
+  return ReferenceSet(build(config, ids, std::span<const float>(vectors), &vectors, labels, values, attributes));
+}
+
+ReferenceSet ReferenceSet::from_points(const StoreConfig& config, std::span<const PointId> ids,
+                                       std::span<const double> vectors, std::span<const std::int32_t> labels,
+                                       std::span<const float> values, std::span<const std::uint32_t> attributes) {
+  return ReferenceSet(build(config, ids, vectors, nullptr, labels, values, attributes));
 }
 
 }  // namespace streamknn

@@ -158,6 +158,52 @@ TEST_CASE("from_points equals a pushed store whether its rows are taken as they 
   }
 }
 
+TEST_CASE("from_points from doubles stores what pushing the same doubles stores") {
+  // Each double is rounded once as it is copied (the CPU backend's rows at 32 dims, the padded
+  // and column layouts, the cosine and origin paths row by row); with an origin the subtraction
+  // is in double, so coordinates near 5e6 keep the precision float32 input would lose.
+  struct Case {
+    std::size_t dim;
+    Metric metric;
+    double offset;
+    bool origin;
+  };
+  for (const Case k : {Case{32, Metric::L2, 0, false}, Case{12, Metric::InnerProduct, 0, false}, Case{3, Metric::L2, 0, false},
+                       Case{8, Metric::Cosine, 0, false}, Case{2, Metric::L2, 5e6, true}}) {
+    CAPTURE(k.dim);
+    CAPTURE(to_string(k.metric));
+    const std::size_t n = 1003;
+    auto g = rng(670 + k.dim);
+    std::vector<double> data(n * k.dim);
+    for (double& x : data) x = k.offset + 1000.0 * (double(g()) / double(g.max()) - 0.5) + 1e-7;
+    std::vector<PointId> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = 5 * i + 2;
+    StoreConfig c = config_for(k.dim, k.metric);
+    c.queue_capacity = n;
+    if (k.origin) c.origin.assign(k.dim, k.offset);
+    ReferenceSet loaded = ReferenceSet::from_points(c, ids, std::span<const double>(data));
+    ReferenceSet pushed(c);
+    for (std::size_t i = 0; i < n; ++i) pushed.push(Update::insert(ids[i], std::span<const double>(data).subspan(i * k.dim, k.dim)));
+    pushed.publish();
+    CHECK(loaded.save_bytes() == pushed.save_bytes());
+    const std::span<const double> q = std::span<const double>(data).subspan(7 * k.dim, 2 * k.dim);
+    CHECK(loaded.search(q, 5).ids == pushed.search(q, 5).ids);
+    CHECK(loaded.search(q, 5).distances == pushed.search(q, 5).distances);
+    if (k.origin) CHECK(loaded.search(q.first(k.dim), 1).distances[0] == 0.0f);  // the point itself, to the last bit
+  }
+  // A NaN, and a double that rounds to +inf in float32, are refused naming their row.
+  const StoreConfig c = config_for(4);
+  std::vector<double> rows(40, 1.0);
+  const std::vector<PointId> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  rows[6 * 4 + 2] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, std::span<const double>(rows)), doctest::Contains("row 6"),
+                       InvalidArgument);
+  rows[6 * 4 + 2] = 1.0;
+  rows[8 * 4 + 1] = 1e39;
+  CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, std::span<const double>(rows)), doctest::Contains("row 8"),
+                       InvalidArgument);
+}
+
 TEST_CASE("growth far past the capacity hint keeps every point") {
   auto g = rng(700);
   StoreConfig c = config_for(3);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the GPU test suites (and optionally more) on a machine with a CUDA device:
-#   tests/gpu/run_gpu_suite.sh [BIN [OUT]] [--sanitize] [--sanitize-kernels] [--reliability] [--cli]
+#   tests/gpu/run_gpu_suite.sh [BIN [OUT]] [--sanitize] [--sanitize-kernels] [--sanitize-filters] [--reliability] [--cli]
 #                              [--bench] [--soak-detach]
 # BIN: the binaries, either a CUDA build tree (default build) or a folder holding them side by side;
 # OUT: the folder the logs are written to (default gpu-logs).
@@ -21,6 +21,9 @@
 #                    racecheck runs the small-batch scan at its own scale (the full-size case's
 #                    stores of millions of points are too slow under it); memcheck and synccheck
 #                    take about 15 s each.
+#     --sanitize-filters  memcheck/racecheck/synccheck on test_gpu_filters' cases (predicates in every
+#                    kernel, radius bounds, ties at the radius, one predicate's mask); racecheck takes
+#                    about 4 minutes on the predicate and radius cases on an H200
 #     --reliability  test_reliability_cuda (linearizability for STREAMKNN_STRESS_SECONDS, default
 #                    10 s), then the four compute-sanitizer tools on it with a 2-s stress run
 #     --cli          the main job on the GPU: `streamknn run --backend cuda` on its default stream
@@ -127,6 +130,12 @@ for arg in "$@"; do
         run "sanitizer_${tool}_reduced" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_reduced_screen)" -tc="the reduced screen: each path*"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_reduced.log" | sed 's/^/    /'
+      done ;;
+    --sanitize-filters)
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+        run "sanitizer_${tool}_filters" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 1 "$(bin test_gpu_filters)" -tc="GPU filters: *"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_filters.log" | sed 's/^/    /'
       done ;;
     --bench)
       run bench_search "$(bin bench_search)" --shapes mnist,imagenet,googlenews --k 64 --q 1,8,12 --reps 20 --csv "$LOGS/search.csv"
