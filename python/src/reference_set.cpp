@@ -303,24 +303,24 @@ struct Points {
   std::vector<std::int32_t> labels;
   std::optional<FloatRows> values;
   std::optional<std::vector<float>> owned;  ///< the vectors converted here (then vectors views them)
-  py::array doubles;  ///< C-ordered float64 vectors, read in place (the library rounds them once as it stores them)
+  std::optional<py::array> doubles;  ///< C-ordered float64 vectors, read in place (rounded once as they are stored)
 };
 
-/// `object` itself where it is a C-ordered native float64 array of `cols` columns, else None.
-py::array c_ordered_doubles(py::handle object, std::size_t cols) {
-  if (!py::isinstance<py::array>(object)) return py::array();
-  const py::array a = py::reinterpret_borrow<py::array>(object);
-  if (a.ndim() != 2 || std::size_t(a.shape(1)) != cols || !a.dtype().is(py::dtype::of<double>())) return py::array();
-  if (!(a.flags() & py::array::c_style) || !a.dtype().attr("isnative").cast<bool>()) return py::array();
+/// `object` itself where it is a C-ordered native float64 array of `cols` columns, else nullopt.
+std::optional<py::array> c_ordered_doubles(py::handle object, std::size_t cols) {
+  if (!py::isinstance<py::array>(object)) return std::nullopt;
+  py::array a = py::reinterpret_borrow<py::array>(object);
+  if (a.ndim() != 2 || std::size_t(a.shape(1)) != cols || !a.dtype().is(py::dtype::of<double>())) return std::nullopt;
+  if (!(a.flags() & py::array::c_style) || !a.dtype().attr("isnative").cast<bool>()) return std::nullopt;
   return a;
 }
 
 Points as_points(const StoreConfig& config, py::handle ids, py::handle vectors, py::handle targets, const char* call) {
   Points p{as_ids(ids, 1, 1, call, "ids"), {}, {}, {}, {}, c_ordered_doubles(vectors, config.dim)};
   if (p.doubles) {
-    p.vectors.rows = std::size_t(p.doubles.shape(0));
+    p.vectors.rows = std::size_t(p.doubles->shape(0));
     p.vectors.cols = config.dim;
-  } else if (p.owned = owned_float_rows(vectors, config.dim); p.owned) {  // float64 or non-C-ordered: converted once, into the vector the store takes over
+  } else if (p.owned = owned_float_rows(vectors, config.dim); p.owned) {  // not C-ordered: converted once, into the vector the store takes over
     p.vectors.data = p.owned->data();
     p.vectors.rows = p.owned->size() / std::max<std::size_t>(1, config.dim);
     p.vectors.cols = config.dim;
@@ -500,11 +500,11 @@ any thread; searches and publishes release the GIL.
             const std::span<const std::uint32_t> attribute_words_of =
                 words ? std::span<const std::uint32_t>(words->data, words->rows * words->cols)
                       : std::span<const std::uint32_t>();
+            const auto* rows64 = p.doubles ? static_cast<const double*>(p.doubles->data()) : nullptr;
             py::gil_scoped_release nogil;
-            if (p.doubles) {  // rounded once as they are copied into the store, not converted here first
-              const auto* rows = static_cast<const double*>(p.doubles.data());
+            if (rows64 != nullptr) {  // rounded once as they are copied into the store, not converted here first
               return std::make_unique<Store>(ReferenceSet::from_points(
-                  config, {p.ids.data, p.ids.rows}, std::span<const double>(rows, p.vectors.rows * config.dim), p.labels,
+                  config, {p.ids.data, p.ids.rows}, std::span<const double>(rows64, p.vectors.rows * config.dim), p.labels,
                   values, attribute_words_of));
             }
             if (p.owned) {  // the converted vectors are taken over, not copied again

@@ -33,7 +33,8 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.1
     _FeaturesOut = object
 
 from ._radius_mixin import _check_radius, _RadiusMixin
-from ._sklearn_base import _densify, _fitted_rows, _MultiOutputTags, _StreamNeighborsBase, _validate_data
+from ._sklearn_base import (_LIBRARY_CHECKS_ROWS, _densify, _fitted_rows, _MultiOutputTags, _StreamNeighborsBase,
+                            _validate_data)
 
 __all__ = ["KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "KNeighborsTransformer",
            "kneighbors_graph"]
@@ -52,8 +53,9 @@ class _Supervised(_MultiOutputTags, _StreamNeighborsBase):
             y = check_array(y, ensure_2d=False, dtype=np.float64 if isinstance(self, RegressorMixin) else None)
             check_consistent_length(X, y)
             return X, y
+        checks = _LIBRARY_CHECKS_ROWS if reset else {}  # a fit's rows: _load_rows checks them
         X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=[np.float32, np.float64],
-                              multi_output=True, y_numeric=isinstance(self, RegressorMixin), reset=reset)
+                              multi_output=True, y_numeric=isinstance(self, RegressorMixin), reset=reset, **checks)
         return _densify(X, kind, type(self).__name__), y
 
 
@@ -134,16 +136,17 @@ class KNeighborsClassifier(ClassifierMixin, _Supervised):
         """Fits the reference set on X (n_samples, n_features) and labels y (n_samples[, n_outputs])."""
         X, y = self._validate_Xy(X, y, reset=True)
         y = self._as_outputs(y)
-        self.outputs_2d_ = y.ndim == 2
-        if self.outputs_2d_:  # scikit-learn's multi-output classification: the host votes per output
-            self.classes_, codes = [], np.empty(y.shape, dtype=np.int32)
+        if y.ndim == 2:  # scikit-learn's multi-output classification: the host votes per output
+            classes, codes = [], np.empty(y.shape, dtype=np.int32)
             for j in range(y.shape[1]):
-                classes, codes[:, j] = _unique_inverse(y[:, j])
-                self.classes_.append(classes)
-            self._y = codes
-            return self._fit_rows(X)
-        self.classes_, self._y = _unique_inverse(y)
-        return self._fit_rows(X)
+                column_classes, codes[:, j] = _unique_inverse(y[:, j])
+                classes.append(column_classes)
+        else:
+            classes, codes = _unique_inverse(y)
+        store = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
+        self.outputs_2d_ = y.ndim == 2
+        self.classes_, self._y = classes, codes
+        return self._fit_rows(X, store)
 
     def partial_fit(self, X, y, classes=None):
         """Adds rows to the reference set without refitting (the first call fits).
@@ -157,10 +160,11 @@ class KNeighborsClassifier(ClassifierMixin, _Supervised):
         if y.ndim != 1:
             raise ValueError(f"partial_fit takes one output (y of shape (n_samples,)), got shape {y.shape}")
         if first:
+            store = self._load_rows(X)
             self.classes_ = np.unique(y) if classes is None else np.unique(np.asarray(classes))
             self.outputs_2d_ = False
             self._y = self._encode(y)
-            return self._fit_rows(X)
+            return self._fit_rows(X, store)
         if self.outputs_2d_:
             raise ValueError("partial_fit cannot extend an estimator fitted on multi-output y")
         codes = self._encode(y)
@@ -215,10 +219,11 @@ class KNeighborsRegressor(RegressorMixin, _Supervised):
     def fit(self, X, y):
         """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
         X, y = self._validate_Xy(X, y, reset=True)
+        store = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
         self._y = y
         self._y_1d = np.ndim(y) == 1
         self._n_outputs = 1 if self._y_1d else y.shape[1]
-        return self._fit_rows(X)
+        return self._fit_rows(X, store)
 
     def partial_fit(self, X, y):
         """Adds rows to the reference set without refitting (the first call fits)."""
@@ -269,7 +274,8 @@ class NearestNeighbors(_RadiusMixin, _StreamNeighborsBase):
         self._check_params()
         if getattr(self, "radius", None) is not None:
             _check_radius(self.radius)
-        return self._fit_rows(self._validate_X(X, reset=True))
+        X = self._validate_X(X, reset=True)
+        return self._fit_rows(X, self._load_rows(X))
 
     def partial_fit(self, X, y=None):
         """Adds rows to the reference set without refitting (the first call fits)."""

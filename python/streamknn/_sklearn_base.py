@@ -15,6 +15,7 @@ Metrics (``metric`` with ``p`` and ``metric_params``) map to the library's as fo
   weights='distance' is refused with it).
 """
 
+import inspect
 import numbers
 import os
 import warnings
@@ -22,7 +23,7 @@ import warnings
 import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import assert_all_finite, check_array, check_is_fitted
 
 try:  # scikit-learn >= 1.6: a function (BaseEstimator._validate_data was removed in 1.6)
     from sklearn.utils.validation import validate_data as _sklearn_validate_data
@@ -43,6 +44,12 @@ _METRICS = {"euclidean": "l2", "l2": "l2", "minkowski": "l2", "cosine": "cosine"
 _ALGORITHMS = ("auto", "ball_tree", "kd_tree", "brute")
 _STORE_METRIC = {"l2": "l2", "cosine": "ip", "haversine": "haversine", "ip": "ip"}
 _FLOATS = [np.float32, np.float64]
+# fit leaves scikit-learn's finiteness pass out: the library tests every float of the rows as it
+# copies them into the reference set (NaN, +-inf and magnitudes beyond its bound), and refuses
+# them with InvalidArgument, a ValueError naming the row and the value, before the estimator
+# changes. The pass read the rows a second time (half of a fit at 100,000 x 32).
+_LIBRARY_CHECKS_ROWS = ({"ensure_all_finite": False} if "ensure_all_finite" in inspect.signature(check_array).parameters
+                        else {"force_all_finite": False})
 _PARTIAL_FIT_QUEUE = 8192  # rows partial_fit queues before it publishes (a larger batch publishes in parts)
 
 
@@ -78,6 +85,14 @@ def _densify(X, kind, what):
             "available memory); streamknn searches dense vectors: reduce the features first "
             "(e.g. TruncatedSVD) or pass fewer rows")
     return X.astype(np.float32).toarray()
+
+
+def _as_input_error(message):
+    """The library's refusal of a fit's row, led by scikit-learn's words for what it found
+    ("Input X contains NaN." and the like, which callers and scikit-learn's checks match)."""
+    found = ("NaN" if "NaN" in message else "infinity" if "Inf" in message
+             else "a value too large" if "exceeds the bound" in message else None)
+    return f"Input X contains {found}: {message}" if found else message
 
 
 def _fitted_rows(X):
@@ -211,20 +226,40 @@ class _StreamNeighborsCore(BaseEstimator):
         return min(int(n_jobs), _streamknn.max_cpu_threads)
 
     # ---- data -------------------------------------------------------------------------------------
-    def _rows(self, X):
-        """X in the library's units: degrees for haversine, unit rows for cosine, else X itself
-        (the binding converts to float32 once, in place when X already is float32)."""
-        if self._kind == "haversine":
+    def _rows(self, X, kind=None):
+        """X in the library's units (of the metric kind `kind`, else the fitted one): degrees for
+        haversine, unit rows for cosine, else X itself (the binding reads float32 and C-ordered
+        float64 rows in place, rounding each value once as it stores it)."""
+        kind = kind or self._kind
+        if kind == "haversine":
             return np.ascontiguousarray(np.asarray(X, dtype=np.float64) * _HAVERSINE_IN, dtype=np.float32)
-        if self._kind == "cosine":
+        if kind == "cosine":
             X = np.asarray(X, dtype=np.float64)
             norms = np.sqrt(np.einsum("ij,ij->i", X, X))
             norms[norms == 0] = 1.0  # a zero vector stays zero: distance 1 to everything
             return np.ascontiguousarray(X / norms[:, None], dtype=np.float32)
         return X
 
-    def _fit_rows(self, X):
-        """Fits the reference set on validated rows X (ids 0..n-1), one batch, one publish. The
+    def _load_rows(self, X):
+        """The reference set of validated rows X (ids 0..n-1), one batch, one publish; None for
+        haversine rows of another width (as scikit-learn's brute force: the queries then fail).
+        The library checks every row here (InvalidArgument names the first bad one); nothing of
+        the estimator changes, so a refused refit leaves the fitted estimator as it was."""
+        kind = self._check_params()
+        if X.shape[0] == 0:
+            raise ValueError("n_samples must be greater than 0")
+        if kind == "haversine" and X.shape[1] != 2:
+            assert_all_finite(X, input_name="X")  # the rows reach no library check
+            return None
+        try:
+            return _streamknn.ReferenceSet.from_points(
+                np.arange(X.shape[0], dtype=np.uint64), self._rows(X, kind), metric=_STORE_METRIC[kind],
+                backend=self.backend, queue_capacity=_PARTIAL_FIT_QUEUE, cpu_threads=self._cpu_threads())
+        except _streamknn.InvalidArgument as refused:
+            raise ValueError(_as_input_error(str(refused))) from refused
+
+    def _fit_rows(self, X, store):
+        """The estimator fitted on validated rows X and their reference set (_load_rows). The
         points carry no targets: predictions aggregate the neighbours' targets on the host, with
         scikit-learn's arithmetic in float64."""
         self._kind = self._check_params()
@@ -234,15 +269,7 @@ class _StreamNeighborsCore(BaseEstimator):
         self._fit_method = "brute"
         self.effective_metric_ = "euclidean" if self._kind == "l2" else self.metric
         self.effective_metric_params_ = {}
-        self._store = None
-        if X.shape[0] == 0:
-            raise ValueError("n_samples must be greater than 0")
-        if self._kind == "haversine" and X.shape[1] != 2:
-            return self  # as scikit-learn's brute force: the queries fail (_search)
-        # One step, no update queue (ReferenceSet.from_points); partial_fit pushes through a small one.
-        self._store = _streamknn.ReferenceSet.from_points(
-            np.arange(X.shape[0], dtype=np.uint64), self._rows(X), metric=_STORE_METRIC[self._kind],
-            backend=self.backend, queue_capacity=_PARTIAL_FIT_QUEUE, cpu_threads=self._cpu_threads())
+        self._store = store  # one step, no update queue; partial_fit pushes through a small one
         return self
 
     def _append_rows(self, X):
@@ -265,7 +292,8 @@ class _StreamNeighborsCore(BaseEstimator):
             rows = np.ascontiguousarray(rows) if rows.dtype in _FLOATS else np.ascontiguousarray(rows, np.float32)
             self.n_features_in_ = rows.shape[1]
             return rows
-        X = _validate_data(self, X, reset=reset, accept_sparse="csr", dtype=_FLOATS)
+        checks = _LIBRARY_CHECKS_ROWS if reset else {}  # a fit's rows: _load_rows checks them
+        X = _validate_data(self, X, reset=reset, accept_sparse="csr", dtype=_FLOATS, **checks)
         return _densify(X, self._metric_kind(), type(self).__name__)
 
     # ---- queries ----------------------------------------------------------------------------------

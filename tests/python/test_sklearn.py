@@ -166,6 +166,47 @@ def test_label_encoding_is_numpys_unique(labels):
     np.testing.assert_array_equal(codes, want_codes)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 1e30])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_refused_refit_names_the_row_and_keeps_the_fit(backend, rng, bad, dtype):
+    # The library checks the rows as it stores them (scikit-learn's finiteness pass is left out
+    # of fit): a NaN, an infinity or a magnitude beyond the library's bound is a ValueError naming
+    # the row and the value, raised before the estimator changes.
+    X = rng.normal(size=(200, 4)).astype(dtype)
+    y = np.where(X[:, 0] > 0, 1, 0)
+    Q = rng.normal(size=(20, 4)).astype(np.float32)
+    bad_X = X.copy()
+    bad_X[137, 2] = bad
+    what = "contains NaN" if np.isnan(bad) else "contains infinity" if np.isinf(bad) else "contains a value too large"
+    for est in (streamknn.NearestNeighbors(n_neighbors=3, backend=backend),
+                streamknn.KNeighborsClassifier(n_neighbors=3, backend=backend),
+                streamknn.KNeighborsRegressor(n_neighbors=3, backend=backend),
+                streamknn.RadiusNeighborsClassifier(radius=2.0, backend=backend)):
+        def fit(rows):
+            return est.fit(rows) if isinstance(est, streamknn.NearestNeighbors) else est.fit(rows, y[:len(rows)])
+        fit(X[:150])
+        before = est.kneighbors(Q, n_neighbors=3)
+        with pytest.raises(ValueError, match=f"Input X {what}") as refused:
+            fit(bad_X)
+        assert "row 137" in str(refused.value)
+        assert est.n_samples_fit_ == 150
+        after = est.kneighbors(Q, n_neighbors=3)
+        np.testing.assert_array_equal(after[1], before[1])
+        np.testing.assert_array_equal(after[0], before[0])
+
+
+def test_a_latitude_out_of_range_keeps_the_fit(backend, rng):
+    X = np.column_stack([rng.uniform(-1.0, 1.0, 100), rng.uniform(-3.0, 3.0, 100)])  # radians
+    nn = streamknn.NearestNeighbors(n_neighbors=2, metric="haversine", backend=backend).fit(X)
+    before = nn.kneighbors(X[:5])
+    bad = X.copy()
+    bad[40, 0] = 2.0  # 114.6 degrees
+    with pytest.raises(ValueError, match="latitude"):
+        nn.fit(bad)
+    after = nn.kneighbors(X[:5])
+    np.testing.assert_array_equal(after[1], before[1])
+
+
 def test_partial_fit_equals_fit_on_everything(backend, rng):
     X = rng.normal(size=(300, 4)).astype(np.float32)
     y = np.where(X[:, 0] + X[:, 1] > 0, "pos", "neg")
