@@ -10,8 +10,8 @@
 #include <new>
 #include <optional>
 #include <thread>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
