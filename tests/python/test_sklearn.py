@@ -195,7 +195,7 @@ def test_a_refused_refit_names_the_row_and_keeps_the_fit(backend, rng, bad, dtyp
         np.testing.assert_array_equal(after[0], before[0])
 
 
-def test_a_latitude_out_of_range_keeps_the_fit(backend, rng):
+def test_a_refused_haversine_or_cosine_refit_keeps_the_fit(backend, rng):
     X = np.column_stack([rng.uniform(-1.0, 1.0, 100), rng.uniform(-3.0, 3.0, 100)])  # radians
     nn = streamknn.NearestNeighbors(n_neighbors=2, metric="haversine", backend=backend).fit(X)
     before = nn.kneighbors(X[:5])
@@ -205,6 +205,13 @@ def test_a_latitude_out_of_range_keeps_the_fit(backend, rng):
         nn.fit(bad)
     after = nn.kneighbors(X[:5])
     np.testing.assert_array_equal(after[1], before[1])
+    # cosine rows are normalised before the library sees them: checked as scikit-learn checks
+    cos = streamknn.NearestNeighbors(n_neighbors=2, metric="cosine", backend=backend).fit(X)
+    before = cos.kneighbors(X[:5])
+    bad[40, 0] = np.inf
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        cos.fit(bad)
+    np.testing.assert_array_equal(cos.kneighbors(X[:5])[1], before[1])
 
 
 def test_partial_fit_equals_fit_on_everything(backend, rng):
