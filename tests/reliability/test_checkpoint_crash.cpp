@@ -39,11 +39,17 @@ TEST_CASE("checkpoint: a process killed at random points of save() always leaves
   std::vector<int> seen(kEpochs + 1, 0);
   const auto start = std::chrono::steady_clock::now();
   for (int kill = 0; kill < kills; ++kill) {
+    // The child says when its first save is done: the random wait starts there, not at the
+    // fork, whose cost (large under a sanitizer, on a loaded machine) could outlast the wait, so
+    // that every kill would land before the child saved anything.
+    int saved[2];
+    REQUIRE(::pipe(saved) == 0);
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
       // The child: the same seeded sequence, a save after every publish, forever (from a random
       // epoch onwards, so that saves of every epoch are cut).
+      ::close(saved[0]);
       try {
         ReferenceSet set(config);
         std::mt19937_64 g(seed);
@@ -58,12 +64,22 @@ TEST_CASE("checkpoint: a process killed at random points of save() always leaves
           random_batch(set, g, present, 40);
           set.publish();
           set.save(path);
+          if (saved[1] >= 0) {
+            const char one = 1;
+            if (::write(saved[1], &one, 1) != 1) ::_exit(4);
+            ::close(saved[1]);
+            saved[1] = -1;
+          }
         }
       } catch (...) {
         ::_exit(3);
       }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(timing() % 30000));
+    ::close(saved[1]);
+    char one = 0;
+    const bool first_save = ::read(saved[0], &one, 1) == 1;  // 0: the child ended before it
+    ::close(saved[0]);
+    if (first_save) std::this_thread::sleep_for(std::chrono::microseconds(timing() % 30000));
     REQUIRE(::kill(child, SIGKILL) == 0);
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
