@@ -224,13 +224,13 @@ QueryResult aggregated(const Neighbors& rows, const AggregateSpec& spec, const S
 }
 
 /// Every point within the radius of the queries `overflow`, whose searches over their whole id
-/// range held kMaxK points, all within (`full_rows`: those points' ids, per query): each query's
-/// range is split in two until the search of each part ends within the radius, a level's parts
-/// searched as one batch; its parts' answers are then put in the exact order. Indexed like
-/// `overflow`.
+/// range held kMaxK points, all within (`rows_ids[q]`: those points' ids, for each q of
+/// overflow): each query's range is split in two until the search of each part ends within the
+/// radius, a level's parts searched as one batch; its parts' answers are then put in the exact
+/// order. Indexed like `overflow`.
 std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request,
                                                      const std::vector<std::size_t>& overflow,
-                                                     const std::vector<std::vector<PointId>>& full_rows,
+                                                     const std::vector<std::vector<PointId>>& rows_ids,
                                                      float rank_limit, const Catalog& catalog, const Backend& backend,
                                                      Metric metric, std::size_t sdim, const char* caller) {
   struct Part {
@@ -248,7 +248,7 @@ std::vector<std::vector<Within>> all_within_by_parts(const QueryRequest& request
     open.push_back({at, {mid, r.end}});
   };
   for (std::size_t i = 0; i < overflow.size(); ++i) {
-    split(i, request.visible.empty() ? IdRange{} : request.visible[overflow[i]], full_rows[i]);
+    split(i, request.visible.empty() ? IdRange{} : request.visible[overflow[i]], rows_ids[overflow[i]]);
   }
   std::vector<std::vector<Within>> found(overflow.size());
   while (!open.empty()) {
@@ -341,10 +341,8 @@ QueryResult Engine::filtered_by_search(const QueryRequest& request, const char* 
     k = std::min(4 * k, kMaxK);
   }
   // Rows with more points within than one search returns: searched again by parts of their ids.
-  std::vector<std::vector<PointId>> full_rows;
-  for (const std::size_t q : overflow) full_rows.push_back(ids[q]);
   const auto parts =
-      all_within_by_parts(request, overflow, full_rows, rank_limit, catalog_, *backend_, config_.metric, sdim, caller);
+      all_within_by_parts(request, overflow, ids, rank_limit, catalog_, *backend_, config_.metric, sdim, caller);
   for (std::size_t i = 0; i < overflow.size(); ++i) {
     const std::size_t q = overflow[i];
     const std::size_t keep = std::min(parts[i].size(), request.radius.cap);
