@@ -2,7 +2,7 @@
 // backend named (G ranks may share one GPU: that measures the routing and merge overhead, not a
 // speed-up). Public API only.
 //   mpirun -np G bench_distributed [--n 1000000] [--dim 2] [--metric l2|haversine] [--q 1,4,16,64]
-//        [--k 16] [--reps 200] [--moves 10000,100000] [--backend cuda|cpu] [--single 1]
+//        [--k 16] [--reps 200] [--moves 10000,100000] [--move-q 16] [--backend cuda|cpu] [--single 1]
 //        [--csv distributed.csv]
 // n points (uniform [0,1)^dim, or (lat, lon) for haversine) are spread over the shards by id.
 // For each Q, rows of the table:
@@ -13,16 +13,18 @@
 //   single (--single 1, rank 0) one ReferenceSet of all n points on the same backend: the answer
 //         the sharded store must equal, and the time it would take on one device.
 // Then for each B in --moves: every rank pushes B/G moves of random ids (owned anywhere) and all
-// publish; moves/s = B / (slowest rank's push + publish), p50 / p99 of that time.
+// publish; moves/s = B / (slowest rank's push + publish), p50 / p99 of that time. Rows `moves_q`
+// (--move-q Q, 0 for none): the same with every rank asking Q queries after each publish, timed
+// with it (moves while queries run; the collective calls take turns on each rank).
 // Prints a table on rank 0 and writes CSV there.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -42,11 +44,26 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, std::size_t(p * double(v.size())))];
 }
 
-std::vector<float> points(std::mt19937_64& g, std::size_t n, std::size_t dim, Metric metric) {
-  std::uniform_real_distribution<float> u(0, 1), lat(-60, 60), lon(-180, 180);
+/// splitmix64: cheap enough to draw stores of billions of coordinates on every rank.
+struct Draw {
+  std::uint64_t state;
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float unit() noexcept { return float(next() >> 40) * 0x1p-24f; }  // [0, 1)
+  std::size_t below(std::size_t n) noexcept { return std::size_t(next() % n); }
+};
+
+std::vector<float> points(Draw& g, std::size_t n, std::size_t dim, Metric metric) {
   std::vector<float> v(n * dim);
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t d = 0; d < dim; ++d) v[i * dim + d] = metric == Metric::Haversine ? (d ? lon(g) : lat(g)) : u(g);
+    for (std::size_t d = 0; d < dim; ++d) {
+      const float u = g.unit();
+      v[i * dim + d] = metric == Metric::Haversine ? (d ? -180 + 360 * u : -60 + 120 * u) : u;
+    }
   }
   return v;
 }
@@ -67,8 +84,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::map<std::string, std::string> args{{"--n", "1000000"}, {"--dim", "2"},       {"--metric", "l2"},
                                           {"--q", "1,4,16,64"}, {"--k", "16"},      {"--reps", "200"},
-                                          {"--moves", "10000,100000"}, {"--backend", "cuda"}, {"--single", "1"},
-                                          {"--csv", "distributed.csv"}};
+                                          {"--moves", "10000,100000"}, {"--move-q", "16"}, {"--backend", "cuda"},
+                                          {"--single", "1"}, {"--csv", "distributed.csv"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       if (rank == 0) std::fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -100,7 +117,7 @@ int main(int argc, char** argv) {
   }
 
   // Load: rank r pushes ids r, r + G, ... (their owners are spread over all ranks), in parts.
-  std::mt19937_64 g(42 + std::uint64_t(rank));
+  Draw g{42 + std::uint64_t(rank)};
   const auto load_start = Clock::now();
   const std::size_t part = config.queue_capacity / 2;
   const std::size_t mine = (n + std::size_t(ranks) - 1 - std::size_t(rank)) / std::size_t(ranks);
@@ -125,7 +142,7 @@ int main(int argc, char** argv) {
     whole.queue_capacity = 1 << 20;
     single.emplace(whole);
     for (int r = 0; r < ranks; ++r) {
-      std::mt19937_64 gr(42 + std::uint64_t(r));
+      Draw gr{42 + std::uint64_t(r)};
       const std::size_t count = (n + std::size_t(ranks) - 1 - std::size_t(r)) / std::size_t(ranks);
       for (std::size_t from = 0; from < count; from += part) {
         const std::size_t to = std::min(count, from + part);
@@ -140,7 +157,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Row> rows;
-  std::mt19937_64 gq(7 + std::uint64_t(rank));
+  Draw gq{7 + std::uint64_t(rank)};
   bool equal = true;
   for (const std::size_t q : qs) {
     const std::vector<float> queries = points(gq, q, dim, metric);
@@ -176,26 +193,34 @@ int main(int argc, char** argv) {
     }
   }
 
-  for (const std::size_t b : moves) {
-    const std::size_t per_rank = b / std::size_t(ranks);
-    std::uniform_int_distribution<std::size_t> pick(0, n - 1);
-    std::vector<double> us;
-    const std::size_t move_reps = std::max<std::size_t>(3, std::min<std::size_t>(reps / 10, 20));
-    for (std::size_t r = 0; r < move_reps + 1; ++r) {
-      const std::vector<float> to = points(g, per_rank, dim, metric);
-      std::vector<PointId> ids(per_rank);
-      for (auto& id : ids) id = PointId(pick(g));
-      MPI_Barrier(MPI_COMM_WORLD);
-      const auto t0 = Clock::now();
-      for (std::size_t i = 0; i < per_rank; ++i) store->move(ids[i], {to.data() + i * dim, dim});
-      store->publish();
-      double mine_us = micros(t0, Clock::now()), slowest = 0;
-      MPI_Allreduce(&mine_us, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      if (r >= 1) us.push_back(slowest);
+  // Moves alone, then (--move-q Q > 0) moves with queries running: after each publish every rank
+  // asks Q queries, and moves/s counts the whole round.
+  const std::size_t move_q = std::stoul(args["--move-q"]);
+  const std::vector<float> move_queries = points(gq, move_q, dim, metric);
+  for (const bool with_queries : {false, true}) {
+    if (with_queries && move_q == 0) break;
+    for (const std::size_t b : moves) {
+      const std::size_t per_rank = b / std::size_t(ranks);
+      std::vector<double> us;
+      const std::size_t move_reps = std::max<std::size_t>(3, std::min<std::size_t>(reps / 10, 20));
+      for (std::size_t r = 0; r < move_reps + 1; ++r) {
+        const std::vector<float> to = points(g, per_rank, dim, metric);
+        std::vector<PointId> ids(per_rank);
+        for (auto& id : ids) id = PointId(g.below(n));
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto t0 = Clock::now();
+        for (std::size_t i = 0; i < per_rank; ++i) store->move(ids[i], {to.data() + i * dim, dim});
+        store->publish();
+        if (with_queries) (void)store->search(move_queries, k);
+        double mine_us = micros(t0, Clock::now()), slowest = 0;
+        MPI_Allreduce(&mine_us, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (r >= 1) us.push_back(slowest);
+      }
+      const double mean = [&] { double s = 0; for (double x : us) s += x; return s / double(us.size()); }();
+      rows.push_back({with_queries ? "moves_q" : "moves", with_queries ? move_q : 0, per_rank * std::size_t(ranks),
+                      move_reps, bench::median(us), percentile(us, 0.99),
+                      double(per_rank * std::size_t(ranks)) / (mean / 1e6)});
     }
-    const double mean = [&] { double s = 0; for (double x : us) s += x; return s / double(us.size()); }();
-    rows.push_back({"moves", 0, per_rank * std::size_t(ranks), move_reps, bench::median(us), percentile(us, 0.99),
-                    double(per_rank * std::size_t(ranks)) / (mean / 1e6)});
   }
 
   int ok = equal ? 1 : 0, all_ok = 0;

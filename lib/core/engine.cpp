@@ -383,7 +383,6 @@ bool Engine::points_of(std::span<const PointId> ids, std::vector<std::int32_t>& 
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
   labels.assign(classes ? ids.size() : 0, kNoLabel);
   values.assign(ids.size() * outputs, std::numeric_limits<float>::quiet_NaN());
-  if (vectors) vectors->assign(ids.size() * stored_dim_, 0.0f);
   std::vector<std::uint32_t> slots;
   std::vector<std::size_t> found;
   slots.reserve(ids.size());
@@ -405,6 +404,8 @@ bool Engine::points_of(std::span<const PointId> ids, std::vector<std::int32_t>& 
     }
   }
   if (!vectors) return true;
+  if (found.size() == ids.size()) return backend_->read_vectors(slots, *vectors);  // no gaps: read in place
+  vectors->assign(ids.size() * stored_dim_, 0.0f);
   std::vector<float> rows;
   if (!backend_->read_vectors(slots, rows)) return false;
   for (std::size_t j = 0; j < found.size(); ++j) {

@@ -248,7 +248,7 @@ class CudaBackend final : public Backend {
 
   bool read_vectors(std::span<const std::uint32_t> slots, std::vector<float>& out) const override {
     DeviceScope scope(device_);
-    out.assign(slots.size() * stored_dim_, 0.0f);
+    out.resize(slots.size() * stored_dim_);  // every row is copied over below
     if (slots.empty()) return true;
     // The sharded store's merge reads rows on every query batch: its device arrays are kept and
     // grown, not allocated per call (cudaFree waits for the whole device).

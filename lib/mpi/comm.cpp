@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <utility>
 #include <cstring>
+#include <utility>
 
 #include "core/check.hpp"
 #include "streamknn/checkpoint.hpp"
@@ -82,26 +82,67 @@ std::vector<std::byte> allgatherv(MPI_Comm comm, std::span<const std::byte> mine
   return all;
 }
 
-std::vector<std::byte> alltoallv(MPI_Comm comm, const std::vector<std::vector<std::byte>>& send,
-                                 std::vector<std::size_t>& offsets, const char* what) {
-  const std::size_t n = send.size();
-  std::vector<std::uint64_t> send_sizes(n), recv_sizes(n);
-  for (std::size_t r = 0; r < n; ++r) send_sizes[r] = send[r].size();
+void ByteBuffer::resize(std::size_t n) {
+  const bool oversized = capacity_ > (std::size_t(16) << 20) && n < capacity_ / 4;
+  if (n > capacity_ || oversized) {
+    const std::size_t capacity = oversized ? n : std::max(n, capacity_ + capacity_ / 2);
+    auto moved = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    if (const std::size_t kept = std::min(n, size_)) std::memcpy(moved.get(), data_.get(), kept);
+    data_ = std::move(moved);
+    capacity_ = capacity;
+  }
+  size_ = n;
+}
+
+namespace {
+
+/// The all-to-all of one call: int counts and displacements both ways, offsets of what arrives.
+struct Exchange {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+Exchange exchange_sizes(MPI_Comm comm, const std::vector<std::uint64_t>& send_sizes, std::vector<std::size_t>& offsets,
+                        const char* what) {
+  const std::size_t n = send_sizes.size();
+  std::vector<std::uint64_t> recv_sizes(n);
   check_mpi(MPI_Alltoall(send_sizes.data(), 1, MPI_UINT64_T, recv_sizes.data(), 1, MPI_UINT64_T, comm),
             "MPI_Alltoall");
   std::vector<std::uint64_t> both(send_sizes);
   both.insert(both.end(), recv_sizes.begin(), recv_sizes.end());
   (void)int_counts(comm, both, what);  // the total in either direction fits an int
-  const std::vector<int> send_counts(send_sizes.begin(), send_sizes.end()), recv_counts(recv_sizes.begin(), recv_sizes.end());
-  const std::vector<int> send_displs = displacements(send_counts), recv_displs = displacements(recv_counts);
-  std::vector<std::byte> flat_send;
-  flat_send.reserve(std::size_t(send_displs.back()) + send_sizes.back());
-  for (const auto& part : send) flat_send.insert(flat_send.end(), part.begin(), part.end());
+  Exchange x;
+  x.send_counts.assign(send_sizes.begin(), send_sizes.end());
+  x.recv_counts.assign(recv_sizes.begin(), recv_sizes.end());
+  x.send_displs = displacements(x.send_counts);
+  x.recv_displs = displacements(x.recv_counts);
   offsets.assign(n + 1, 0);
   for (std::size_t r = 0; r < n; ++r) offsets[r + 1] = offsets[r] + recv_sizes[r];
+  return x;
+}
+
+}  // namespace
+
+void alltoallv_into(MPI_Comm comm, std::span<const std::byte> send, std::span<const std::size_t> send_offsets,
+                    ByteBuffer& received, std::vector<std::size_t>& offsets, const char* what) {
+  std::vector<std::uint64_t> send_sizes(send_offsets.size() - 1);
+  for (std::size_t r = 0; r < send_sizes.size(); ++r) send_sizes[r] = send_offsets[r + 1] - send_offsets[r];
+  const Exchange x = exchange_sizes(comm, send_sizes, offsets, what);
+  received.resize(offsets.back());
+  check_mpi(MPI_Alltoallv(send.data(), x.send_counts.data(), x.send_displs.data(), MPI_BYTE, received.data(),
+                          x.recv_counts.data(), x.recv_displs.data(), MPI_BYTE, comm),
+            "MPI_Alltoallv");
+}
+
+std::vector<std::byte> alltoallv(MPI_Comm comm, const std::vector<std::vector<std::byte>>& send,
+                                 std::vector<std::size_t>& offsets, const char* what) {
+  std::vector<std::uint64_t> send_sizes(send.size());
+  for (std::size_t r = 0; r < send.size(); ++r) send_sizes[r] = send[r].size();
+  const Exchange x = exchange_sizes(comm, send_sizes, offsets, what);
+  std::vector<std::byte> flat_send;
+  flat_send.reserve(std::size_t(x.send_displs.back()) + send_sizes.back());
+  for (const auto& part : send) flat_send.insert(flat_send.end(), part.begin(), part.end());
   std::vector<std::byte> received(offsets.back());
-  check_mpi(MPI_Alltoallv(flat_send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, received.data(),
-                          recv_counts.data(), recv_displs.data(), MPI_BYTE, comm),
+  check_mpi(MPI_Alltoallv(flat_send.data(), x.send_counts.data(), x.send_displs.data(), MPI_BYTE, received.data(),
+                          x.recv_counts.data(), x.recv_displs.data(), MPI_BYTE, comm),
             "MPI_Alltoallv");
   return received;
 }

@@ -138,6 +138,10 @@ class DistributedEngine {
   std::atomic<std::size_t> carried_count_{0};
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};
+  struct QueryBuffers {  // run_query's, kept between batches (mpi::ByteBuffer says why)
+    mpi::ByteBuffer send, received;
+    std::vector<float> vectors;  // the shard's neighbours' stored vectors
+  } buffers_;
 
   std::mutex calls_mutex_;
   std::condition_variable calls_ready_;

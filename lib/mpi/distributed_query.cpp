@@ -53,8 +53,9 @@ struct Entry {
   std::int32_t label = kNoLabel;
   PointId id = kInvalidId;
   const std::byte* values = nullptr;
-  std::size_t coords = 0;  // offset of its vector in the query's scratch
-  exact::Key key;
+  const std::byte* vector = nullptr;  // its stored vector, in the received chunk (exact merge)
+  mutable exact::Key key;             // computed when first needed
+  mutable bool keyed = false;
 };
 
 /// A shard's answers to a batch of rows: the neighbours (k per row, or a radius search's lists)
@@ -69,8 +70,9 @@ struct Searched {
 /// Searches rows with k and the filters, and fills what the entries carry: labels / values where
 /// some part asks for a prediction, vectors for the exact merge.
 Searched search_rows(Engine& engine, std::span<const float> rows, std::size_t k, const QueryFilters& filters,
-                     bool targets, const EntryShape& shape, const char* caller) {
+                     bool targets, const EntryShape& shape, const char* caller, std::vector<float> vectors = {}) {
   Searched out;
+  out.vectors = std::move(vectors);  // a buffer kept from an earlier batch
   const bool all_within = filters.radius_on && filters.radius_all;
   QueryResult found = engine.query(rows, all_within ? 0 : k, filters, AggregateSpec{}, caller).get();
   const std::span<const PointId> ids = all_within ? std::span<const PointId>(found.radius.ids) : found.neighbors.ids;
@@ -94,10 +96,17 @@ QueryFilters part_filters(const CallHeader& h, const IdRange* visible, const Pre
   return f;
 }
 
-/// The chunk for one source rank: rows [first, first + h.num_queries) of `found` (whose rows hold
-/// found.n.k entries), the first h.k entries of each; or the failure alone.
-std::vector<std::byte> pack(const CallHeader& h, const Searched* found, std::size_t first, const mpi::Failure& failure,
-                            const EntryShape& shape, std::uint64_t epoch) {
+/// n more bytes at the end of out: where they start.
+std::byte* grow(mpi::ByteBuffer& out, std::size_t n) {
+  const std::size_t at = out.size();
+  out.resize(at + n);
+  return out.data() + at;
+}
+
+/// Appends the chunk for one source rank to out: rows [first, first + h.num_queries) of `found`
+/// (whose rows hold found.n.k entries), the first h.k entries of each; or the failure alone.
+void pack(const CallHeader& h, const Searched* found, std::size_t first, const mpi::Failure& failure,
+          const EntryShape& shape, std::uint64_t epoch, mpi::ByteBuffer& chunks) {
   ChunkHeader header;
   header.epoch = epoch;
   header.status = static_cast<std::int32_t>(failure.kind);
@@ -105,12 +114,12 @@ std::vector<std::byte> pack(const CallHeader& h, const Searched* found, std::siz
   const std::size_t outputs = h.output == std::uint32_t(AggregateSpec::Output::Values) ? shape.outputs : 0;
   const std::size_t dims = shape.stored_dim, per = EntryShape{dims, outputs}.bytes();
   const std::size_t entries = failure.failed() ? 0 : h.num_queries * h.k;
-  std::vector<std::byte> out(sizeof header + failure.message.size() + entries * per);
-  std::memcpy(out.data(), &header, sizeof header);
-  std::memcpy(out.data() + sizeof header, failure.message.data(), failure.message.size());
-  if (failure.failed()) return out;
+  std::byte* out = grow(chunks, sizeof header + failure.message.size() + entries * per);
+  std::memcpy(out, &header, sizeof header);
+  std::memcpy(out + sizeof header, failure.message.data(), failure.message.size());
+  if (failure.failed()) return;
   const std::size_t stride = found->n.k, all_outputs = shape.outputs;
-  std::byte* p = out.data() + sizeof header;
+  std::byte* p = out + sizeof header;
   for (std::size_t q = 0; q < h.num_queries; ++q) {
     for (std::size_t j = 0; j < h.k; ++j, p += per) {
       const std::size_t i = (first + q) * stride + j;
@@ -122,13 +131,13 @@ std::vector<std::byte> pack(const CallHeader& h, const Searched* found, std::siz
       if (outputs) std::memcpy(p + 16 + 4 * dims, found->values.data() + i * all_outputs, 4 * outputs);
     }
   }
-  return out;
 }
 
-/// A radius search's chunk: the header, then per query its count and capped flag (two 64-bit
-/// words), then every query's entries in turn (the entry layout of pack(), no target values).
-std::vector<std::byte> pack_radius(const Searched* found, const mpi::Failure& failure, const EntryShape& shape,
-                                   std::uint64_t epoch) {
+/// Appends a radius search's chunk to out: the header, then per query its count and capped flag
+/// (two 64-bit words), then every query's entries in turn (the entry layout of pack(), no target
+/// values).
+void pack_radius(const Searched* found, const mpi::Failure& failure, const EntryShape& shape, std::uint64_t epoch,
+                 mpi::ByteBuffer& chunks) {
   ChunkHeader header;
   header.epoch = epoch;
   header.status = static_cast<std::int32_t>(failure.kind);
@@ -136,11 +145,11 @@ std::vector<std::byte> pack_radius(const Searched* found, const mpi::Failure& fa
   const std::size_t dims = shape.stored_dim, per = EntryShape{dims, 0}.bytes();
   const std::size_t nq = failure.failed() ? 0 : found->radius.num_queries;
   const std::size_t entries = failure.failed() ? 0 : found->radius.ids.size();
-  std::vector<std::byte> out(sizeof header + failure.message.size() + nq * 16 + entries * per);
-  std::memcpy(out.data(), &header, sizeof header);
-  std::memcpy(out.data() + sizeof header, failure.message.data(), failure.message.size());
-  if (failure.failed()) return out;
-  std::byte* p = out.data() + sizeof header;
+  std::byte* out = grow(chunks, sizeof header + failure.message.size() + nq * 16 + entries * per);
+  std::memcpy(out, &header, sizeof header);
+  std::memcpy(out + sizeof header, failure.message.data(), failure.message.size());
+  if (failure.failed()) return;
+  std::byte* p = out + sizeof header;
   for (std::size_t q = 0; q < nq; ++q, p += 16) {
     const std::uint64_t count = found->radius.count(q), capped = found->radius.cap_hit[q];
     std::memcpy(p, &count, 8);
@@ -153,7 +162,6 @@ std::vector<std::byte> pack_radius(const Searched* found, const mpi::Failure& fa
     std::memcpy(p + 8, &found->radius.ids[i], 8);
     if (dims) std::memcpy(p + 16, found->vectors.data() + i * dims, 4 * dims);
   }
-  return out;
 }
 
 /// A query row in the stored form the shards rank by (minus the origin in double, rounded once,
@@ -166,35 +174,51 @@ void stored_query(const StoreConfig& config, const float* row, float* query) {
   }
 }
 
-/// One shipped entry at p: its vector appended to coords.
-Entry read_entry(const std::byte* p, const EntryShape& shape, std::vector<float>& coords) {
+/// One shipped entry at p (its vector read in place).
+Entry read_entry(const std::byte* p, const EntryShape& shape) {
   Entry e;
   std::memcpy(&e.distance, p, 4);
   std::memcpy(&e.label, p + 4, 4);
   std::memcpy(&e.id, p + 8, 8);
+  e.vector = p + 16;
   e.values = p + 16 + 4 * shape.stored_dim;
-  e.coords = coords.size();
-  coords.resize(coords.size() + shape.stored_dim);
-  std::memcpy(coords.data() + e.coords, p + 16, 4 * shape.stored_dim);
   return e;
 }
 
-/// Puts the `found` first of entries in the single store's order: (exact distance, id) from the
-/// stored vectors where the shards sent them, else (reported distance, id).
-void order_entries(std::vector<Entry>& entries, std::size_t found, const float* query, const std::vector<float>& coords,
-                   std::size_t sdim, bool inner_product, bool exact_order) {
-  auto at = [&](const Entry& e) {
-    const float* v = coords.data() + e.coords;
-    return [v](std::uint32_t i) { return v[i]; };
-  };
-  if (exact_order) {
-    for (Entry& e : entries) e.key = exact::float64_key(query, at(e), std::uint32_t(sdim), inner_product);
+/// Coordinate i of a vector shipped in a chunk (4-byte aligned or not).
+struct ShippedPoint {
+  const std::byte* at;
+  float operator()(std::uint32_t i) const {
+    float x;
+    std::memcpy(&x, at + 4 * std::size_t(i), 4);
+    return x;
   }
+};
+
+/// Puts the `found` first of entries in the single store's order: (exact distance, id) from the
+/// stored vectors where the shards sent them, else (reported distance, id). Where the reported
+/// distance is the exact one rounded once by a monotone map (every metric but haversine, whose
+/// asin is only faithful: exact_rank.hpp, report()), two different reported distances order
+/// their entries as the exact ones do, so the float64 keys (and the exact sums) are computed only
+/// for entries whose reported distances tie.
+void order_entries(std::vector<Entry>& entries, std::size_t found, const float* query, std::size_t sdim, Metric metric,
+                   bool exact_order) {
+  const bool inner_product = metric == Metric::InnerProduct, monotone = metric != Metric::Haversine;
+  const auto n = std::uint32_t(sdim);
+  auto keyed = [&](const Entry& e) -> const exact::Key& {
+    if (!e.keyed) {
+      e.key = exact::float64_key(query, ShippedPoint{e.vector}, n, inner_product);
+      e.keyed = true;
+    }
+    return e.key;
+  };
   std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(found), entries.end(),
                     [&](const Entry& a, const Entry& b) {
-                      if (!exact_order) return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
-                      return exact::exact_less(query, a.key, a.id, at(a), b.key, b.id, at(b), std::uint32_t(sdim),
-                                               inner_product);
+                      if (!exact_order || (monotone && a.distance != b.distance)) {
+                        return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
+                      }
+                      return exact::exact_less(query, keyed(a), a.id, ShippedPoint{a.vector}, keyed(b), b.id,
+                                               ShippedPoint{b.vector}, n, inner_product);
                     });
 }
 
@@ -212,22 +236,20 @@ void merge_radius(const StoreConfig& config, const QueryCall& call, const std::v
   out.offsets.assign(1, 0);
   out.cap_hit.assign(nq, 0);
   std::vector<Entry> entries;
-  std::vector<float> coords, query(sdim);
+  std::vector<float> query(sdim);
   for (std::size_t q = 0; q < nq; ++q) {
     entries.clear();
-    coords.clear();
     stored_query(config, call.queries.data() + q * config.dim, query.data());
     for (std::size_t s = 0; s < ranks; ++s) {
       std::uint64_t count = 0, capped = 0;
       std::memcpy(&count, lists[s] + q * 16, 8);
       std::memcpy(&capped, lists[s] + q * 16 + 8, 8);
       out.cap_hit[q] |= capped != 0 ? 1 : 0;
-      for (std::uint64_t j = 0; j < count; ++j, next[s] += per) entries.push_back(read_entry(next[s], shape, coords));
+      for (std::uint64_t j = 0; j < count; ++j, next[s] += per) entries.push_back(read_entry(next[s], shape));
     }
     const std::size_t found = std::min(cap, entries.size());
     if (entries.size() > cap) out.cap_hit[q] = 1;
-    order_entries(entries, found, query.data(), coords, sdim, config.metric == Metric::InnerProduct,
-                  shape.stored_dim > 0);
+    order_entries(entries, found, query.data(), sdim, config.metric, shape.stored_dim > 0);
     for (std::size_t j = 0; j < found; ++j) {
       out.ids.push_back(entries[j].id);
       out.distances.push_back(entries[j].distance);
@@ -244,7 +266,7 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
   const std::size_t nq = call.header.num_queries, k = call.header.k, ranks = lists.size(), per = shape.bytes();
   const std::size_t sdim = stored_dim(config.metric, config.dim), outputs = shape.outputs;
   const std::size_t classes = config.target.kind == TargetSpec::Kind::Classes ? config.target.count : 0;
-  const bool inner_product = config.metric == Metric::InnerProduct, exact_order = shape.stored_dim > 0;
+  const bool exact_order = shape.stored_dim > 0;
   const auto output = call.aggregate.output;
   if (output == AggregateSpec::Output::Neighbors) {
     result.neighbors.num_queries = nq;
@@ -259,12 +281,11 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
     if (output == AggregateSpec::Output::Probabilities) result.classes.probabilities.resize(nq * classes);
   }
   std::vector<Entry> entries;
-  std::vector<float> coords, query(sdim), dist, column;
+  std::vector<float> query(sdim), dist, column;
   std::vector<std::int32_t> labels;
   std::vector<double> scratch(k), class_weight(classes);
   for (std::size_t q = 0; q < nq; ++q) {
     entries.clear();
-    coords.clear();
     stored_query(config, call.queries.data() + q * config.dim, query.data());
     for (std::size_t s = 0; s < ranks; ++s) {
       for (std::size_t j = 0; j < k; ++j) {
@@ -272,11 +293,11 @@ void merge_lists(const StoreConfig& config, const QueryCall& call, const std::ve
         PointId id = kInvalidId;
         std::memcpy(&id, p + 8, 8);
         if (id == kInvalidId) break;  // padding: the rest of this list is padding too
-        entries.push_back(read_entry(p, shape, coords));
+        entries.push_back(read_entry(p, shape));
       }
     }
     const std::size_t found = std::min(k, entries.size());
-    order_entries(entries, found, query.data(), coords, sdim, inner_product, exact_order);
+    order_entries(entries, found, query.data(), sdim, config.metric, exact_order);
     dist.clear();
     for (std::size_t j = 0; j < found; ++j) dist.push_back(entries[j].distance);
     if (output == AggregateSpec::Output::Neighbors) {
@@ -316,7 +337,7 @@ std::vector<IdRange> combined_ranges(const std::vector<CallHeader>& headers, con
 
 /// Where each shard's lists start in `received`, after its chunk header and message: a shard's
 /// failure is thrown as that shard's error, and an answer from another epoch is refused.
-std::vector<const std::byte*> shard_lists(const std::vector<std::byte>& received, const std::vector<std::size_t>& offsets,
+std::vector<const std::byte*> shard_lists(const mpi::ByteBuffer& received, const std::vector<std::size_t>& offsets,
                                           std::size_t ranks, std::uint64_t epoch, const char* caller) {
   std::vector<const std::byte*> lists(ranks);
   for (std::size_t s = 0; s < ranks; ++s) {
@@ -333,11 +354,10 @@ std::vector<const std::byte*> shard_lists(const std::vector<std::byte>& received
   return lists;
 }
 
-/// One rank's part searched alone, with its own filters: its chunk, or the failure's (the error
-/// kept in *error too, where the part is this rank's).
-std::vector<std::byte> search_part(Engine& engine, const CallHeader& h, std::span<const float> rows,
-                                   const QueryFilters& filters, const EntryShape& shape, std::uint64_t epoch,
-                                   std::exception_ptr* error) {
+/// One rank's part searched alone, with its own filters: appends its chunk, or the failure's (the
+/// error kept in *error too, where the part is this rank's).
+void search_part(Engine& engine, const CallHeader& h, std::span<const float> rows, const QueryFilters& filters,
+                 const EntryShape& shape, std::uint64_t epoch, std::exception_ptr* error, mpi::ByteBuffer& chunks) {
   mpi::Failure failure;
   std::optional<Searched> part;
   try {
@@ -348,8 +368,11 @@ std::vector<std::byte> search_part(Engine& engine, const CallHeader& h, std::spa
     failure = mpi::failure_of(std::current_exception());
   }
   const Searched* found = part ? &*part : nullptr;
-  if (h.radius_mode == RadiusAll) return pack_radius(found, failure, shape, epoch);
-  return pack(h, found, 0, failure, shape, epoch);
+  if (h.radius_mode == RadiusAll) {
+    pack_radius(found, failure, shape, epoch, chunks);
+  } else {
+    pack(h, found, 0, failure, shape, epoch, chunks);
+  }
 }
 
 /// Every rank's rows as one batch: where each rank's rows start, their total, the largest k
@@ -419,7 +442,9 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   //    (a rank's bad row), or where some rank's call has predicates or a radius (each rank its
   //    own), each part is searched alone, so that only its rank gets the error.
   Engine& engine = EngineAccess::of(*shard_);
-  std::vector<std::vector<std::byte>> send(ranks);
+  mpi::ByteBuffer& send = buffers_.send;
+  send.resize(0);
+  std::vector<std::size_t> send_offsets(ranks + 1, 0);
   std::exception_ptr own_error;
   const CombinedBatch batch = combine(headers);
   std::optional<Searched> together;
@@ -428,28 +453,31 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
       std::vector<IdRange> visible;
       if (any_visible) visible = combined_ranges(headers, batch.first, batch.total, all_visible, v_offsets);
       together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), batch.total * dim},
-                             batch.k_max, QueryFilters{visible}, batch.targets, shape, caller);
+                             batch.k_max, QueryFilters{visible}, batch.targets, shape, caller,
+                             std::move(buffers_.vectors));
     } catch (...) {
       together.reset();  // searched part by part below
     }
   }
   for (std::size_t r = 0; r < ranks; ++r) {
     const CallHeader& h = headers[r];
-    if (h.num_queries == 0) continue;
-    if (together) {
-      send[r] = pack(h, &*together, batch.first[r], {}, shape, epoch());
-      continue;
+    if (h.num_queries > 0 && together) {
+      pack(h, &*together, batch.first[r], {}, shape, epoch(), send);
+    } else if (h.num_queries > 0) {
+      const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
+      const auto* visible = h.visible ? reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]) : nullptr;
+      const auto* where = h.where ? reinterpret_cast<const Predicate*>(all_where.data() + w_offsets[r]) : nullptr;
+      search_part(engine, h, {q, h.num_queries * dim}, part_filters(h, visible, where), shape, epoch(),
+                  r == me ? &own_error : nullptr, send);
     }
-    const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
-    const auto* visible = h.visible ? reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]) : nullptr;
-    const auto* where = h.where ? reinterpret_cast<const Predicate*>(all_where.data() + w_offsets[r]) : nullptr;
-    send[r] = search_part(engine, h, {q, h.num_queries * dim}, part_filters(h, visible, where), shape, epoch(),
-                          r == me ? &own_error : nullptr);
+    send_offsets[r + 1] = send.size();
   }
+  if (together) buffers_.vectors = std::move(together->vectors);
 
   // 3. Each shard's lists for this rank's queries.
   std::vector<std::size_t> offsets;
-  const std::vector<std::byte> received = mpi::alltoallv(comm, send, offsets, "query results");
+  mpi::ByteBuffer& received = buffers_.received;
+  mpi::alltoallv_into(comm, {send.data(), send.size()}, send_offsets, received, offsets, "query results");
   QueryResult result = empty_result(config_, call.header.k, epoch());
   if (call.header.num_queries == 0) return result;
   if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message

@@ -27,14 +27,24 @@ struct Setup {
   TargetSpec target;
   bool grid = false;  // small integer coordinates: many exact ties, broken by id across shards
   bool origin = false;  // L2 far from zero: StoreConfig::origin, vectors pushed as doubles
+  bool collapsed = false;  // all distances round to a few float32 values: the exact order decides
 };
 
 constexpr double kOrigin[3] = {512'345.25, 5'401'234.5, -1'000.0};
 
-std::vector<float> vectors_for(const Setup& s, std::mt19937_64& g, std::size_t n) {
+/// Points (or, with `query`, query rows) of the setup. Collapsed: points (4096, 10^-5 u, ...) and
+/// queries (0 or 1, u, ...): the distances differ by far less than a float32 step at 4,096.
+std::vector<float> vectors_for(const Setup& s, std::mt19937_64& g, std::size_t n, bool query = false) {
   std::vector<float> v = points_for(s.metric, g, n, s.dim);
   if (s.grid) {
     for (float& x : v) x = std::round(x * 3);
+  }
+  for (std::size_t i = 0; s.collapsed && i < v.size(); ++i) {
+    if (i % s.dim == 0) {
+      v[i] = query ? (s.metric == Metric::InnerProduct ? 1.0f : 0.0f) : 4096.0f;
+    } else if (!query) {
+      v[i] *= 1e-5f;
+    }
   }
   return v;
 }
@@ -92,7 +102,7 @@ struct Queries {
 Queries rank_queries(std::mt19937_64& g, const Setup& s, int round) {
   Queries q;
   const std::size_t n = std::size_t(g() % 5);  // 0..4: some ranks ask nothing
-  q.rows = vectors_for(s, g, n);
+  q.rows = vectors_for(s, g, n, true);
   if (s.origin) {
     for (std::size_t i = 0; i < q.rows.size(); ++i) q.rows[i] = static_cast<float>(q.rows[i] + kOrigin[i % s.dim]);
   }
@@ -164,6 +174,10 @@ TEST_CASE("sharded answers equal one store's: haversine, outputs") {
 }
 TEST_CASE("sharded answers equal one store's: L2 on a grid, exact ties across shards") {
   run_equivalence({Metric::L2, 2, TargetSpec::classes(2), true}, 6);
+}
+TEST_CASE("sharded answers equal one store's: distances that round to one float32, L2 and inner product") {
+  run_equivalence({Metric::L2, 4, TargetSpec::outputs(1), false, false, true}, 41);
+  run_equivalence({Metric::InnerProduct, 4, TargetSpec::outputs(2), false, false, true}, 43);
 }
 TEST_CASE("sharded answers equal one store's: L2 far from zero, an origin and double vectors") {
   run_equivalence({Metric::L2, 3, TargetSpec::classes(3), false, true}, 8);
