@@ -123,6 +123,9 @@ class DistributedEngine {
   PublishReport unite(const PublishReport& local);
   // distributed_query.cpp
   QueryResult run_query(const QueryCall& call);
+  /// Collective: requests[s] (ids of shard s) to their shards, their stored vectors back, in
+  /// order; returns at once where no rank asks for any.
+  std::vector<std::vector<float>> fetch_vectors(const std::vector<std::vector<PointId>>& requests);
   // distributed_checkpoint.cpp
   void run_save(const std::string& path);
 

@@ -1,20 +1,21 @@
 // The collective query: every rank's batch goes to every shard (one all-gather), each shard
-// searches each rank's part and sends back its k best with their targets and (where the backend
-// can read them back) their stored vectors (one all-to-all), and each rank merges its own
-// queries' lists in the single store's exact (distance, id) order (lib/core/exact_rank.hpp),
-// then aggregates them with the rules of lib/core/aggregate.cpp.
+// searches each rank's part and sends back its k best with their targets (one all-to-all), and
+// each rank merges its own queries' lists in the single store's exact (distance, id) order, then
+// aggregates them (distributed_merge.hpp). The stored vectors of neighbours whose reported
+// distances tie across shards are fetched from their shards in one more exchange, entered by
+// every rank and skipped when no rank needs any (one agreement); haversine and radius_search
+// ship every neighbour's vector with the lists instead.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <optional>
 
-#include "core/aggregate.hpp"
 #include "core/check.hpp"
 #include "core/engine.hpp"
 #include "core/engine_access.hpp"
-#include "core/exact_rank.hpp"
 #include "core/metric_space.hpp"
 #include "mpi/distributed_engine.hpp"
+#include "mpi/distributed_merge.hpp"
 
 namespace streamknn::detail {
 
@@ -38,24 +39,6 @@ struct ChunkHeader {
   std::int32_t status = 0;
   std::uint32_t message_bytes = 0;
   std::uint64_t epoch = 0;
-};
-
-/// One entry: the reported distance, the label (classification), the id, then (exact merge) the
-/// stored form of the vector, then `outputs` floats (regression).
-struct EntryShape {
-  std::size_t stored_dim = 0;  // 0: no vectors (the backend cannot read them back)
-  std::size_t outputs = 0;
-  std::size_t bytes() const noexcept { return 16 + 4 * (stored_dim + outputs); }
-};
-
-struct Entry {
-  float distance = std::numeric_limits<float>::infinity();
-  std::int32_t label = kNoLabel;
-  PointId id = kInvalidId;
-  const std::byte* values = nullptr;
-  const std::byte* vector = nullptr;  // its stored vector, in the received chunk (exact merge)
-  mutable exact::Key key;             // computed when first needed
-  mutable bool keyed = false;
 };
 
 /// A shard's answers to a batch of rows: the neighbours (k per row, or a radius search's lists)
@@ -164,163 +147,6 @@ void pack_radius(const Searched* found, const mpi::Failure& failure, const Entry
   }
 }
 
-/// A query row in the stored form the shards rank by (minus the origin in double, rounded once,
-/// where there is one: L2 only).
-void stored_query(const StoreConfig& config, const float* row, float* query) {
-  if (config.origin.empty()) {
-    to_stored_form(config.metric, {row, config.dim}, query);
-  } else {
-    for (std::size_t d = 0; d < config.dim; ++d) query[d] = static_cast<float>(double(row[d]) - config.origin[d]);
-  }
-}
-
-/// One shipped entry at p (its vector read in place).
-Entry read_entry(const std::byte* p, const EntryShape& shape) {
-  Entry e;
-  std::memcpy(&e.distance, p, 4);
-  std::memcpy(&e.label, p + 4, 4);
-  std::memcpy(&e.id, p + 8, 8);
-  e.vector = p + 16;
-  e.values = p + 16 + 4 * shape.stored_dim;
-  return e;
-}
-
-/// Coordinate i of a vector shipped in a chunk (4-byte aligned or not).
-struct ShippedPoint {
-  const std::byte* at;
-  float operator()(std::uint32_t i) const {
-    float x;
-    std::memcpy(&x, at + 4 * std::size_t(i), 4);
-    return x;
-  }
-};
-
-/// Puts the `found` first of entries in the single store's order: (exact distance, id) from the
-/// stored vectors where the shards sent them, else (reported distance, id). Where the reported
-/// distance is the exact one rounded once by a monotone map (every metric but haversine, whose
-/// asin is only faithful: exact_rank.hpp, report()), two different reported distances order
-/// their entries as the exact ones do, so the float64 keys (and the exact sums) are computed only
-/// for entries whose reported distances tie.
-void order_entries(std::vector<Entry>& entries, std::size_t found, const float* query, std::size_t sdim, Metric metric,
-                   bool exact_order) {
-  const bool inner_product = metric == Metric::InnerProduct, monotone = metric != Metric::Haversine;
-  const auto n = std::uint32_t(sdim);
-  auto keyed = [&](const Entry& e) -> const exact::Key& {
-    if (!e.keyed) {
-      e.key = exact::float64_key(query, ShippedPoint{e.vector}, n, inner_product);
-      e.keyed = true;
-    }
-    return e.key;
-  };
-  std::partial_sort(entries.begin(), entries.begin() + std::ptrdiff_t(found), entries.end(),
-                    [&](const Entry& a, const Entry& b) {
-                      if (!exact_order || (monotone && a.distance != b.distance)) {
-                        return a.distance < b.distance || (a.distance == b.distance && a.id < b.id);
-                      }
-                      return exact::exact_less(query, keyed(a), a.id, ShippedPoint{a.vector}, keyed(b), b.id,
-                                               ShippedPoint{b.vector}, n, inner_product);
-                    });
-}
-
-/// Per query: every shard's points within the radius, in the single store's order, the first
-/// `cap` of them; capped where a shard was capped or more than cap were found.
-void merge_radius(const StoreConfig& config, const QueryCall& call, const std::vector<const std::byte*>& lists,
-                  const EntryShape& shape, std::uint64_t epoch, RadiusNeighbors& out) {
-  const std::size_t nq = call.header.num_queries, ranks = lists.size(), per = shape.bytes();
-  const std::size_t sdim = stored_dim(config.metric, config.dim), cap = call.header.cap;
-  std::vector<const std::byte*> next(ranks);
-  for (std::size_t s = 0; s < ranks; ++s) next[s] = lists[s] + nq * 16;
-  out = RadiusNeighbors{};
-  out.num_queries = nq;
-  out.epoch = epoch;
-  out.offsets.assign(1, 0);
-  out.cap_hit.assign(nq, 0);
-  std::vector<Entry> entries;
-  std::vector<float> query(sdim);
-  for (std::size_t q = 0; q < nq; ++q) {
-    entries.clear();
-    stored_query(config, call.queries.data() + q * config.dim, query.data());
-    for (std::size_t s = 0; s < ranks; ++s) {
-      std::uint64_t count = 0, capped = 0;
-      std::memcpy(&count, lists[s] + q * 16, 8);
-      std::memcpy(&capped, lists[s] + q * 16 + 8, 8);
-      out.cap_hit[q] |= capped != 0 ? 1 : 0;
-      for (std::uint64_t j = 0; j < count; ++j, next[s] += per) entries.push_back(read_entry(next[s], shape));
-    }
-    const std::size_t found = std::min(cap, entries.size());
-    if (entries.size() > cap) out.cap_hit[q] = 1;
-    order_entries(entries, found, query.data(), sdim, config.metric, shape.stored_dim > 0);
-    for (std::size_t j = 0; j < found; ++j) {
-      out.ids.push_back(entries[j].id);
-      out.distances.push_back(entries[j].distance);
-    }
-    out.offsets.push_back(out.ids.size());
-  }
-}
-
-/// Per query: the k first of the shards' entries in the single store's order ((exact distance,
-/// id) from the stored vectors where the shards sent them, else (reported distance, id)), then
-/// the output the call asked for.
-void merge_lists(const StoreConfig& config, const QueryCall& call, const std::vector<const std::byte*>& lists,
-                 const EntryShape& shape, QueryResult& result) {
-  const std::size_t nq = call.header.num_queries, k = call.header.k, ranks = lists.size(), per = shape.bytes();
-  const std::size_t sdim = stored_dim(config.metric, config.dim), outputs = shape.outputs;
-  const std::size_t classes = config.target.kind == TargetSpec::Kind::Classes ? config.target.count : 0;
-  const bool exact_order = shape.stored_dim > 0;
-  const auto output = call.aggregate.output;
-  if (output == AggregateSpec::Output::Neighbors) {
-    result.neighbors.num_queries = nq;
-    result.neighbors.distances.assign(nq * k, std::numeric_limits<float>::infinity());
-    result.neighbors.ids.assign(nq * k, kInvalidId);
-  } else if (output == AggregateSpec::Output::Values) {
-    result.regression.num_queries = nq;
-    result.regression.values.resize(nq * outputs);
-  } else {
-    result.classes.num_queries = nq;
-    result.classes.labels.resize(nq);
-    if (output == AggregateSpec::Output::Probabilities) result.classes.probabilities.resize(nq * classes);
-  }
-  std::vector<Entry> entries;
-  std::vector<float> query(sdim), dist, column;
-  std::vector<std::int32_t> labels;
-  std::vector<double> scratch(k), class_weight(classes);
-  for (std::size_t q = 0; q < nq; ++q) {
-    entries.clear();
-    stored_query(config, call.queries.data() + q * config.dim, query.data());
-    for (std::size_t s = 0; s < ranks; ++s) {
-      for (std::size_t j = 0; j < k; ++j) {
-        const std::byte* p = lists[s] + (q * k + j) * per;
-        PointId id = kInvalidId;
-        std::memcpy(&id, p + 8, 8);
-        if (id == kInvalidId) break;  // padding: the rest of this list is padding too
-        entries.push_back(read_entry(p, shape));
-      }
-    }
-    const std::size_t found = std::min(k, entries.size());
-    order_entries(entries, found, query.data(), sdim, config.metric, exact_order);
-    dist.clear();
-    for (std::size_t j = 0; j < found; ++j) dist.push_back(entries[j].distance);
-    if (output == AggregateSpec::Output::Neighbors) {
-      for (std::size_t j = 0; j < found; ++j) {
-        result.neighbors.distances[q * k + j] = dist[j];
-        result.neighbors.ids[q * k + j] = entries[j].id;
-      }
-    } else if (output == AggregateSpec::Output::Values) {
-      column.resize(found);
-      for (std::size_t o = 0; o < outputs; ++o) {
-        for (std::size_t j = 0; j < found; ++j) std::memcpy(&column[j], entries[j].values + 4 * o, 4);
-        result.regression.values[q * outputs + o] = regress(dist, column, call.aggregate.regression, scratch);
-      }
-    } else {
-      labels.clear();
-      for (std::size_t j = 0; j < found; ++j) labels.push_back(entries[j].label);
-      float* proba = output == AggregateSpec::Output::Probabilities ? result.classes.probabilities.data() + q * classes
-                                                                     : nullptr;
-      result.classes.labels[q] = vote(dist, labels, call.aggregate.weights, class_weight, scratch, proba);
-    }
-  }
-}
-
 /// Every rank's id ranges in one array of `total` rows (rank r's from row first[r]; ranks that
 /// sent none see everything).
 std::vector<IdRange> combined_ranges(const std::vector<CallHeader>& headers, const std::vector<std::size_t>& first,
@@ -416,7 +242,13 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   const std::size_t ranks = headers.size(), me = std::size_t(comm_->rank()), dim = config_.dim;
   const std::size_t outputs = config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
   const std::size_t sdim = stored_dim(config_.metric, dim);
-  const EntryShape shape{exact_merge_ ? sdim : 0, outputs};
+  // Which lists carry their vectors (a part's shape): haversine's and radius searches'.
+  const bool haversine = config_.metric == Metric::Haversine, on_demand = exact_merge_ && !haversine;
+  auto shape_of = [&](const CallHeader& h) {
+    return EntryShape{exact_merge_ && (haversine || h.radius_mode == RadiusAll) ? sdim : 0, outputs};
+  };
+  bool fetch_round = false;  // the same on every rank: it reads every rank's header
+  for (const CallHeader& h : headers) fetch_round |= on_demand && h.num_queries > 0 && h.radius_mode != RadiusAll;
 
   // 1. Every rank's queries (and ranges) to every shard.
   std::vector<std::size_t> q_offsets, v_offsets;
@@ -453,7 +285,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
       std::vector<IdRange> visible;
       if (any_visible) visible = combined_ranges(headers, batch.first, batch.total, all_visible, v_offsets);
       together = search_rows(engine, {reinterpret_cast<const float*>(all_queries.data()), batch.total * dim},
-                             batch.k_max, QueryFilters{visible}, batch.targets, shape, caller,
+                             batch.k_max, QueryFilters{visible}, batch.targets, shape_of(CallHeader{}), caller,
                              std::move(buffers_.vectors));
     } catch (...) {
       together.reset();  // searched part by part below
@@ -462,12 +294,12 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   for (std::size_t r = 0; r < ranks; ++r) {
     const CallHeader& h = headers[r];
     if (h.num_queries > 0 && together) {
-      pack(h, &*together, batch.first[r], {}, shape, epoch(), send);
+      pack(h, &*together, batch.first[r], {}, shape_of(h), epoch(), send);
     } else if (h.num_queries > 0) {
       const auto* q = reinterpret_cast<const float*>(all_queries.data() + q_offsets[r]);
       const auto* visible = h.visible ? reinterpret_cast<const IdRange*>(all_visible.data() + v_offsets[r]) : nullptr;
       const auto* where = h.where ? reinterpret_cast<const Predicate*>(all_where.data() + w_offsets[r]) : nullptr;
-      search_part(engine, h, {q, h.num_queries * dim}, part_filters(h, visible, where), shape, epoch(),
+      search_part(engine, h, {q, h.num_queries * dim}, part_filters(h, visible, where), shape_of(h), epoch(),
                   r == me ? &own_error : nullptr, send);
     }
     send_offsets[r + 1] = send.size();
@@ -479,17 +311,68 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   mpi::ByteBuffer& received = buffers_.received;
   mpi::alltoallv_into(comm, {send.data(), send.size()}, send_offsets, received, offsets, "query results");
   QueryResult result = empty_result(config_, call.header.k, epoch());
-  if (call.header.num_queries == 0) return result;
-  if (own_error) std::rethrow_exception(own_error);  // this rank's own shard: the single store's message
-
-  const auto lists = shard_lists(received, offsets, ranks, epoch(), caller);
-  if (call.header.radius_mode == RadiusAll) {
-    merge_radius(config_, call, lists, EntryShape{shape.stored_dim, 0}, epoch(), result.radius);
-    return result;
+  std::exception_ptr error = own_error;  // this rank's own shard: the single store's message
+  std::optional<ListMerge> merge;
+  if (call.header.num_queries > 0 && !error) {
+    try {
+      const auto lists = shard_lists(received, offsets, ranks, epoch(), caller);
+      const EntryShape got = shape_of(call.header);
+      if (call.header.radius_mode == RadiusAll) {
+        merge_radius(config_, call, lists, EntryShape{got.stored_dim, 0}, epoch(), result.radius);
+      } else {
+        const bool values = call.aggregate.output == AggregateSpec::Output::Values;
+        merge.emplace(config_, call, lists, EntryShape{got.stored_dim, values ? outputs : 0}, on_demand, result);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
-  const EntryShape got{shape.stored_dim, call.aggregate.output == AggregateSpec::Output::Values ? outputs : 0};
-  merge_lists(config_, call, lists, got, result);
+  // 4. The vectors of neighbours tied across shards (every rank takes part).
+  std::vector<std::vector<float>> fetched;
+  if (fetch_round) fetched = fetch_vectors(merge ? merge->requests() : std::vector<std::vector<PointId>>(ranks));
+  if (error) std::rethrow_exception(error);
+  if (merge) merge->finish(fetched);
   return result;
+}
+
+std::vector<std::vector<float>> DistributedEngine::fetch_vectors(const std::vector<std::vector<PointId>>& requests) {
+  MPI_Comm comm = comm_->get();
+  const std::size_t ranks = requests.size(), sdim = stored_dim(config_.metric, config_.dim);
+  std::uint64_t asked = 0, most = 0;
+  for (const auto& ids : requests) asked += ids.size();
+  mpi::check_mpi(MPI_Allreduce(&asked, &most, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  std::vector<std::vector<float>> fetched(ranks);
+  if (most == 0) return fetched;
+  std::vector<std::vector<std::byte>> send(ranks);
+  for (std::size_t s = 0; s < ranks; ++s) {
+    const auto bytes = std::as_bytes(std::span<const PointId>(requests[s]));
+    send[s].assign(bytes.begin(), bytes.end());
+  }
+  std::vector<std::size_t> offsets;
+  const std::vector<std::byte> wanted = mpi::alltoallv(comm, send, offsets, "tied neighbours' ids");
+  mpi::Failure failure;
+  try {
+    std::vector<PointId> ids;
+    std::vector<std::int32_t> labels;
+    std::vector<float> values, rows;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      ids.resize((offsets[r + 1] - offsets[r]) / sizeof(PointId));
+      std::memcpy(ids.data(), wanted.data() + offsets[r], ids.size() * sizeof(PointId));
+      if (!EngineAccess::of(*shard_).points_of(ids, labels, values, &rows)) rows.assign(ids.size() * sdim, 0.0f);
+      const auto bytes = std::as_bytes(std::span<const float>(rows));
+      send[r].assign(bytes.begin(), bytes.end());
+    }
+  } catch (...) {
+    failure = mpi::failure_of(std::current_exception());
+    for (auto& part : send) part.clear();
+  }
+  mpi::agree(comm, failure, "DistributedReferenceSet: reading the stored vectors of tied neighbours");
+  const std::vector<std::byte> rows = mpi::alltoallv(comm, send, offsets, "tied neighbours' vectors");
+  for (std::size_t s = 0; s < ranks; ++s) {
+    fetched[s].resize((offsets[s + 1] - offsets[s]) / sizeof(float));
+    std::memcpy(fetched[s].data(), rows.data() + offsets[s], fetched[s].size() * sizeof(float));
+  }
+  return fetched;
 }
 
 }  // namespace streamknn::detail

@@ -394,7 +394,11 @@ __global__ void __launch_bounds__(kKthThreads) sample_kth_kernel(SampleParams p)
   start_chained_kernel();
   __shared__ std::uint32_t staged[kKthStaged];
   __shared__ std::uint32_t histogram[2][256];
-  __shared__ std::uint32_t scratch[96], step_words[3], gathered;
+  __shared__ std::uint32_t scratch[96], gathered;
+  // radix_step's three words, in an aligned block of four of their own: declared next to `few`,
+  // racecheck reported the step's reads of them against the gather's writes to `few`; padded,
+  // it reports none.
+  __shared__ alignas(16) std::uint32_t step_words[4];
   __shared__ std::uint32_t few[kKthCountMax];
   const std::uint32_t q = blockIdx.x;
   const std::size_t n = std::size_t(p.sample_tiles) * p.per_tile;
