@@ -221,6 +221,13 @@ CombinedBatch combine(const std::vector<CallHeader>& headers) {
   return b;
 }
 
+/// out = the `bytes` at from, as Ts (memcpy never sees an empty vector's null data()).
+template <class T>
+void read_array(const std::byte* from, std::size_t bytes, std::vector<T>& out) {
+  out.resize(bytes / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), from, out.size() * sizeof(T));
+}
+
 /// A result with nothing merged yet: k, the epoch and the store's class and output counts.
 QueryResult empty_result(const StoreConfig& config, std::size_t k, std::uint64_t epoch) {
   QueryResult result;
@@ -356,8 +363,7 @@ std::vector<std::vector<float>> DistributedEngine::fetch_vectors(const std::vect
     std::vector<std::int32_t> labels;
     std::vector<float> values, rows;
     for (std::size_t r = 0; r < ranks; ++r) {
-      ids.resize((offsets[r + 1] - offsets[r]) / sizeof(PointId));
-      std::memcpy(ids.data(), wanted.data() + offsets[r], ids.size() * sizeof(PointId));
+      read_array(wanted.data() + offsets[r], offsets[r + 1] - offsets[r], ids);
       if (!EngineAccess::of(*shard_).points_of(ids, labels, values, &rows)) rows.assign(ids.size() * sdim, 0.0f);
       const auto bytes = std::as_bytes(std::span<const float>(rows));
       send[r].assign(bytes.begin(), bytes.end());
@@ -368,10 +374,7 @@ std::vector<std::vector<float>> DistributedEngine::fetch_vectors(const std::vect
   }
   mpi::agree(comm, failure, "DistributedReferenceSet: reading the stored vectors of tied neighbours");
   const std::vector<std::byte> rows = mpi::alltoallv(comm, send, offsets, "tied neighbours' vectors");
-  for (std::size_t s = 0; s < ranks; ++s) {
-    fetched[s].resize((offsets[s + 1] - offsets[s]) / sizeof(float));
-    std::memcpy(fetched[s].data(), rows.data() + offsets[s], fetched[s].size() * sizeof(float));
-  }
+  for (std::size_t s = 0; s < ranks; ++s) read_array(rows.data() + offsets[s], offsets[s + 1] - offsets[s], fetched[s]);
   return fetched;
 }
 

@@ -93,9 +93,7 @@ void check_same(const RadiusNeighbors& got, const RadiusNeighbors& want) {
   CHECK(got.offsets == want.offsets);
   CHECK(got.ids == want.ids);
   CHECK(got.cap_hit == want.cap_hit);
-  const bool same_bits = got.distances.size() == want.distances.size() &&
-                         std::memcmp(got.distances.data(), want.distances.data(), got.distances.size() * 4) == 0;
-  CHECK(same_bits);
+  CHECK(same_bits(got.distances, want.distances));
 }
 
 /// A radius that catches some points but not all, per metric.
