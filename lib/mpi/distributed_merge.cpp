@@ -1,3 +1,5 @@
+// The rank's merge of the shards' lists into the single store's order, and its aggregation
+// (distributed_merge.hpp says which entries need their vectors, and why).
 #include "mpi/distributed_merge.hpp"
 
 #include <algorithm>
