@@ -44,16 +44,15 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, std::size_t(p * double(v.size())))];
 }
 
-/// splitmix64: cheap enough to draw stores of billions of coordinates on every rank.
+/// splitmix64 as a stream: cheap enough to draw stores of billions of coordinates on every rank.
 struct Draw {
   std::uint64_t state;
   std::uint64_t next() noexcept {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const std::uint64_t h = bench::splitmix64(state);
+    state += 0x9E3779B97F4A7C15ull;
+    return h;
   }
-  float unit() noexcept { return float(next() >> 40) * 0x1p-24f; }  // [0, 1)
+  float unit() noexcept { return bench::unit_float(next()); }  // [0, 1)
   std::size_t below(std::size_t n) noexcept { return std::size_t(next() % n); }
 };
 

@@ -31,26 +31,22 @@
 
 namespace {
 
-std::uint64_t splitmix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using bench::splitmix64;
+using bench::unit_float;
+
 std::uint64_t hash(std::uint64_t seed, std::uint64_t tag, std::uint64_t a, std::uint64_t b) {
-  return splitmix(splitmix(splitmix(seed ^ tag) ^ a) ^ b);
+  return splitmix64(splitmix64(splitmix64(seed ^ tag) ^ a) ^ b);
 }
-float unit(std::uint64_t h) { return float(h >> 40) * 0x1p-24f; }  // [0, 1), exact in float32
 
 /// n points in d dimensions around `blobs` centres in [-10, 10)^d, noise uniform in [-1, 1).
 std::vector<float> make_points(std::size_t n, std::size_t d, std::size_t blobs, std::uint64_t seed) {
   std::vector<float> centres(blobs * d), x(n * d);
   for (std::size_t b = 0; b < blobs; ++b) {
-    for (std::size_t j = 0; j < d; ++j) centres[b * d + j] = 20.0f * unit(hash(seed, 1, b, j)) - 10.0f;
+    for (std::size_t j = 0; j < d; ++j) centres[b * d + j] = 20.0f * unit_float(hash(seed, 1, b, j)) - 10.0f;
   }
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t b = std::size_t(hash(seed, 2, i, 0) % blobs);
-    for (std::size_t j = 0; j < d; ++j) x[i * d + j] = centres[b * d + j] + (2.0f * unit(hash(seed, 3, i, j)) - 1.0f);
+    for (std::size_t j = 0; j < d; ++j) x[i * d + j] = centres[b * d + j] + (2.0f * unit_float(hash(seed, 3, i, j)) - 1.0f);
   }
   return x;
 }

@@ -82,18 +82,6 @@ std::vector<std::byte> allgatherv(MPI_Comm comm, std::span<const std::byte> mine
   return all;
 }
 
-void ByteBuffer::resize(std::size_t n) {
-  const bool oversized = capacity_ > (std::size_t(16) << 20) && n < capacity_ / 4;
-  if (n > capacity_ || oversized) {
-    const std::size_t capacity = oversized ? n : std::max(n, capacity_ + capacity_ / 2);
-    auto moved = std::make_unique_for_overwrite<std::byte[]>(capacity);
-    if (const std::size_t kept = std::min(n, size_)) std::memcpy(moved.get(), data_.get(), kept);
-    data_ = std::move(moved);
-    capacity_ = capacity;
-  }
-  size_ = n;
-}
-
 namespace {
 
 /// The all-to-all of one call: int counts and displacements both ways, offsets of what arrives.
@@ -122,7 +110,7 @@ Exchange exchange_sizes(MPI_Comm comm, const std::vector<std::uint64_t>& send_si
 }  // namespace
 
 void alltoallv_into(MPI_Comm comm, std::span<const std::byte> send, std::span<const std::size_t> send_offsets,
-                    ByteBuffer& received, std::vector<std::size_t>& offsets, const char* what) {
+                    Bytes& received, std::vector<std::size_t>& offsets, const char* what) {
   std::vector<std::uint64_t> send_sizes(send_offsets.size() - 1);
   for (std::size_t r = 0; r < send_sizes.size(); ++r) send_sizes[r] = send_offsets[r + 1] - send_offsets[r];
   const Exchange x = exchange_sizes(comm, send_sizes, offsets, what);

@@ -8,10 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/store_vector.hpp"
 
 namespace streamknn::detail::mpi {
 
@@ -51,26 +52,15 @@ std::vector<T> allgather(MPI_Comm comm, const T& mine) {
 std::vector<std::byte> allgatherv(MPI_Comm comm, std::span<const std::byte> mine, std::vector<std::size_t>& offsets,
                                   const char* what);
 
-/// Bytes kept between calls whose growth is not zero-filled: a query batch's chunks reach
-/// megabytes, and fresh pages (faulted in, then zeroed) cost more than the copies into them.
-/// A buffer that grew far beyond what a call uses is given back (above 16 MiB, 4x the use).
-class ByteBuffer {
- public:
-  std::byte* data() noexcept { return data_.get(); }
-  const std::byte* data() const noexcept { return data_.get(); }
-  std::size_t size() const noexcept { return size_; }
-  /// n bytes: the first min(n, size()) kept, the rest unspecified.
-  void resize(std::size_t n);
-
- private:
-  std::unique_ptr<std::byte[]> data_;
-  std::size_t size_ = 0, capacity_ = 0;
-};
+/// Bytes whose growth is not zero-filled (core/store_vector.hpp's allocator): a query batch's
+/// chunks reach megabytes, kept between batches, and zeroing them would cost as much as the
+/// copies into them.
+using Bytes = std::vector<std::byte, detail::StoreAllocator<std::byte>>;
 
 /// Rank r's chunk, send[send_offsets[r], send_offsets[r + 1]), goes to rank r; what each rank
 /// sent here lands in `received`, in rank order, delimited by offsets (size + 1 entries).
 void alltoallv_into(MPI_Comm comm, std::span<const std::byte> send, std::span<const std::size_t> send_offsets,
-                    ByteBuffer& received, std::vector<std::size_t>& offsets, const char* what);
+                    Bytes& received, std::vector<std::size_t>& offsets, const char* what);
 
 /// send[r] goes to rank r; returns what each rank sent here, concatenated in rank order, with
 /// offsets (size + 1 entries) delimiting them.

@@ -141,9 +141,18 @@ class DistributedEngine {
   std::atomic<std::size_t> carried_count_{0};
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::size_t> size_{0};
-  struct QueryBuffers {  // run_query's, kept between batches (mpi::ByteBuffer says why)
-    mpi::ByteBuffer send, received;
+  /// run_query's buffers, kept between batches (mpi::Bytes says why) while they hold at most
+  /// 64 MiB each; a batch that needs more has them allocated again, where fresh pages cost
+  /// little beside its search.
+  struct QueryBuffers {
+    mpi::Bytes send, received;
     std::vector<float> vectors;  // the shard's neighbours' stored vectors
+    void release_oversized() {
+      constexpr std::size_t kKept = std::size_t(64) << 20;
+      if (send.capacity() > kKept) mpi::Bytes().swap(send);
+      if (received.capacity() > kKept) mpi::Bytes().swap(received);
+      if (vectors.capacity() * sizeof(float) > kKept) std::vector<float>().swap(vectors);
+    }
   } buffers_;
 
   std::mutex calls_mutex_;

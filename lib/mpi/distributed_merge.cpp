@@ -202,14 +202,13 @@ bool ListMerge::order_by_report(std::size_t q, std::vector<Entry>& entries) {
   if (found == 0) return true;
   // Up to the k-th reported distance, a distance that several shards gave needs the exact order.
   const std::size_t end = entries.size();
-  constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> fetch_index;
   for (std::size_t a = 0; a < end;) {
     std::size_t b = a + 1;
     bool across = false;
     for (; b < end && entries[b].distance == entries[a].distance; ++b) across |= entries[b].shard != entries[a].shard;
     if (across) {
-      if (fetch_index.empty()) fetch_index.assign(end, none);
+      if (fetch_index.empty()) fetch_index.assign(end, Pending::kNotFetched);
       for (std::size_t i = a; i < b; ++i) {
         std::vector<PointId>& asked = requests_[entries[i].shard];
         fetch_index[i] = asked.size();
@@ -227,7 +226,7 @@ void ListMerge::finish(const std::vector<std::vector<float>>& fetched) {
   std::vector<float> query(sdim_);
   for (Pending& p : pending_) {
     for (std::size_t i = 0; i < p.entries.size(); ++i) {
-      if (p.fetch_index[i] == std::numeric_limits<std::size_t>::max()) continue;
+      if (p.fetch_index[i] == Pending::kNotFetched) continue;
       const std::vector<float>& rows = fetched.at(p.entries[i].shard);
       if ((p.fetch_index[i] + 1) * sdim_ > rows.size()) {
         throw Error(concat("DistributedReferenceSet: shard ", p.entries[i].shard, " sent ", rows.size() / sdim_,

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/exact_rank.hpp"
@@ -65,7 +66,8 @@ class ListMerge {
   struct Pending {  // a query whose order needs fetched vectors
     std::size_t query = 0;
     std::vector<Entry> entries;  // as order_by_report left them
-    std::vector<std::size_t> fetch_index;  // per entry: its row in fetched[shard], or npos
+    std::vector<std::size_t> fetch_index;  // per entry: its row in fetched[shard], or kNotFetched
+    static constexpr std::size_t kNotFetched = std::numeric_limits<std::size_t>::max();
   };
   void gather(std::size_t q, std::vector<Entry>& entries) const;
   /// A query's entries up to the k-th and those tied with it, in (reported distance, shard,

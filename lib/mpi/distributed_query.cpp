@@ -80,7 +80,7 @@ QueryFilters part_filters(const CallHeader& h, const IdRange* visible, const Pre
 }
 
 /// n more bytes at the end of out: where they start.
-std::byte* grow(mpi::ByteBuffer& out, std::size_t n) {
+std::byte* grow(mpi::Bytes& out, std::size_t n) {
   const std::size_t at = out.size();
   out.resize(at + n);
   return out.data() + at;
@@ -89,7 +89,7 @@ std::byte* grow(mpi::ByteBuffer& out, std::size_t n) {
 /// Appends the chunk for one source rank to out: rows [first, first + h.num_queries) of `found`
 /// (whose rows hold found.n.k entries), the first h.k entries of each; or the failure alone.
 void pack(const CallHeader& h, const Searched* found, std::size_t first, const mpi::Failure& failure,
-          const EntryShape& shape, std::uint64_t epoch, mpi::ByteBuffer& chunks) {
+          const EntryShape& shape, std::uint64_t epoch, mpi::Bytes& chunks) {
   ChunkHeader header;
   header.epoch = epoch;
   header.status = static_cast<std::int32_t>(failure.kind);
@@ -120,7 +120,7 @@ void pack(const CallHeader& h, const Searched* found, std::size_t first, const m
 /// (two 64-bit words), then every query's entries in turn (the entry layout of pack(), no target
 /// values).
 void pack_radius(const Searched* found, const mpi::Failure& failure, const EntryShape& shape, std::uint64_t epoch,
-                 mpi::ByteBuffer& chunks) {
+                 mpi::Bytes& chunks) {
   ChunkHeader header;
   header.epoch = epoch;
   header.status = static_cast<std::int32_t>(failure.kind);
@@ -163,7 +163,7 @@ std::vector<IdRange> combined_ranges(const std::vector<CallHeader>& headers, con
 
 /// Where each shard's lists start in `received`, after its chunk header and message: a shard's
 /// failure is thrown as that shard's error, and an answer from another epoch is refused.
-std::vector<const std::byte*> shard_lists(const mpi::ByteBuffer& received, const std::vector<std::size_t>& offsets,
+std::vector<const std::byte*> shard_lists(const mpi::Bytes& received, const std::vector<std::size_t>& offsets,
                                           std::size_t ranks, std::uint64_t epoch, const char* caller) {
   std::vector<const std::byte*> lists(ranks);
   for (std::size_t s = 0; s < ranks; ++s) {
@@ -183,7 +183,7 @@ std::vector<const std::byte*> shard_lists(const mpi::ByteBuffer& received, const
 /// One rank's part searched alone, with its own filters: appends its chunk, or the failure's (the
 /// error kept in *error too, where the part is this rank's).
 void search_part(Engine& engine, const CallHeader& h, std::span<const float> rows, const QueryFilters& filters,
-                 const EntryShape& shape, std::uint64_t epoch, std::exception_ptr* error, mpi::ByteBuffer& chunks) {
+                 const EntryShape& shape, std::uint64_t epoch, std::exception_ptr* error, mpi::Bytes& chunks) {
   mpi::Failure failure;
   std::optional<Searched> part;
   try {
@@ -281,8 +281,9 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   //    (a rank's bad row), or where some rank's call has predicates or a radius (each rank its
   //    own), each part is searched alone, so that only its rank gets the error.
   Engine& engine = EngineAccess::of(*shard_);
-  mpi::ByteBuffer& send = buffers_.send;
-  send.resize(0);
+  buffers_.release_oversized();
+  mpi::Bytes& send = buffers_.send;
+  send.clear();
   std::vector<std::size_t> send_offsets(ranks + 1, 0);
   std::exception_ptr own_error;
   const CombinedBatch batch = combine(headers);
@@ -315,7 +316,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
 
   // 3. Each shard's lists for this rank's queries.
   std::vector<std::size_t> offsets;
-  mpi::ByteBuffer& received = buffers_.received;
+  mpi::Bytes& received = buffers_.received;
   mpi::alltoallv_into(comm, {send.data(), send.size()}, send_offsets, received, offsets, "query results");
   QueryResult result = empty_result(config_, call.header.k, epoch());
   std::exception_ptr error = own_error;  // this rank's own shard: the single store's message
