@@ -143,10 +143,10 @@ class KNeighborsClassifier(ClassifierMixin, _Supervised):
                 classes.append(column_classes)
         else:
             classes, codes = _unique_inverse(y)
-        store = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
+        loaded = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
         self.outputs_2d_ = y.ndim == 2
         self.classes_, self._y = classes, codes
-        return self._fit_rows(X, store)
+        return self._fit_rows(X, loaded)
 
     def partial_fit(self, X, y, classes=None):
         """Adds rows to the reference set without refitting (the first call fits).
@@ -160,11 +160,11 @@ class KNeighborsClassifier(ClassifierMixin, _Supervised):
         if y.ndim != 1:
             raise ValueError(f"partial_fit takes one output (y of shape (n_samples,)), got shape {y.shape}")
         if first:
-            store = self._load_rows(X)
+            loaded = self._load_rows(X)
             self.classes_ = np.unique(y) if classes is None else np.unique(np.asarray(classes))
             self.outputs_2d_ = False
             self._y = self._encode(y)
-            return self._fit_rows(X, store)
+            return self._fit_rows(X, loaded)
         if self.outputs_2d_:
             raise ValueError("partial_fit cannot extend an estimator fitted on multi-output y")
         codes = self._encode(y)
@@ -219,11 +219,11 @@ class KNeighborsRegressor(RegressorMixin, _Supervised):
     def fit(self, X, y):
         """Fits the reference set on X (n_samples, n_features) and y (n_samples[, n_outputs])."""
         X, y = self._validate_Xy(X, y, reset=True)
-        store = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
+        loaded = self._load_rows(X)  # before anything changes: a refused row leaves the old fit
         self._y = y
         self._y_1d = np.ndim(y) == 1
         self._n_outputs = 1 if self._y_1d else y.shape[1]
-        return self._fit_rows(X, store)
+        return self._fit_rows(X, loaded)
 
     def partial_fit(self, X, y):
         """Adds rows to the reference set without refitting (the first call fits)."""
@@ -271,11 +271,11 @@ class NearestNeighbors(_RadiusMixin, _StreamNeighborsBase):
 
     def fit(self, X, y=None):
         """Fits the reference set on X (n_samples, n_features); y is ignored."""
-        self._check_params()
+        kind = self._check_params()
         if getattr(self, "radius", None) is not None:
             _check_radius(self.radius)
         X = self._validate_X(X, reset=True)
-        return self._fit_rows(X, self._load_rows(X))
+        return self._fit_rows(X, self._load_rows(X, kind))
 
     def partial_fit(self, X, y=None):
         """Adds rows to the reference set without refitting (the first call fits)."""

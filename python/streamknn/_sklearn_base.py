@@ -241,12 +241,14 @@ class _StreamNeighborsCore(BaseEstimator):
             return np.ascontiguousarray(X / norms[:, None], dtype=np.float32)
         return X
 
-    def _load_rows(self, X):
-        """The reference set of validated rows X (ids 0..n-1), one batch, one publish; None for
-        haversine rows of another width (as scikit-learn's brute force: the queries then fail).
-        The library checks every row here (InvalidArgument names the first bad one); nothing of
-        the estimator changes, so a refused refit leaves the fitted estimator as it was."""
-        kind = self._check_params()
+    def _load_rows(self, X, kind=None):
+        """(metric kind, reference set) of validated rows X (ids 0..n-1), one batch, one publish;
+        the set is None for haversine rows of another width (as scikit-learn's brute force: the
+        queries then fail). `kind`: _check_params()'s, where the caller has checked the
+        parameters already (checked once: a metric_params warning is given once). The library
+        checks every row here (InvalidArgument names the first bad one); nothing of the estimator
+        changes, so a refused refit leaves the fitted estimator as it was."""
+        kind = self._check_params() if kind is None else kind
         if X.shape[0] == 0:
             raise ValueError("n_samples must be greater than 0")
         if kind == "cosine" or (kind == "haversine" and X.shape[1] != 2):
@@ -254,19 +256,19 @@ class _StreamNeighborsCore(BaseEstimator):
             # rows of the wrong width reach no library check.
             assert_all_finite(X, input_name="X")
         if kind == "haversine" and X.shape[1] != 2:
-            return None
+            return kind, None
         try:
-            return _streamknn.ReferenceSet.from_points(
+            return kind, _streamknn.ReferenceSet.from_points(
                 np.arange(X.shape[0], dtype=np.uint64), self._rows(X, kind), metric=_STORE_METRIC[kind],
                 backend=self.backend, queue_capacity=_PARTIAL_FIT_QUEUE, cpu_threads=self._cpu_threads())
         except _streamknn.InvalidArgument as refused:
             raise ValueError(_as_input_error(str(refused))) from refused
 
-    def _fit_rows(self, X, store):
-        """The estimator fitted on validated rows X and their reference set (_load_rows). The
-        points carry no targets: predictions aggregate the neighbours' targets on the host, with
+    def _fit_rows(self, X, loaded):
+        """The estimator fitted on validated rows X and what _load_rows made of them. The points
+        carry no targets: predictions aggregate the neighbours' targets on the host, with
         scikit-learn's arithmetic in float64."""
-        self._kind = self._check_params()
+        self._kind, store = loaded
         self._fit_metric = self.metric
         self._fit_X = X
         self.n_samples_fit_ = X.shape[0]
