@@ -39,9 +39,12 @@ inline constexpr std::uint32_t kReducedCounters = 4;
 inline constexpr std::uint32_t kReducedAutoMinChunks = 16;
 /// Threads of a screen block.
 inline constexpr std::uint32_t kReducedThreads = 256;
-/// Slots a block scores per segment: two per thread for groups of one or two queries (more loads
-/// in flight), one for larger groups (whose lists take the shared memory).
-inline constexpr std::uint32_t reduced_segment(std::uint32_t group) { return kReducedThreads * (group <= 2 ? 2 : 1); }
+/// Slots a block scores per segment: two per thread for every group. For one or two queries that
+/// is more loads in flight; for four and eight it halves the query loads from shared memory per
+/// product (each query element feeds two points), which bounds the larger groups. A group of
+/// eight admits its pairs in rounds of one slot per thread, so its lists need no more shared
+/// memory than with one slot per thread.
+inline constexpr std::uint32_t reduced_segment(std::uint32_t /*group*/) { return kReducedThreads * 2; }
 /// The group that runs a chunk of `queries` (<= kReducedMaxQueries): the smallest that holds it.
 inline constexpr std::uint32_t reduced_group(std::uint32_t queries) {
   return queries <= 1 ? 1 : queries <= 2 ? 2 : queries <= 4 ? 4 : 8;

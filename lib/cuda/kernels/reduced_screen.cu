@@ -7,8 +7,9 @@
 //   3. after its first segment, publishes each query's smallest L; the block that does so last
 //      lowers each query's grid-wide bound to the width-th of those (arrive_first);
 //   4. appends every pair whose L is at or below its query's bounds (the list's width-th, the
-//      grid's) to that query's list in shared memory; a list longer than 2 width is cut to its
-//      width best by (L, id), whose width-th L then lowers the grid-wide bound.
+//      grid's) to that query's list in shared memory (for groups of eight in rounds of one slot
+//      per thread); a list longer than 2 width is cut to its width best by (L, id),
+//      whose width-th L then lowers the grid-wide bound.
 // Each block then writes each query's width best, ordered by counting, for the selection kernel.
 #include <cuda_fp16.h>
 #include <math_constants.h>
@@ -32,8 +33,17 @@ static_assert(kReducedMaxWidth <= kReducedThreads, "the last ordering by countin
 static_assert(kReducedMaxBlocks * sizeof(std::uint32_t) <= kReducedMaxWidth * sizeof(Candidate),
               "the first bound stages every block's key in the cut's scratch");
 
+/// A thread's points per round of admission: a whole segment's for groups of up to four queries
+/// (their lists have the room), one for groups of eight, whose lists would otherwise take the
+/// shared memory of a second block per SM at width 144 (16-byte entries).
+constexpr std::uint32_t round_points(std::uint32_t group) {
+  return group <= 4 ? reduced_segment(group) / kReducedThreads : 1;
+}
+
+/// A list is cut once it holds more than 2 width entries, and a round admits at most
+/// round_points entries per thread.
 constexpr std::uint32_t list_capacity(std::uint32_t group, std::uint32_t width) {
-  return 2 * width + reduced_segment(group);
+  return 2 * width + kThreads * round_points(group);
 }
 
 /// A query's terms of the bound, rounded outwards (E7): |q|^2 from below, |q| from above, the
@@ -161,6 +171,42 @@ __device__ void cut_list(BlockState& st, Candidate* list, std::uint32_t j, std::
   __syncthreads();
 }
 
+/// One round of admission: this thread's pairs of points [from, to) of the segment, for every
+/// query whose key lies at or below the query's bounds (its list's width-th since the last cut,
+/// the grid's), join that query's list; a list past 2 width entries is then cut. Every thread
+/// calls it (it holds barriers). The bounds it reads were written before the caller's barrier
+/// or the last cut's; a round that is not the segment's last ends with a barrier, so no thread
+/// appends again while another still reads the lengths (the next segment starts with one).
+template <int QG, int P>
+__device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, std::uint32_t capacity,
+                                            const std::uint32_t (&key)[P][QG], const float (&rank)[P][QG], int from,
+                                            int to, std::uint32_t first, const std::uint64_t* ids,
+                                            std::uint32_t* threshold, std::uint32_t nq, std::uint32_t k) {
+  const std::uint32_t lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+#pragma unroll
+    for (int i = from; i < to; ++i) {
+      const bool admit = key[i][j] != kNoKey && key[i][j] <= limit;
+      const unsigned admitted = __ballot_sync(kFullMask, admit);
+      if (admitted == 0) continue;
+      std::uint32_t at = 0;
+      if (lane == 0) at = atomicAdd(&st.count[j], std::uint32_t(__popc(admitted)));
+      at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & ((1u << lane) - 1));
+      if (admit) {
+        const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+        lists[std::size_t(j) * capacity + at] = Candidate{rank[i][j], slot, __ldg(ids + slot)};
+      }
+    }
+  }
+  __syncthreads();
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    if (st.count[j] > 2 * k) cut_list(st, lists + std::size_t(j) * capacity, j, k, threshold + j);
+  }
+  if (to < P) __syncthreads();
+}
+
 /// Blocks per SM each group's kernel is compiled for: ptxas left to itself capped the small
 /// groups at 48 registers and spilled; these leave 64 registers to groups of one or two (whose
 /// loads in flight want four blocks), 80 to groups of four and 128 to groups of eight (whose
@@ -273,26 +319,10 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     // Every thread has read the lists' lengths and bounds before this barrier, and no thread
     // appends before it; a segment with nothing to admit (most, once the bounds are tight) ends here.
     if (!__syncthreads_or(any)) continue;
+    constexpr int R = int(round_points(QG));
 #pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(p.threshold + q0 + j)) : 0u;
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        const bool admit = key[i][j] != kNoKey && key[i][j] <= limit;
-        const unsigned admitted = __ballot_sync(kFullMask, admit);
-        if (admitted == 0) continue;
-        std::uint32_t at = 0;
-        if (lane == 0) at = atomicAdd(&st.count[j], std::uint32_t(__popc(admitted)));
-        at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & ((1u << lane) - 1));
-        if (admit) {
-          const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-          lists[std::size_t(j) * capacity + at] = Candidate{acc[i][j], slot, __ldg(store.ids + slot)};
-        }
-      }
-    }
-    __syncthreads();
-    for (std::uint32_t j = 0; j < nq; ++j) {
-      if (st.count[j] > 2 * k) cut_list(st, lists + std::size_t(j) * capacity, j, k, p.threshold + q0 + j);
+    for (int r = 0; r < P; r += R) {
+      admit_round(st, lists, capacity, key, acc, r, r + R, first, store.ids, p.threshold + q0, nq, k);
     }
   }
   // A block that scored no segment still arrives for the first bound.
