@@ -19,8 +19,8 @@
 #                    staging and the exact re-rank's fallback; then test_reduced_screen's
 #                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes).
 #                    racecheck runs the small-batch scan at its own scale (the full-size case's
-#                    stores of millions of points are too slow under it); memcheck and synccheck
-#                    take about 15 s each.
+#                    stores of millions of points are too slow under it) and the direct search's
+#                    case on its kernel alone; memcheck and synccheck take about 15 s each.
 #     --sanitize-filters  memcheck/racecheck/synccheck on test_gpu_filters' cases (predicates in every
 #                    kernel, radius bounds, ties at the radius, one predicate's mask); racecheck takes
 #                    about 4 minutes on the predicate and radius cases on an H200
@@ -110,7 +110,7 @@ for arg in "$@"; do
       # full size too (mapped answers over stores of millions, too slow under racecheck).
       cases="small batches over one-chunk stores: the scan's paths*,GPU aggregation equals the CPU's*"
       cases+=",GPU equals CPU on stores of about one tile per scan warp*"
-      cases+=",the dense screen on small stores*,the direct search: each path*,the query-resident scan: each path*"
+      cases+=",the dense screen on small stores*,the query-resident scan: each path*"
       cases+=",the dot-product screen: each group*,the spatial index: each path*,the spatial index refit: each path*"
       cases+=",both backends read the same stored rows*"
       # The graph's copy-in kernel reads the mapped staging and has no shared memory: memcheck and
@@ -120,12 +120,21 @@ for arg in "$@"; do
       # buffer is block-private and racecheck sees it through every other case's re-rank.
       fallback_case="the exact re-rank's fallback*"
       full_small_batches="GPU equals CPU on small batches over one-chunk stores*"
+      # The direct search's paths (lists cut between segments, all ranks tied): racecheck on the
+      # direct kernel alone, 10 s (with every kernel of its searches it runs past 540 s; the
+      # re-rank and its fallback are racechecked through the other cases).
+      direct_case="the direct search: each path*"
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         tool_cases=$cases
-        [[ $tool != racecheck ]] && tool_cases+=",$copy_in_case,$fallback_case,$full_small_batches"
+        [[ $tool != racecheck ]] && tool_cases+=",$copy_in_case,$fallback_case,$full_small_batches,$direct_case"
         run "sanitizer_${tool}_kernels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_gpu_vs_cpu)" -tc="$tool_cases"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kernels.log" | sed 's/^/    /'
+        if [[ $tool == racecheck ]]; then
+          run sanitizer_racecheck_direct timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool racecheck \
+            --kernel-name kns=direct_kernel --error-exitcode 1 "$(bin test_gpu_vs_cpu)" -tc="$direct_case"
+          grep -E "RACECHECK SUMMARY" "$LOGS/sanitizer_racecheck_direct.log" | sed 's/^/    /'
+        fi
         # The reduced-precision screen and its copy's writes (test_reduced_screen).
         run "sanitizer_${tool}_reduced" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_reduced_screen)" -tc="the reduced screen: each path*"
