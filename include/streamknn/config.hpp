@@ -82,7 +82,8 @@ struct StoreConfig {
   /// Threads publish() may use, the calling thread included (at most kMaxCpuThreads), to resolve
   /// a large batch (thousands of updates) of moves and target changes only; 0 = one per hardware
   /// thread, up to 8. The pool starts at the first such batch. The published state does not
-  /// depend on it.
+  /// depend on it. Other than 1, it also lets ReferenceSet::from_points take a second thread for
+  /// a large load (its id index, or where the ids need none, half its copy).
   std::size_t publish_threads = 0;
   /// CUDA backend, stores of one or two dimensions, haversine, cosine at three: see SpatialIndex.
   /// The CPU backend ignores it.

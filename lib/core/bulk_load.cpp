@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "core/engine.hpp"
 #include "core/id_index.hpp"
 #include "core/metric_space.hpp"
+#include "core/streaming_copy.hpp"
 #include "streamknn/reference_set.hpp"
 
 namespace streamknn {
@@ -56,12 +58,10 @@ Update insert_of(const StoreConfig& config, PointId id, std::span<const T> vecto
 /// the bound together. As int32 (the cleared sign keeps them non-negative) the comparisons are
 /// OR-ed: that vectorises on the baseline x86-64 ISA with no loop-carried max, and reads the
 /// floats at memory speed (a running max took twice as long).
-bool beyond(float x, std::int32_t limit) { return (std::bit_cast<std::int32_t>(x) & 0x7fffffff) > limit; }
-
 bool all_within(std::span<const float> xs, float bound) {
   const std::int32_t limit = std::bit_cast<std::int32_t>(bound);
   std::int32_t any = 0;
-  for (const float x : xs) any |= beyond(x, limit);
+  for (const float x : xs) any |= detail::beyond_bits(x, limit);
   return any == 0;
 }
 
@@ -154,28 +154,39 @@ bool into_rows(const StoreConfig& config) {
 /// StoreImage::rows = vectors, with room for the CPU backend's spare slots (slot count rounded
 /// up to 8), and whether every |x| is within the coordinate bound (all_within's test), in one
 /// pass: each float is tested as it is copied (a copy and then a test of the copy read the
-/// 12.8 MB of a 100,000 x 32 load twice). Doubles are rounded once to float32 in the same pass,
-/// and the float is what is tested (a double beyond float32's range becomes infinite and fails).
+/// 12.8 MB of a 100,000 x 32 load twice), with streaming stores for large loads
+/// (streaming_copy.hpp). Doubles are rounded once to float32 in the same pass, and the float is
+/// what is tested (a double beyond float32's range becomes infinite and fails). `split`: the
+/// upper half is copied on a second thread meanwhile (for loads whose index needs no thread).
 template <class T>
-bool copy_rows(const StoreConfig& config, std::span<const T> vectors, detail::StoreVector& rows) {
+bool copy_rows(const StoreConfig& config, std::span<const T> vectors, detail::StoreVector& rows, bool split) {
   const std::size_t n = vectors.size() / config.dim;
   rows.reserve((n + 7) / 8 * 8 * config.dim);
   rows.resize(vectors.size());  // uninitialised (StoreAllocator): every float is written next
   const std::int32_t limit = std::bit_cast<std::int32_t>(detail::coordinate_bound(config.metric, config.dim));
-  const T* from = vectors.data();
-  float* to = rows.data();
-  std::int32_t any = 0;
-  for (std::size_t i = 0; i < vectors.size(); ++i) {
-    const float x = static_cast<float>(from[i]);
-    to[i] = x;
-    any |= beyond(x, limit);
+  const bool streaming = detail::streaming_pays(vectors.size());
+  // The halves meet on a 64-byte boundary of the buffer (StoreAllocator's alignment).
+  std::size_t half = split ? vectors.size() / 2 / 16 * 16 : 0;
+  bool upper = true;
+  std::thread other;
+  if (half != 0) {
+    try {
+      other = std::thread([&] {
+        upper = detail::copy_within(vectors.data() + half, rows.data() + half, vectors.size() - half, limit, streaming);
+      });
+    } catch (const std::system_error&) {
+      half = 0;  // no thread to be had: this one copies everything
+    }
   }
-  return any == 0;
+  const bool lower = detail::copy_within(vectors.data(), rows.data(), half != 0 ? half : vectors.size(), limit, streaming);
+  if (other.joinable()) other.join();  // copy_within does not throw: the thread is always joined here
+  return lower && upper;
 }
 
-/// Whether a load of `floats` vector floats builds its id index on a second thread: large
-/// loads, where StoreConfig::publish_threads allows more than one thread and there is a second
-/// hardware thread (starting a thread costs tens of microseconds).
+/// Whether a load of `floats` vector floats takes a second thread (to build its id index, or
+/// where the ids need none, to copy half its rows): large loads, where
+/// StoreConfig::publish_threads allows more than one thread and there is a second hardware
+/// thread (starting a thread costs tens of microseconds).
 bool two_threads(const StoreConfig& config, std::size_t floats) {
   return floats >= (std::size_t(1) << 18) && config.publish_threads != 1 && std::thread::hardware_concurrency() > 1;
 }
@@ -246,7 +257,8 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
-    const bool within = into_rows(config) ? copy_rows(config, vectors, image.rows)
+    // Where no thread builds the index, a second one copies half the rows.
+    const bool within = into_rows(config) ? copy_rows(config, vectors, image.rows, !side && two_threads(config, vectors.size()))
                                           : stored_vectors(config, vectors, owned, image.vectors);
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());

@@ -1,6 +1,7 @@
 // publish(): reports, epochs, id errors, snapshot isolation of in-flight searches, growth.
 #include <atomic>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -202,6 +203,38 @@ TEST_CASE("from_points from doubles stores what pushing the same doubles stores"
   rows[8 * 4 + 1] = 1e39;
   CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, std::span<const double>(rows)), doctest::Contains("row 8"),
                        InvalidArgument);
+}
+
+TEST_CASE("a large from_points (streaming stores, halves on two threads) stores and checks every float") {
+  // 40,000 x 32 floats (5 MB) with ids 0..n-1: the copy into the CPU backend's rows streams past
+  // the caches and its upper half runs on a second thread. Floats and doubles, a source that is
+  // not 16-byte aligned; a NaN or a value beyond float32 in the first row, at the halves' seam
+  // and in the last row is refused naming its row.
+  const std::size_t n = 40'000, dim = 32;
+  auto g = rng(680);
+  const std::vector<float> data = uniform(g, n * dim + 1);
+  const std::span<const float> rows = std::span(data).subspan(1, n * dim);  // 4 bytes past alignment
+  std::vector<PointId> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = i;
+  StoreConfig c = config_for(dim);
+  c.queue_capacity = n;
+  ReferenceSet pushed(c);
+  for (std::size_t i = 0; i < n; ++i) pushed.insert(ids[i], rows.subspan(i * dim, dim));
+  pushed.publish();
+  const std::vector<double> doubles(rows.begin(), rows.end());
+  CHECK(ReferenceSet::from_points(c, ids, rows).save_bytes() == pushed.save_bytes());
+  CHECK(ReferenceSet::from_points(c, ids, std::span<const double>(doubles)).save_bytes() == pushed.save_bytes());
+  for (const std::size_t row : {std::size_t(0), n / 2, n - 1}) {
+    CAPTURE(row);
+    const std::string named = "row " + std::to_string(row);
+    std::vector<float> bad(rows.begin(), rows.end());
+    bad[row * dim + 5] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, bad), doctest::Contains(named.c_str()), InvalidArgument);
+    std::vector<double> big(doubles);
+    big[row * dim + dim - 1] = 1e39;
+    CHECK_THROWS_WITH_AS(ReferenceSet::from_points(c, ids, std::span<const double>(big)),
+                         doctest::Contains(named.c_str()), InvalidArgument);
+  }
 }
 
 TEST_CASE("growth far past the capacity hint keeps every point") {

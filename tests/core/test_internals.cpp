@@ -1,8 +1,9 @@
 // Unit tests of the host machinery: the id index against std::unordered_map, the update
 // queue's capacity and FIFO order, the catalogue's slot reuse, and its resolution of a batch on
-// the publish pool against the resolution in queue order.
+// the publish pool against the resolution in queue order; the load's checked copy.
 #include <array>
 #include <atomic>
+#include <bit>
 #include <deque>
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "core/catalog.hpp"
 #include "core/id_index.hpp"
+#include "core/streaming_copy.hpp"
 #include "core/update_queue.hpp"
 #include "core/id_index_model.hpp"
 #include "support/test_support.hpp"
@@ -362,5 +364,46 @@ TEST_CASE("Catalog: a large batch resolved on the publish pool writes what resol
       CHECK(r.retargeted > 0);
       CHECK(r.erased == (with_erase ? 1u : 0u));
     }
+  }
+}
+
+TEST_CASE("copy_within copies and flags as the plain loop does, streaming or not, at any alignment and length") {
+  auto g = rng(4100);
+  const std::int32_t limit = std::bit_cast<std::int32_t>(100.0f);
+  std::vector<double> doubles(300);
+  for (double& x : doubles) x = 200.0 * (double(g()) / double(g.max()) - 0.5);  // some beyond 100
+  const std::vector<float> floats(doubles.begin(), doubles.end());
+  std::vector<float> out(300);
+  for (const bool streaming : {false, true}) {
+    for (std::size_t at = 0; at < 5; ++at) {  // written at an offset of `at` floats: aligned or not
+      for (const std::size_t start : {std::size_t(0), std::size_t(101)}) {
+        for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(64), std::size_t(190)}) {
+          CAPTURE(streaming);
+          CAPTURE(at);
+          CAPTURE(start);
+          CAPTURE(n);
+          bool within = true;
+          for (std::size_t i = 0; i < n; ++i) within &= std::fabs(floats[start + i]) <= 100.0f;
+          for (const bool from_doubles : {false, true}) {
+            std::fill(out.begin(), out.end(), -1.0f);
+            const bool got = from_doubles ? copy_within(doubles.data() + start, out.data() + at, n, limit, streaming)
+                                          : copy_within(floats.data() + start, out.data() + at, n, limit, streaming);
+            CHECK(got == within);
+            for (std::size_t i = 0; i < n; ++i) CHECK(out[at + i] == floats[start + i]);
+            CHECK(out[at + n] == -1.0f);  // nothing written past the end
+          }
+        }
+      }
+    }
+  }
+  // NaN and the infinities lie beyond any bound, FLT_MAX's too.
+  const std::int32_t any_finite = std::bit_cast<std::int32_t>(std::numeric_limits<float>::max());
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> xs(37, 1.0f);
+    CHECK(copy_within(xs.data(), out.data(), xs.size(), any_finite, true));
+    xs[33] = bad;
+    CHECK_FALSE(copy_within(xs.data(), out.data(), xs.size(), any_finite, true));
+    CHECK_FALSE(copy_within(xs.data(), out.data(), xs.size(), any_finite, false));
   }
 }
