@@ -70,12 +70,15 @@ bool all_within(std::span<const float> xs, float bound) {
 /// finiteness and the coordinate bound (metric_space.hpp: NaN, +-Inf and larger magnitudes all
 /// fail |x| <= bound), given as vectors_within (all_within of the vectors), plus ids other than
 /// kInvalidId, labels in range and finite values. False sends every point through the engine's own check,
-/// which names the first bad one.
-bool all_pass(const StoreConfig& config, std::span<const PointId> ids, bool vectors_within,
+/// which names the first bad one. `dense`: the ids are 0..n-1 (IdIndex::is_dense_prefix), none
+/// of them kInvalidId.
+bool all_pass(const StoreConfig& config, std::span<const PointId> ids, bool dense, bool vectors_within,
               std::span<const std::int32_t> labels, std::span<const float> values) {
   if (!detail::stored_as_given(config.metric)) return false;
   std::uint64_t low_id = std::numeric_limits<std::uint64_t>::max();  // of id + 1: kInvalidId wraps to 0
-  for (const PointId id : ids) low_id = std::min<std::uint64_t>(low_id, id + 1);
+  if (!dense) {
+    for (const PointId id : ids) low_id = std::min<std::uint64_t>(low_id, id + 1);
+  }
   std::uint32_t top_label = 0;
   for (const std::int32_t label : labels) top_label = std::max(top_label, std::uint32_t(label));  // < 0 wraps high
   return vectors_within && all_within(values, std::numeric_limits<float>::max()) && (ids.empty() || low_id != 0) &&
@@ -264,7 +267,7 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     image.values.assign(values.begin(), values.end());
     image.attribute_words = config.attribute_words;
     image.attributes.assign(attributes.begin(), attributes.end());  // empty: every word 0
-    const bool checked = config.origin.empty() && all_pass(config, ids, within, labels, values);
+    const bool checked = config.origin.empty() && all_pass(config, ids, dense, within, labels, values);
     if (dense) index = detail::IdIndex::dense_prefix(n);
     const bool indexed = dense || (side && side->finish(index));
     if (indexed && checked) return std::make_unique<detail::Engine>(config, std::move(image), std::move(index));

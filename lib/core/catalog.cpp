@@ -55,10 +55,11 @@ Catalog::Catalog(const StoreConfig& config)
       attribute_words_(config.attribute_words),
       publish_threads_(publish_threads_for(config)) {}
 
-void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index) {
+void Catalog::restore(std::span<const PointId> slot_ids, IdIndex&& index, bool every_slot_live) {
   high_water_ = static_cast<std::uint32_t>(slot_ids.size());
   free_.reserve(slot_ids.size());
   ids_ = std::move(index);
+  if (every_slot_live) return;
   for (std::size_t s = 0; s < slot_ids.size(); ++s) {
     if (slot_ids[s] == kInvalidId) free_.release(static_cast<std::uint32_t>(s), high_water_);
   }

@@ -46,8 +46,9 @@ class Catalog {
                PublishReport& report);
 
   /// Takes a checkpoint's state: slot_ids[s] is slot s's id (kInvalidId: free), slot_ids.size()
-  /// the high-water mark (its top slot in use), index those ids' slots.
-  void restore(std::span<const PointId> slot_ids, IdIndex&& index);
+  /// the high-water mark (its top slot in use), index those ids' slots. `every_slot_live`: no
+  /// slot is free (the caller has looked), so there is none to list.
+  void restore(std::span<const PointId> slot_ids, IdIndex&& index, bool every_slot_live);
   std::optional<std::uint32_t> slot_of(PointId id) const noexcept { return ids_.find(id); }
   /// Calls f(id, slot) for every point, in no particular order.
   template <class F>

@@ -78,14 +78,18 @@ struct StoreImage {
     return true;
   }
 
+  /// Whether every slot holds a point (no id is kInvalidId).
+  bool every_slot_live() const { return std::find(ids.begin(), ids.end(), kInvalidId) == ids.end(); }
+
   /// The batch that writes every point of the image into an empty store; takes the image's
-  /// arrays where every slot holds a point (no copy of a store of millions), else copies.
-  ResolvedBatch take_batch(std::size_t stored_dim, bool classes, std::size_t outputs) {
+  /// arrays where every slot holds a point (`every_live`: every_slot_live(), asked once by the
+  /// caller), with no copy of a store of millions, else copies.
+  ResolvedBatch take_batch(std::size_t stored_dim, bool classes, std::size_t outputs, bool every_live) {
     ResolvedBatch b;
     b.slot_count = slot_count;
     const std::size_t words = attribute_words;
     attributes.resize(std::size_t(slot_count) * words, 0u);
-    if (std::find(ids.begin(), ids.end(), kInvalidId) == ids.end()) {
+    if (every_live) {
       b.vector_slots.resize(slot_count);
       for (std::uint32_t s = 0; s < slot_count; ++s) b.vector_slots[s] = s;
       if (classes || outputs) b.target_slots = b.vector_slots;

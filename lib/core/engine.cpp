@@ -124,7 +124,8 @@ Engine::Engine(const StoreConfig& config)
 }
 
 Engine::Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index) : Engine(config) {
-  catalog_.restore(image.ids, std::move(index));
+  const bool every_live = image.every_slot_live();  // one pass over the ids, for the catalogue and the batch
+  catalog_.restore(image.ids, std::move(index), every_live);
   image.attribute_words = config_.attribute_words;
   attributes_ = image.attributes;
   attributes_.resize(std::size_t(image.slot_count) * config_.attribute_words, 0u);
@@ -132,7 +133,7 @@ Engine::Engine(const StoreConfig& config, StoreImage&& image, IdIndex&& index) :
   const std::size_t live = catalog_.size();
   const std::uint64_t epoch = image.epoch;
   ResolvedBatch everything = image.take_batch(stored_dim_, config_.target.kind == TargetSpec::Kind::Classes,
-                                              value_floats(config_));
+                                              value_floats(config_), every_live);
   backend_->restore(std::move(everything), epoch);
   epoch_.store(epoch, std::memory_order_release);
   size_.store(live, std::memory_order_release);
