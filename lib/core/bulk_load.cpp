@@ -256,12 +256,13 @@ std::unique_ptr<detail::Engine> build(const StoreConfig& config, std::span<const
     // Ids 0..n-1 (the scikit-learn estimators') need no table: slot = id (IdIndex::dense_prefix).
     const bool dense = detail::IdIndex::is_dense_prefix(ids);
     std::optional<IndexBuild> side;
-    if (!dense && as_given && config.origin.empty() && two_threads(config, vectors.size())) side.emplace(ids);
+    const bool second_thread = two_threads(config, vectors.size());  // asks the system for its thread count once
+    if (!dense && as_given && config.origin.empty() && second_thread) side.emplace(ids);
     image.epoch = n > 0 ? 1 : 0;
     image.slot_count = static_cast<std::uint32_t>(n);
     image.ids.assign(ids.begin(), ids.end());
     // Where no thread builds the index, a second one copies half the rows.
-    const bool within = into_rows(config) ? copy_rows(config, vectors, image.rows, !side && two_threads(config, vectors.size()))
+    const bool within = into_rows(config) ? copy_rows(config, vectors, image.rows, !side && second_thread)
                                           : stored_vectors(config, vectors, owned, image.vectors);
     image.labels.assign(labels.begin(), labels.end());
     image.values.assign(values.begin(), values.end());
