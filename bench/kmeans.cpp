@@ -6,6 +6,9 @@
 //   bench_kmeans --cpu                      100,000 x 32, 64 clusters on the CPU backend
 //   bench_kmeans --n N --d D --k K [--iters I]   one shape
 //   common: [--repeats 3] [--warmup 1] [--seed 1] [--threads 0] [--csv kmeans.csv]
+//           [--input host|device|both]   where the points are handed over (GPU runs): host memory
+//                                        (fit, which copies them to the device) or device memory
+//                                        (fit_device, read in place; the copy there is untimed)
 //
 // Data and starts come from a counter-based generator (splitmix64) that bench/peers_kmeans.py
 // reproduces bit for bit, so the peers cluster the same points from the same centroids. Each
@@ -17,7 +20,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,21 +83,22 @@ struct Shape {
 
 struct Row {
   Shape shape;
-  std::string backend;
+  std::string backend, input;
   std::size_t iterations = 0;
   bool converged = false;
   double median = 0, best = 0, inertia = 0, seed = 0;
 };
 
-double timed_fit(const streamknn::KMeans& km, const std::vector<float>& x, std::size_t d, streamknn::KMeansResult& r,
-                 bool gpu) {
+/// Seconds of one call of fit: CUDA events on the legacy default stream for a GPU run (the fit
+/// waits for its results before it returns), else the steady clock.
+double timed(const std::function<void()>& fit, bool gpu) {
 #if defined(STREAMKNN_BENCH_CUDA)
   if (gpu) {
     cudaEvent_t start, stop;
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
     cudaEventRecord(start, 0);
-    r = km.fit(x, d);
+    fit();
     cudaEventRecord(stop, 0);
     cudaEventSynchronize(stop);
     float ms = 0;
@@ -104,13 +110,41 @@ double timed_fit(const streamknn::KMeans& km, const std::vector<float>& x, std::
 #endif
   (void)gpu;
   const auto t0 = std::chrono::steady_clock::now();
-  r = km.fit(x, d);
+  fit();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Row run(const Shape& s, streamknn::BackendKind backend, std::size_t threads, std::size_t warmup, std::size_t repeats,
-        std::uint64_t seed) {
-  const auto x = make_points(s.n, s.d, s.k, seed);
+/// The points in device memory for fit_device (nullptr where the build has no CUDA).
+class DeviceCopy {
+ public:
+  explicit DeviceCopy(const std::vector<float>& x) {
+#if defined(STREAMKNN_BENCH_CUDA)
+    void* p = nullptr;
+    if (cudaMalloc(&p, x.size() * sizeof(float)) != cudaSuccess ||
+        cudaMemcpy(p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::fprintf(stderr, "cannot copy %zu floats to the device\n", x.size());
+      std::exit(1);
+    }
+    p_ = static_cast<float*>(p);
+#else
+    (void)x;
+#endif
+  }
+  ~DeviceCopy() {
+#if defined(STREAMKNN_BENCH_CUDA)
+    cudaFree(p_);
+#endif
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  const float* get() const { return p_; }
+
+ private:
+  float* p_ = nullptr;
+};
+
+Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind backend, bool on_device,
+        std::size_t threads, std::size_t warmup, std::size_t repeats, std::uint64_t seed) {
   streamknn::KMeansConfig c;
   c.clusters = s.k;
   c.max_iter = s.iters;
@@ -121,13 +155,17 @@ Row run(const Shape& s, streamknn::BackendKind backend, std::size_t threads, std
   c.cpu_threads = threads;
   const streamknn::KMeans km(c);
   streamknn::KMeansResult r;
-  for (std::size_t w = 0; w < warmup; ++w) r = km.fit(x, s.d);
+  std::unique_ptr<DeviceCopy> dev;
+  if (on_device) dev = std::make_unique<DeviceCopy>(x);
+  const auto fit = [&] { r = on_device ? km.fit_device(dev->get(), s.n, s.d) : km.fit(x, s.d); };
+  for (std::size_t w = 0; w < warmup; ++w) fit();
   std::vector<double> times;
   const bool gpu = backend != streamknn::BackendKind::Cpu && streamknn::cuda_available();
-  for (std::size_t i = 0; i < repeats; ++i) times.push_back(timed_fit(km, x, s.d, r, gpu));
+  for (std::size_t i = 0; i < repeats; ++i) times.push_back(timed(fit, gpu));
   Row row;
   row.shape = s;
   row.backend = r.backend == streamknn::BackendKind::Cuda ? "cuda" : "cpu";
+  row.input = on_device ? "device" : "host";
   row.iterations = r.iterations;
   row.converged = r.converged;
   row.median = bench::median(times);
@@ -143,7 +181,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args = {{"--backend", "auto"}, {"--repeats", "3"}, {"--warmup", "1"},
                                              {"--seed", "1"},       {"--threads", "0"}, {"--csv", "kmeans.csv"},
                                              {"--n", "0"},          {"--d", "0"},       {"--k", "0"},
-                                             {"--iters", "300"}};
+                                             {"--iters", "300"},    {"--input", "host"}};
   std::vector<Shape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -175,6 +213,18 @@ int main(int argc, char** argv) {
   const auto backend = b == "cpu" ? streamknn::BackendKind::Cpu
                        : b == "cuda" ? streamknn::BackendKind::Cuda
                                      : streamknn::BackendKind::Auto;
+  const std::string input = args["--input"];
+  if (input != "host" && input != "device" && input != "both") {
+    std::fprintf(stderr, "--input %s: choose host, device or both\n", input.c_str());
+    return 2;
+  }
+  std::vector<bool> inputs;
+  if (input != "device") inputs.push_back(false);
+  if (input != "host") inputs.push_back(true);
+  if (inputs.back() && (backend == streamknn::BackendKind::Cpu || !streamknn::cuda_available())) {
+    std::fprintf(stderr, "--input %s needs the CUDA backend and a device\n", input.c_str());
+    return 2;
+  }
   std::FILE* csv = std::fopen(args["--csv"].c_str(), "w");
   if (!csv) {
     std::fprintf(stderr, "cannot write %s\n", args["--csv"].c_str());
@@ -182,22 +232,26 @@ int main(int argc, char** argv) {
   }
   std::fprintf(csv, "# bench_kmeans");
   for (int i = 1; i < argc; ++i) std::fprintf(csv, " %s", argv[i]);
-  std::fprintf(csv, "\nmode,backend,n,d,k,max_iter,iterations,converged,median_s,min_s,per_iteration_ms,inertia,"
+  std::fprintf(csv, "\nmode,backend,input,n,d,k,max_iter,iterations,converged,median_s,min_s,per_iteration_ms,inertia,"
                     "seed_study_s,speedup_vs_seed\n");
-  std::printf("%-6s %-5s %10s %5s %5s %6s %5s %10s %10s %10s %10s %9s\n", "mode", "back", "n", "d", "k", "iters",
-              "conv", "median s", "min s", "ms/iter", "seed s", "vs seed");
+  std::printf("%-6s %-5s %-6s %10s %5s %5s %6s %5s %10s %10s %10s %10s %9s\n", "mode", "back", "input", "n", "d", "k",
+              "iters", "conv", "median s", "min s", "ms/iter", "seed s", "vs seed");
   for (const Shape& s : shapes) {
-    const Row r = run(s, backend, std::stoul(args["--threads"]), std::stoul(args["--warmup"]),
-                      std::stoul(args["--repeats"]), std::stoull(args["--seed"]));
-    const double per = r.median / double(r.iterations) * 1e3;
-    const double speedup = r.seed > 0 ? r.seed / r.median : 0.0;
-    std::printf("%-6s %-5s %10zu %5zu %5zu %6zu %5s %10.4f %10.4f %10.3f %10.3f %8.1fx\n", s.mode.c_str(),
-                r.backend.c_str(), s.n, s.d, s.k, r.iterations, r.converged ? "yes" : "no", r.median, r.best, per,
-                r.seed, speedup);
-    std::fprintf(csv, "%s,%s,%zu,%zu,%zu,%zu,%zu,%d,%.6f,%.6f,%.4f,%.9g,%.6f,%.2f\n", s.mode.c_str(), r.backend.c_str(),
-                 s.n, s.d, s.k, s.iters, r.iterations, r.converged ? 1 : 0, r.median, r.best, per, r.inertia, r.seed,
-                 speedup);
-    std::fflush(stdout);
+    const std::uint64_t seed = std::stoull(args["--seed"]);
+    const auto x = make_points(s.n, s.d, s.k, seed);
+    for (const bool on_device : inputs) {
+      const Row r = run(s, x, backend, on_device, std::stoul(args["--threads"]), std::stoul(args["--warmup"]),
+                        std::stoul(args["--repeats"]), seed);
+      const double per = r.median / double(r.iterations) * 1e3;
+      const double speedup = r.seed > 0 ? r.seed / r.median : 0.0;
+      std::printf("%-6s %-5s %-6s %10zu %5zu %5zu %6zu %5s %10.4f %10.4f %10.3f %10.3f %8.1fx\n", s.mode.c_str(),
+                  r.backend.c_str(), r.input.c_str(), s.n, s.d, s.k, r.iterations, r.converged ? "yes" : "no",
+                  r.median, r.best, per, r.seed, speedup);
+      std::fprintf(csv, "%s,%s,%s,%zu,%zu,%zu,%zu,%zu,%d,%.6f,%.6f,%.4f,%.9g,%.6f,%.2f\n", s.mode.c_str(),
+                   r.backend.c_str(), r.input.c_str(), s.n, s.d, s.k, s.iters, r.iterations, r.converged ? 1 : 0,
+                   r.median, r.best, per, r.inertia, r.seed, speedup);
+      std::fflush(stdout);
+    }
   }
   std::fclose(csv);
   return 0;

@@ -82,6 +82,18 @@ class KMeans {
   /// or given centroids of another dimension.
   KMeansResult fit(std::span<const float> points, std::size_t dim) const;
 
+  /// Clusters n x dim row-major float32 points in CUDA device memory of config().cuda_device,
+  /// read in place: results equal fit() of the same points in host memory. The CUDA backend
+  /// runs it (backend Auto or Cuda; BackendUnavailable where no device is usable). The fit waits
+  /// for the work queued on `cuda_stream` (a cudaStream_t; 0 = the legacy default stream) before
+  /// it reads the points, which must stay valid and unchanged until it returns. The points are
+  /// checked on the device (InvalidArgument as fit(), naming the first bad row); a pointer that is
+  /// not device memory of that device, or backend Cpu, is InvalidArgument. Starts: Given and Random
+  /// read only their rows from the device; KMeansPlusPlus weighs every point on the host, so it
+  /// copies them there once. Nothing else crosses but the per-iteration counts and movements
+  /// (k values each) and the results.
+  KMeansResult fit_device(const float* points, std::size_t n, std::size_t dim, std::uintptr_t cuda_stream = 0) const;
+
   /// Clusters the points of the set's published snapshot (one epoch: publishes wait while the
   /// points are copied out). L2 stores only; the vectors as stored, that is minus
   /// StoreConfig::origin where one is set (so are the centroids). result.ids names each

@@ -37,20 +37,18 @@ const char* init_name(KMeansInit i) {
   return "?";
 }
 
-/// Refuses rows[at], the first float of rows (n x dim) that is NaN/Inf or beyond the L2 bound.
-[[noreturn]] void fail_row(std::span<const float> rows, std::size_t at, std::size_t dim, const char* caller,
-                           const char* what) {
+/// Refuses `value`, float `at` of n x dim rows: NaN/Inf or beyond the L2 bound.
+[[noreturn]] void fail_row(float value, std::size_t at, std::size_t dim, const char* caller, const char* what) {
   const float bound = detail::coordinate_bound(Metric::L2, dim);
-  const float v = rows[at];
-  if (!std::isfinite(v)) fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim);
-  fail_argument(caller, ": ", what, " row ", at / dim, " holds ", v, " at column ", at % dim,
+  if (!std::isfinite(value)) fail_argument(caller, ": ", what, " row ", at / dim, " holds ", value, " at column ", at % dim);
+  fail_argument(caller, ": ", what, " row ", at / dim, " holds ", value, " at column ", at % dim,
                 ", beyond the largest magnitude ", bound, " a float32 squared distance of dim ", dim, " allows");
 }
 
 /// Checks rows (n x dim) for NaN/Inf and for coordinates beyond the L2 bound; `what` names them.
 void check_rows(std::span<const float> rows, std::size_t dim, const char* caller, const char* what) {
   const std::size_t at = detail::first_beyond(rows, detail::coordinate_bound(Metric::L2, dim));
-  if (at != rows.size()) fail_row(rows, at, dim, caller, what);
+  if (at != rows.size()) fail_row(rows[at], at, dim, caller, what);
 }
 
 /// The backend a configuration runs on (BackendUnavailable for Cuda where none is usable).
@@ -63,26 +61,34 @@ BackendKind resolve(const KMeansConfig& c) {
 
 /// The backend over the points of `s`, whose floats are checked as check_rows does ("points" of
 /// `caller`): by the CUDA backend's copy to the device (one pass over the points instead of two),
-/// else by a scan on the pool. A bad point is refused (InvalidArgument) before an unusable
-/// backend is (BackendUnavailable).
+/// on the device for points already there (`ready`: the stream that wrote them), else by a scan on
+/// the pool. A bad point is refused (InvalidArgument) before an unusable backend is
+/// (BackendUnavailable).
 std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s,
-                                                  ThreadPool& pool, const char* caller) {
+                                                  ThreadPool& pool, const char* caller, std::uintptr_t ready = 0) {
   const std::span<const float> rows(s.points, s.n * s.d);
   const float bound = detail::coordinate_bound(Metric::L2, s.d);
   const auto scan = [&] {
+    if (s.on_device) return;  // nothing to scan on the host
     const std::size_t at = km::first_beyond(rows.data(), rows.size(), bound, pool);
-    if (at != rows.size()) fail_row(rows, at, s.d, caller, "points");
+    if (at != rows.size()) fail_row(rows[at], at, s.d, caller, "points");
   };
   if (kind == BackendKind::Cuda) {
     km::RowCheck check{bound, 0};
     std::unique_ptr<km::LloydBackend> be;
     try {
-      be = km::make_cuda_lloyd(s, c.cuda_device, pool, check);
+      be = km::make_cuda_lloyd(s, c.cuda_device, pool, check, ready, caller);
     } catch (const BackendUnavailable&) {  // thrown before any point is copied
       scan();
       throw;
     }
-    if (check.first != rows.size()) fail_row(rows, check.first, s.d, caller, "points");
+    if (check.first != rows.size()) {
+      if (!s.on_device) fail_row(rows[check.first], check.first, s.d, caller, "points");
+      const std::uint32_t row = std::uint32_t(check.first / s.d);
+      std::vector<float> bad(s.d);
+      be->gather(std::span<const std::uint32_t>(&row, 1), bad);
+      fail_row(bad[check.first % s.d], check.first, s.d, caller, "points");
+    }
     return be;
   }
   scan();
@@ -110,18 +116,26 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
   be.fetch_sums(sums);
   be.fetch_centroids(before);
   const std::uint32_t d = std::uint32_t(s.d);
+  // The candidates' rows (usually a handful), from wherever the backend reads the points.
+  std::vector<std::uint32_t> which(far.size());
+  for (std::size_t i = 0; i < far.size(); ++i) which[i] = far[i].point;
+  std::vector<float> rows(far.size() * d);
+  be.gather(which, rows);
+  std::vector<std::size_t> order(far.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   const double margin = km::far_margin(d);
   // a farther than b: float64 with its error margin, else exactly (S_a - S_b, each against its
   // own centroid), ties to the smaller index. A float64 cost is 0 only for a point on its
   // centroid (two different floats differ by 2^-149 or more, whose square float64 holds), so two
   // such points tie without the exact sum.
-  const auto farther = [&](const km::FarPoint& a, const km::FarPoint& b) {
+  const auto farther = [&](std::size_t ia, std::size_t ib) {
+    const km::FarPoint &a = far[ia], &b = far[ib];
     const double ea = a.cost * margin, eb = b.cost * margin;
     if (a.cost - ea > b.cost + eb) return true;
     if (b.cost - eb > a.cost + ea) return false;
     if (a.cost == 0 && b.cost == 0) return a.point < b.point;
     detail::exact::ExactSum acc;
-    const float *xa = s.points + std::size_t(a.point) * d, *xb = s.points + std::size_t(b.point) * d;
+    const float *xa = rows.data() + ia * d, *xb = rows.data() + ib * d;
     const float *ca = before.data() + std::size_t(a.label) * d, *cb = before.data() + std::size_t(b.label) * d;
     for (std::uint32_t j = 0; j < d; ++j) {
       detail::exact::add_square_term(acc, xa[j], ca[j], false);
@@ -130,11 +144,12 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
     const int sign = acc.sign();
     return sign > 0 || (sign == 0 && a.point < b.point);
   };
-  std::partial_sort(far.begin(), far.begin() + std::ptrdiff_t(take), far.end(), farther);
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(take), order.end(), farther);
   for (std::size_t e = 0; e < take; ++e) {
-    const std::size_t to = empty[e], p = far[e].point, from = far[e].label;
+    const std::size_t to = empty[e], from = far[order[e]].label;
+    const float* x = rows.data() + order[e] * d;
     for (std::size_t j = 0; j < d; ++j) {
-      const double v = double(s.points[p * d + j]);
+      const double v = double(x[j]);
       sums[from * d + j] -= v;
       sums[to * d + j] = v;
     }
@@ -241,20 +256,45 @@ void check_shape(const KMeansConfig& c, std::span<const float> points, std::size
   }
 }
 
+/// Start `run` of a fit: the given centroids, or k-means++ / random points drawn from the seed.
+/// Points on the device: a random start gathers its k rows; k-means++, which weighs every point,
+/// brings them all to the host once (`host_copy`, kept for the other starts).
+std::vector<float> start_for(const KMeansConfig& c, std::size_t run, const km::LloydShape& s, km::LloydBackend& be,
+                             ThreadPool& pool, std::vector<float>& host_copy) {
+  if (c.init == KMeansInit::Given) return c.initial_centroids;
+  const bool random = c.init == KMeansInit::Random;
+  if (!s.on_device) return km::initial_centroids(s, random, c.seed + run, pool);
+  if (random) {
+    std::vector<float> out(s.k * s.d);
+    be.gather(km::random_rows(s.n, s.k, c.seed + run), out);
+    return out;
+  }
+  if (host_copy.empty()) {
+    std::vector<std::uint32_t> all(s.n);
+    for (std::size_t i = 0; i < s.n; ++i) all[i] = std::uint32_t(i);
+    host_copy.resize(s.n * s.d);
+    be.gather(all, host_copy);
+  }
+  km::LloydShape on_host = s;
+  on_host.points = host_copy.data();
+  on_host.on_device = false;
+  return km::initial_centroids(on_host, false, c.seed + run, pool);
+}
+
 /// The fit of points that passed check_shape; their rows are checked by checked_backend.
-KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
-  ThreadPool pool(km::pool_workers(c.cpu_threads));
-  km::LloydShape s{points.data(), points.size() / dim, dim, c.clusters};
-  const BackendKind kind = resolve(c);
-  auto be = checked_backend(c, kind, s, pool, caller);
+KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, BackendKind kind, const char* caller,
+                         std::uintptr_t ready = 0) {
+  // Points on the device leave the host's threads idle but for a k-means++ start.
+  const bool host_work = !s.on_device || c.init == KMeansInit::KMeansPlusPlus;
+  ThreadPool pool(host_work ? km::pool_workers(c.cpu_threads) : 0);
+  auto be = checked_backend(c, kind, s, pool, caller, ready);
   // tol x variance is 0 whatever the (finite) variance when tol is 0: no pass over the points.
-  const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(s, pool);
+  const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(*be, s.n, s.d);
   KMeansResult best;
   bool have = false;
+  std::vector<float> host_copy;
   for (std::size_t run = 0; run < c.n_init; ++run) {
-    std::vector<float> start = c.init == KMeansInit::Given ? c.initial_centroids
-                                                           : km::initial_centroids(s, c.init == KMeansInit::Random,
-                                                                                   c.seed + run, pool);
+    const std::vector<float> start = start_for(c, run, s, *be, pool, host_copy);
     KMeansResult r = lloyd(*be, s, start, c.max_iter, tol);
     if (!have || r.inertia < best.inertia) {
       best = std::move(r);
@@ -265,11 +305,29 @@ KMeansResult fit_checked(const KMeansConfig& c, std::span<const float> points, s
   return best;
 }
 
+KMeansResult fit_host(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
+  return fit_checked(c, km::LloydShape{points.data(), points.size() / dim, dim, c.clusters}, resolve(c), caller);
+}
+
 }  // namespace
 
 KMeansResult KMeans::fit(std::span<const float> points, std::size_t dim) const {
   check_shape(config_, points, dim, "KMeans::fit");
-  return fit_checked(config_, points, dim, "KMeans::fit");
+  return fit_host(config_, points, dim, "KMeans::fit");
+}
+
+KMeansResult KMeans::fit_device(const float* points, std::size_t n, std::size_t dim, std::uintptr_t cuda_stream) const {
+  const char* caller = "KMeans::fit_device";
+  if (points == nullptr) fail_argument(caller, ": points is null");
+  if (dim == 0) fail_argument(caller, ": dim=0 must be at least 1");
+  if (n > std::numeric_limits<std::size_t>::max() / dim) fail_argument(caller, ": n=", n, " x dim=", dim, " overflows");
+  if (config_.backend == BackendKind::Cpu) {
+    fail_argument(caller, ": config.backend is Cpu, but points in device memory are clustered by the CUDA backend "
+                  "(choose Auto or Cuda)");
+  }
+  check_shape(config_, std::span<const float>(points, n * dim), dim, caller);  // the span is never read
+  return fit_checked(config_, km::LloydShape{points, n, dim, config_.clusters, true}, BackendKind::Cuda, caller,
+                     cuda_stream);
 }
 
 KMeansResult KMeans::fit(const ReferenceSet& set) const {
@@ -291,7 +349,7 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
   }
   image.vectors.resize(live * dim);
   check_shape(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
-  KMeansResult r = fit_checked(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
+  KMeansResult r = fit_host(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
   r.ids = std::move(ids);
   r.epoch = image.epoch;
   return r;

@@ -111,19 +111,27 @@ std::vector<float> plus_plus(const LloydShape& s, std::uint64_t seed, ThreadPool
 }
 
 std::vector<float> random_points(const LloydShape& s, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::vector<std::uint32_t> order(s.n);
-  std::iota(order.begin(), order.end(), 0u);
   std::vector<float> centroids(s.k * s.d);
+  const std::vector<std::uint32_t> rows = random_rows(s.n, s.k, seed);
   for (std::size_t c = 0; c < s.k; ++c) {
-    const std::size_t j = c + std::size_t(g() % (s.n - c));
-    std::swap(order[c], order[j]);
-    std::copy_n(s.points + std::size_t(order[c]) * s.d, s.d, centroids.begin() + std::ptrdiff_t(c * s.d));
+    std::copy_n(s.points + std::size_t(rows[c]) * s.d, s.d, centroids.begin() + std::ptrdiff_t(c * s.d));
   }
   return centroids;
 }
 
 }  // namespace
+
+std::vector<std::uint32_t> random_rows(std::size_t n, std::size_t k, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  for (std::size_t c = 0; c < k; ++c) {
+    const std::size_t j = c + std::size_t(g() % (n - c));
+    std::swap(order[c], order[j]);
+  }
+  order.resize(k);
+  return order;
+}
 
 std::size_t pool_workers(std::size_t threads) {
   if (threads == 0) threads = std::max<std::size_t>(1, std::thread::hardware_concurrency());
@@ -154,20 +162,25 @@ std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint
   return plus_plus(s, seed, pool);
 }
 
-double mean_variance(const LloydShape& s, ThreadPool& pool) {
-  const std::size_t n = s.n, d = s.d, chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(chunks * d, 0.0);
-  const auto pass = [&](const std::vector<double>* mean) {
-    pool.parallel_for(chunks, [&](std::size_t c) {
-      double* acc = part.data() + c * d;
-      std::fill_n(acc, d, 0.0);
-      for (std::size_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
-        for (std::size_t j = 0; j < d; ++j) {
-          const double v = double(s.points[i * d + j]) - (mean ? (*mean)[j] : 0.0);
-          acc[j] += mean ? v * v : v;
-        }
+void variance_pass(const LloydShape& s, ThreadPool& pool, const double* mean, std::span<double> out) {
+  const std::size_t n = s.n, d = s.d, chunks = (n + kVarianceChunk - 1) / kVarianceChunk;
+  pool.parallel_for(chunks, [&](std::size_t c) {
+    double* acc = out.data() + c * d;
+    std::fill_n(acc, d, 0.0);
+    for (std::size_t i = c * kVarianceChunk, hi = std::min(n, i + kVarianceChunk); i < hi; ++i) {
+      for (std::size_t j = 0; j < d; ++j) {
+        const double v = double(s.points[i * d + j]) - (mean ? mean[j] : 0.0);
+        acc[j] += mean ? v * v : v;  // a product, then a sum (built with -ffp-contract=off)
       }
-    });
+    }
+  });
+}
+
+double mean_variance(LloydBackend& be, std::size_t n, std::size_t d) {
+  const std::size_t chunks = (n + kVarianceChunk - 1) / kVarianceChunk;
+  std::vector<double> part(chunks * d);
+  const auto pass = [&](const std::vector<double>* mean) {
+    be.variance_pass(mean ? mean->data() : nullptr, part);
     std::vector<double> total(d, 0.0);
     for (std::size_t c = 0; c < chunks; ++c) {
       for (std::size_t j = 0; j < d; ++j) total[j] += part[c * d + j];

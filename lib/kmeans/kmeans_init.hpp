@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kmeans/lloyd_backend.hpp"
@@ -24,10 +25,17 @@ std::size_t pool_workers(std::size_t threads);
 /// whatever the thread count.
 std::size_t first_beyond(const float* from, std::size_t count, float bound, ThreadPool& pool, float* to = nullptr);
 
-/// k x d starting centroids: k-means++ (random == false) or k distinct random points.
+/// The k distinct points (of n) a random start takes, in the order it takes them.
+std::vector<std::uint32_t> random_rows(std::size_t n, std::size_t k, std::uint64_t seed);
+
+/// k x d starting centroids: k-means++ (random == false) or the rows random_rows names.
 std::vector<float> initial_centroids(const LloydShape& s, bool random, std::uint64_t seed, ThreadPool& pool);
 
-/// The mean over the features of each feature's (population) variance, in float64.
-double mean_variance(const LloydShape& s, ThreadPool& pool);
+/// LloydBackend::variance_pass over host points, on the pool.
+void variance_pass(const LloydShape& s, ThreadPool& pool, const double* mean, std::span<double> out);
+
+/// The mean over the features of each feature's (population) variance, in float64, from the
+/// backend's two passes (their partial sums added in chunk order, here).
+double mean_variance(LloydBackend& be, std::size_t n, std::size_t d);
 
 }  // namespace streamknn::detail::kmeans

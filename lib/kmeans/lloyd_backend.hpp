@@ -1,7 +1,7 @@
 // The steps of one Lloyd run that a backend performs (CPU: lloyd_cpu.cpp; CUDA:
 // lib/cuda/kmeans/), driven by kmeans.cpp, which owns the loop, the stopping rules, the
-// empty-cluster relocation and the starts. Points stay in the caller's memory (CPU) or are
-// copied to the device once per fit (CUDA).
+// empty-cluster relocation and the starts. Points stay in the caller's memory (CPU, and CUDA for
+// points already on the device) or are copied to the device once per fit (CUDA).
 #pragma once
 
 #include <cstddef>
@@ -23,9 +23,15 @@ struct FarPoint {
 };
 
 struct LloydShape {
-  const float* points = nullptr;  ///< n x d, row-major, host memory, valid for the backend's lifetime
+  /// n x d, row-major, valid for the backend's lifetime: host memory, or with on_device the CUDA
+  /// backend's device memory (the host never reads it; gather() brings rows over).
+  const float* points = nullptr;
   std::size_t n = 0, d = 0, k = 0;
+  bool on_device = false;
 };
+
+/// Points per partial sum of the mean variance (variance_pass; kmeans_init.hpp's mean_variance).
+inline constexpr std::size_t kVarianceChunk = 8192;
 
 class LloydBackend {
  public:
@@ -42,7 +48,9 @@ class LloydBackend {
   /// tree over each cluster's points in index order, kmeans_exact.hpp).
   virtual void accumulate(std::span<std::uint64_t> counts) = 0;
   /// The new centroids: mean(sum, count) per cluster (every count non-zero). Fills shift2 (k) with
-  /// each centroid's squared_shift; the bounds follow the movement.
+  /// each centroid's squared_shift; the bounds follow the movement. Called right after
+  /// accumulate(), nothing between them (the CUDA backend computes the means there already, so
+  /// that an iteration waits for the device once).
   virtual void advance(std::span<double> shift2) = 0;
   /// The new centroids given by the caller (after an empty-cluster relocation), as advance().
   virtual void move_to(std::span<const float> centroids, std::span<double> shift2) = 0;
@@ -58,6 +66,12 @@ class LloydBackend {
   /// Sum over the points, in the fold tree's order over point indices, of the float64 squared
   /// distance to the labelled centroid.
   virtual double inertia() = 0;
+  /// out (points.size() x d): the rows of the given points.
+  virtual void gather(std::span<const std::uint32_t> points, std::span<float> out) = 0;
+  /// One pass of the mean variance: out[c * d + j] (c < ceil(n / kVarianceChunk)) is the float64
+  /// sum over chunk c's points, left to right, of x_ij (mean null) or of (x_ij - mean[j])^2, each
+  /// step rounded (no fused multiply-add): the same bits on both backends.
+  virtual void variance_pass(const double* mean, std::span<double> out) = 0;
 };
 
 /// The check of the points that the CUDA backend makes as it copies them to the device: every
@@ -70,11 +84,15 @@ struct RowCheck {
 /// The backend labels on the pool's threads; the pool outlives it.
 std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, ThreadPool& pool);
 /// Throws BackendUnavailable without CUDA (lib/kmeans/no_cuda.cpp) or a usable device, before
-/// anything else (no point copied). The points
-/// go to the device through pinned buffers that the pool fills, testing every float against
-/// check.bound as it is copied; the copy stops at the first float beyond, and a backend whose
-/// check.first is not n x d holds no points: the caller refuses the input and drops it.
-std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check);
+/// anything else (no point copied). Host points go to the device through pinned buffers that the
+/// pool fills, testing every float against check.bound as it is copied; the copy stops at the
+/// first float beyond, and a backend whose check.first is not n x d holds no points: the caller
+/// refuses the input and drops it. Points on the device (shape.on_device) are read in place,
+/// after `ready` (a cudaStream_t, 0 the legacy default stream) has done what was queued on it;
+/// a kernel tests them, and InvalidArgument (naming `caller`) refuses a pointer that is not
+/// memory of `device`.
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check,
+                                              std::uintptr_t ready = 0, const char* caller = "KMeans");
 /// True when make_cuda_lloyd can succeed for this device.
 bool cuda_lloyd_available(int device) noexcept;
 

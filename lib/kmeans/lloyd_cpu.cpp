@@ -13,6 +13,7 @@
 #include "core/check.hpp"
 #include "core/thread_pool.hpp"
 #include "kmeans/fold_tree.hpp"
+#include "kmeans/kmeans_init.hpp"
 #include "kmeans/kmeans_exact.hpp"
 #include "kmeans/lloyd_backend.hpp"
 #include "kmeans/lloyd_cpu_scan.hpp"
@@ -162,6 +163,14 @@ class CpuLloyd final : public LloydBackend {
                 nodes.data() + u, scratch);
     });
     return *fold_levels(nodes, units, 1);
+  }
+
+  void gather(std::span<const std::uint32_t> points, std::span<float> out) override {
+    for (std::size_t r = 0; r < points.size(); ++r) std::copy_n(x_ + points[r] * d_, d_, out.begin() + std::ptrdiff_t(r * d_));
+  }
+
+  void variance_pass(const double* mean, std::span<double> out) override {
+    kmeans::variance_pass(LloydShape{x_, n_, d_, k_}, pool_, mean, out);
   }
 
  private:

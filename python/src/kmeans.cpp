@@ -1,4 +1,4 @@
-// streamknn._streamknn.kmeans_fit / kmeans_fit_set / kmeans_predict: thin bindings of
+// streamknn._streamknn.kmeans_fit / kmeans_fit_device / kmeans_fit_set / kmeans_predict: thin bindings of
 // streamknn::KMeans (streamknn/kmeans.hpp); the scikit-learn estimator is python/streamknn/_kmeans.py.
 #include "common.hpp"
 #include "streamknn/kmeans.hpp"
@@ -80,6 +80,26 @@ void bind_kmeans(py::module_& m) {
       py::arg("seed") = 0, py::arg("backend") = "auto", py::arg("cpu_threads") = 0, py::arg("cuda_device") = 0,
       "Exact K-means (streamknn::KMeans::fit): returns (centroids float32 (k, d), labels int32 (n), inertia, "
       "n_iter, converged, backend, None, 0).");
+  m.def(
+      "kmeans_fit_device",
+      [](std::uintptr_t points, std::size_t n, std::size_t dim, std::uintptr_t stream, std::size_t n_clusters,
+         std::size_t max_iter, double tol, std::size_t n_init, const std::string& init, py::handle init_centroids,
+         std::uint64_t seed, const std::string& backend, std::size_t cpu_threads, int cuda_device) {
+        const KMeans km(make_kmeans(n_clusters, max_iter, tol, n_init, init, init_centroids, seed, backend,
+                                    cpu_threads, cuda_device));
+        KMeansResult r;
+        {
+          py::gil_scoped_release release;
+          r = km.fit_device(reinterpret_cast<const float*>(points), n, dim, stream);
+        }
+        return result_tuple(std::move(r));
+      },
+      py::arg("points"), py::arg("n"), py::arg("dim"), py::arg("stream"), py::arg("n_clusters"),
+      py::arg("max_iter") = 300, py::arg("tol") = 1e-4, py::arg("n_init") = 1, py::arg("init") = "k-means++",
+      py::arg("init_centroids") = py::none(), py::arg("seed") = 0, py::arg("backend") = "auto",
+      py::arg("cpu_threads") = 0, py::arg("cuda_device") = 0,
+      "K-means of n x dim contiguous float32 rows at a CUDA device pointer (streamknn::KMeans::fit_device), "
+      "after the work queued on `stream` (a cudaStream_t): returns what kmeans_fit returns.");
   m.def(
       "kmeans_fit_set",
       [](const Store& store, std::size_t n_clusters, std::size_t max_iter, double tol, std::size_t n_init,

@@ -20,9 +20,36 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _streamknn
+from ._arrays import on_device
+from ._device import genuine_framework
 from ._sklearn_base import _validate_data
 
 _BACKENDS = ("auto", "cpu", "cuda")
+
+
+def _device_rows(X):
+    """(contiguous float32 rows on X's device, their pointer, the device's ordinal, its framework's
+    current stream, the fitted centroids' NumPy dtype) for a CuPy array or PyTorch CUDA tensor."""
+    if X.ndim != 2:
+        raise ValueError(f"Expected 2D array, got a {X.ndim}-D device array instead")
+    if genuine_framework(X) == "torch":
+        import torch
+
+        t = X.detach()
+        dtype = np.float64 if t.dtype == torch.float64 else np.float32
+        if t.is_complex() or t.dtype == torch.bool:
+            raise ValueError(f"X must hold real numbers, got {t.dtype}")
+        t = t.to(torch.float32).contiguous()  # on the device
+        device = t.device.index if t.device.index is not None else torch.cuda.current_device()
+        return t, t.data_ptr(), device, torch.cuda.current_stream(device).cuda_stream, dtype
+    import cupy
+
+    if X.dtype.kind not in "fiu":
+        raise ValueError(f"X must hold real numbers, got dtype {X.dtype}")
+    dtype = np.float64 if X.dtype == cupy.float64 else np.float32
+    with X.device:
+        a = cupy.ascontiguousarray(X, dtype=cupy.float32)  # on the device
+        return a, a.data.ptr, a.device.id, cupy.cuda.get_current_stream().ptr, dtype
 
 
 class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
@@ -86,20 +113,52 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # ---- fitting ----------------------------------------------------------------------------
     def fit(self, X, y=None):
-        """Clusters X (n_samples, n_features); returns self."""
+        """Clusters X (n_samples, n_features); returns self.
+
+        X may be a CuPy array or a PyTorch CUDA tensor: the CUDA backend then reads it in place
+        (``KMeans::fit_device``, after the work queued on the framework's current stream), and the
+        fitted attributes are NumPy arrays as for host data.
+        """
+        if genuine_framework(X) is not None and on_device(X):
+            return self._fit_device(X)
         X = _validate_data(self, X, accept_sparse=False, dtype=[np.float64, np.float32], order="C")
         n_init = self._check_params(X)
         random_state = check_random_state(self.random_state)
         X32 = np.ascontiguousarray(X, dtype=np.float32)
+        kind, given, seed = self._start(X, random_state)
+        result = _streamknn.kmeans_fit(
+            X32, self.n_clusters, max_iter=self.max_iter, tol=float(self.tol), n_init=n_init, init=kind,
+            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads)
+        return self._fitted(result, X.dtype)
+
+    def _start(self, X, random_state):
+        """(init kind, given centroids or None, seed) for the library."""
         if isinstance(self.init, str):
             kind, given = self.init, None
         else:
             kind, given = "given", self._given_centroids(X, random_state)
-        seed = int(random_state.randint(np.iinfo(np.int32).max))
-        centers, labels, inertia, n_iter, _, backend, _, _ = _streamknn.kmeans_fit(
-            X32, self.n_clusters, max_iter=self.max_iter, tol=float(self.tol), n_init=n_init, init=kind,
-            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads)
-        self.cluster_centers_ = centers.astype(X.dtype)
+        return kind, given, int(random_state.randint(np.iinfo(np.int32).max))
+
+    def _fit_device(self, X):
+        """fit() of a CuPy array or PyTorch CUDA tensor, read in place on its device."""
+        if self.backend == "cpu":
+            raise ValueError("backend='cpu' cannot cluster device-resident X; pass a NumPy array or use "
+                             "backend='auto' or 'cuda'")
+        rows, ptr, device, stream, dtype = _device_rows(X)
+        self.n_features_in_ = int(rows.shape[1])
+        n_init = self._check_params(rows)
+        random_state = check_random_state(self.random_state)
+        kind, given, seed = self._start(rows, random_state)
+        result = _streamknn.kmeans_fit_device(
+            ptr, int(rows.shape[0]), int(rows.shape[1]), stream, self.n_clusters, max_iter=self.max_iter,
+            tol=float(self.tol), n_init=n_init, init=kind, init_centroids=given, seed=seed, backend=self.backend,
+            cpu_threads=self.cpu_threads, cuda_device=device)
+        del rows  # alive until the fit has returned (it reads the rows in place)
+        return self._fitted(result, dtype)
+
+    def _fitted(self, result, dtype):
+        centers, labels, inertia, n_iter, _, backend, _, _ = result
+        self.cluster_centers_ = centers.astype(dtype)
         self.labels_ = labels
         self.inertia_ = float(inertia)
         self.n_iter_ = int(n_iter)

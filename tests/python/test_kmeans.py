@@ -125,3 +125,48 @@ def test_empty_clusters_relocated_as_sklearn(far):
     assert ours.n_iter_ == sk.n_iter_
     np.testing.assert_allclose(ours.inertia_, sk.inertia_, rtol=1e-6)
     np.testing.assert_allclose(ours.cluster_centers_, sk.cluster_centers_.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def _device_frameworks():
+    """(name, to_device) for PyTorch and CuPy where installed with a usable CUDA device."""
+    out = []
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out.append(("torch", lambda a: torch.from_numpy(a).cuda()))
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            out.append(("cupy", cupy.asarray))
+    except Exception:  # noqa: BLE001 - no CuPy, or no driver behind it
+        pass
+    return out
+
+
+@pytest.mark.parametrize("init", ["given", "random", "k-means++"])
+def test_device_arrays_are_clustered_in_place_as_host_arrays(backend, init):
+    """A CuPy array or PyTorch CUDA tensor goes to KMeans::fit_device, read in place: the same
+    labels, centroids, inertia and iterations as the same values in a NumPy array."""
+    if backend == "cpu" or not streamknn.cuda_available():
+        pytest.skip("device arrays need the CUDA backend")
+    frameworks = _device_frameworks()
+    if not frameworks:
+        pytest.skip("neither PyTorch nor CuPy with a CUDA device")
+    X, _ = make_blobs(n_samples=20000, n_features=7, centers=6, random_state=11)
+    X = X.astype(np.float32)
+    start = X[:6].copy() if init == "given" else init
+    kw = dict(n_clusters=6, init=start, n_init=1 if init == "given" else 2, random_state=4, backend="cuda")
+    host = streamknn.KMeans(**kw).fit(X)
+    for name, to_device in frameworks:
+        got = streamknn.KMeans(**kw).fit(to_device(X))
+        assert got.backend_ == "cuda", name
+        assert isinstance(got.cluster_centers_, np.ndarray), name
+        np.testing.assert_array_equal(got.labels_, host.labels_, err_msg=name)
+        np.testing.assert_array_equal(got.cluster_centers_, host.cluster_centers_, err_msg=name)
+        assert got.inertia_ == host.inertia_ and got.n_iter_ == host.n_iter_, name
+        with pytest.raises(ValueError, match="backend='cpu'"):
+            streamknn.KMeans(n_clusters=6, backend="cpu").fit(to_device(X))

@@ -1,5 +1,6 @@
-// Launchers of the K-means kernels (kmeans_kernels.cu); plain C++, for lloyd_cuda.cpp. Every
-// launcher queues its work on `stream` and checks the launch. Arrays are device memory.
+// Launchers of the K-means kernels (kmeans_kernels.cu, point_kernels.cu); plain C++, for
+// lloyd_cuda.cpp. Every launcher queues its work on `stream` and checks the launch. Arrays are
+// device memory.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -70,6 +71,18 @@ void launch_point_costs(const float* x, const float* centroids, const std::uint3
 void launch_far_points(const double* sorted, const std::uint32_t* order, const std::uint32_t* labels, std::uint32_t n,
                        std::uint32_t m, std::uint32_t d, std::uint32_t* count, std::uint32_t* far_labels,
                        cudaStream_t stream);
+/// point_kernels.cu: *first = the lowest index of a float of x (count) that is NaN or beyond
+/// `bound` in magnitude, where that is below the value *first holds (set it to count first).
+void launch_first_beyond(const float* x, std::size_t count, float bound, unsigned long long* first,
+                         cudaStream_t stream);
+/// out (count x d) = the rows of x (n x d) that `rows` names.
+void launch_gather(const float* x, const std::uint32_t* rows, std::uint32_t count, std::uint32_t d, float* out,
+                   cudaStream_t stream);
+/// LloydBackend::variance_pass (lib/kmeans/lloyd_backend.hpp) over x (n x d): out is
+/// ceil(n / kVarianceChunk) x d; mean is d values on the device, or null for the first pass.
+void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, const double* mean, double* out,
+                          cudaStream_t stream);
+
 /// out[i] = i.
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 // The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
-// once, through pinned buffers, and checked as they are copied (staged_upload.hpp); per
+// once, through pinned buffers, and checked as they are copied (staged_upload.hpp), or read in
+// place where the caller's are on the device (checked by a kernel); per
 // iteration the bounds and scan kernels label, a stable sort of the labels orders each cluster's
 // points by index, the fold tree's levels sum them, and one copy brings the counts, the
 // changed-label count and the movements to the host. An empty-cluster relocation gets the far
@@ -26,28 +27,61 @@ namespace streamknn::detail::kmeans {
 namespace {
 
 namespace gk = streamknn::detail::gpu::kmeans;
+
+/// InvalidArgument unless `points` is device (or managed) memory that `device` can read.
+void require_device_memory(const float* points, int device, const char* caller) {
+  cudaPointerAttributes at{};
+  if (cudaPointerGetAttributes(&at, points) != cudaSuccess) {
+    cudaGetLastError();  // clear the error: the caller's pointer was not one CUDA knows
+    fail_argument(caller, ": points is not CUDA memory");
+  }
+  if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) {
+    fail_argument(caller, ": points is ", at.type == cudaMemoryTypeHost ? "pinned host" : "host",
+                  " memory, not device memory of CUDA device ", device, " (use fit() for host memory)");
+  }
+  if (at.type == cudaMemoryTypeDevice && at.device != device) {
+    fail_argument(caller, ": points is memory of CUDA device ", at.device, ", not of config.cuda_device=", device);
+  }
+}
 using gpu::DeviceArray;
 using gpu::PinnedArray;
 using gpu::check_cuda;
 
+/// A typed part of a fit's one device allocation, read as a DeviceArray is.
+template <class T>
+struct Slice {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  T* get() const noexcept { return ptr; }
+  std::size_t size() const noexcept { return count; }
+  std::size_t bytes() const noexcept { return count * sizeof(T); }
+};
+
 class CudaLloyd final : public LloydBackend {
  public:
-  /// Leaves check.first at the first float beyond check.bound, with the upload stopped there.
-  CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check)
+  /// Leaves check.first at the first float beyond check.bound, with the upload stopped there
+  /// (host points); `ready` is the stream device points were written on. Every array of the fit
+  /// but the relocation's lives in one device allocation, and the host's copies of the counts
+  /// and movements in one pinned one: a fit's fixed cost is a few calls, not one per array.
+  CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
-        levels_(fold_levels_for(s.n)),
-        x_(s.n * s.d, "kmeans points"), labels_(s.n, "kmeans labels"), upper_(s.n, "kmeans upper bounds"),
-        lower_(s.n, "kmeans lower bounds"), list_(s.n, "kmeans scan list"), stats_(2, "kmeans counters"),
-        centroids_(s.k * s.d, "kmeans centroids"), before_(s.k * s.d, "kmeans centroids"),
-        half_gap_(s.k, "kmeans half gaps"), delta_(s.k, "kmeans movements"), shift2_(s.k, "kmeans shifts"),
-        counts_(s.k, "kmeans counts"), moff_(s.k + 1, "kmeans member offsets"),
-        offs_(std::size_t(levels_) * (s.k + 1), "kmeans tree offsets"), sums_(s.k * s.d, "kmeans sums"),
-        one_(1, "kmeans point count"), host_counts_(s.k + 1, "kmeans counts"), host_shift2_(s.k, "kmeans shifts"),
+        levels_(fold_levels_for(s.n)), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
+        block_(place(nullptr), "kmeans arrays"), host_(2 * std::size_t(s.k) + 1, "kmeans counts and shifts"),
         host_counts64_(s.k) {
-    // n_ is a member: the (pageable) source outlives the copy; the upload's last wait covers it.
+    place(block_.get());
+    host_shift2_ = host_.get();
+    host_counts_ = reinterpret_cast<std::uint32_t*>(host_.get() + k_);  // k + 1 counts in k + 1 doubles
+    // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
                "kmeans n");
-    upload(s.points, device, pool, check);
+    gk::launch_iota(iota_.get(), n_, stream_.get());
+    if (s.on_device) {
+      xp_ = s.points;
+      check_in_place(check, ready);
+    } else {
+      upload(s.points, device, pool, check);
+      xp_ = x_.get();
+    }
     int bits = 1;
     while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
     bits_ = bits;
@@ -57,12 +91,13 @@ class CudaLloyd final : public LloydBackend {
     upload_centroids(c);
     bounded_ = false;
     moved_ = false;
+    advanced_ = false;
   }
 
   std::size_t changed() override {
     if (!changed_ready_) sync();
     changed_ready_ = true;
-    return first_ ? n_ : host_counts_.get()[k_];
+    return first_ ? n_ : host_counts_[k_];
   }
 
   void assign() override {
@@ -77,7 +112,7 @@ class CudaLloyd final : public LloydBackend {
       gk::launch_scan(a, true, s);
     }
     // Comes to the host with accumulate()'s counts (the stream is in order): no wait here.
-    check_cuda(cudaMemcpyAsync(host_counts_.get() + k_, stats_.get() + 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+    check_cuda(cudaMemcpyAsync(host_counts_ + k_, stats_.get() + 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans changed labels");
     changed_ready_ = false;
     first_ = !bounded_;
@@ -87,29 +122,43 @@ class CudaLloyd final : public LloydBackend {
 
   void accumulate(std::span<std::uint64_t> counts) override {
     const cudaStream_t s = stream_.get();
-    allocate_sums();
     gk::launch_histogram(labels_.get(), n_, k_, counts_.get(), s);
     gk::sort_members(sort_temp_.get(), sort_temp_.size(), labels_.get(), keys_.get(), iota_.get(), members_.get(), n_,
                      bits_, s);
-    fold(x_.get(), members_.get(), counts_.get(), k_, d_, sums_.get());
-    check_cuda(cudaMemcpyAsync(host_counts_.get(), counts_.get(), k_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+    fold(xp_, members_.get(), counts_.get(), k_, d_, sums_.get());
+    // The means and their movements, on the wager that no cluster is empty (the usual case): they
+    // come back with the counts, so an iteration waits once. An empty cluster loses the wager:
+    // the centroids are put back, and the relocation and move_to() start from them as usual.
+    copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
+    gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
+    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), s);
+    check_cuda(cudaMemcpyAsync(host_counts_, counts_.get(), k_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans counts");
+    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans shifts");
     sync();
-    for (std::uint32_t c = 0; c < k_; ++c) counts[c] = host_counts64_[c] = host_counts_.get()[c];
+    advanced_ = true;
+    for (std::uint32_t c = 0; c < k_; ++c) {
+      counts[c] = host_counts64_[c] = host_counts_[c];
+      if (counts[c] == 0) advanced_ = false;
+    }
+    if (!advanced_) copy_on_device(centroids_.get(), before_.get(), centroids_.bytes());
   }
 
   void advance(std::span<double> shift2) override {
-    const cudaStream_t s = stream_.get();
-    check_cuda(cudaMemcpyAsync(before_.get(), centroids_.get(), centroids_.bytes(), cudaMemcpyDeviceToDevice, s),
-               "cudaMemcpyAsync", "kmeans centroids");
-    gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
-    finish_move(shift2);
+    if (!advanced_) {  // not after accumulate(): as the wager does, then wait
+      const cudaStream_t s = stream_.get();
+      copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
+      gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
+      finish_move(shift2);
+      return;
+    }
+    advanced_ = false;
+    take_shifts(shift2);
   }
 
   void move_to(std::span<const float> c, std::span<double> shift2) override {
-    const cudaStream_t s = stream_.get();
-    check_cuda(cudaMemcpyAsync(before_.get(), centroids_.get(), centroids_.bytes(), cudaMemcpyDeviceToDevice, s),
-               "cudaMemcpyAsync", "kmeans centroids");
+    copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
     upload_centroids(c);
     finish_move(shift2);
   }
@@ -122,7 +171,6 @@ class CudaLloyd final : public LloydBackend {
     // The costs sorted on the device; the screen's prefix of them, their points and labels come
     // back (usually a handful: two small copies instead of n labels and a host pass over n x d).
     const cudaStream_t s = stream_.get();
-    allocate_costs();
     if (far_order_.size() == 0) {
       far_temp_ = DeviceArray<unsigned char>(gk::cost_sort_bytes(n_), "kmeans cost sort scratch");
       far_sorted_ = DeviceArray<double>(n_, "kmeans sorted costs");
@@ -130,7 +178,7 @@ class CudaLloyd final : public LloydBackend {
       far_order_ = DeviceArray<std::uint32_t>(n_, "kmeans far points");
       far_count_ = DeviceArray<std::uint32_t>(1, "kmeans far point count");
     }
-    gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
+    gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
     gk::sort_costs(far_temp_.get(), far_temp_.size(), costs_.get(), far_sorted_.get(), iota_.get(), far_order_.get(), n_,
                    s);
     gk::launch_far_points(far_sorted_.get(), far_order_.get(), labels_.get(), n_, std::uint32_t(m), d_,
@@ -149,10 +197,30 @@ class CudaLloyd final : public LloydBackend {
     return out;
   }
 
+  void gather(std::span<const std::uint32_t> points, std::span<float> out) override {
+    if (points.empty()) return;
+    const cudaStream_t s = stream_.get();
+    DeviceArray<std::uint32_t> rows(points.size(), "kmeans gathered rows");
+    DeviceArray<float> values(out.size(), "kmeans gathered values");
+    check_cuda(cudaMemcpyAsync(rows.get(), points.data(), points.size_bytes(), cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync", "kmeans gathered rows");
+    gk::launch_gather(xp_, rows.get(), std::uint32_t(points.size()), d_, values.get(), s);
+    copy_out(out.data(), values.get(), out.size_bytes());  // waits: `points` may go once this returns
+  }
+
+  void variance_pass(const double* mean, std::span<double> out) override {
+    const cudaStream_t s = stream_.get();
+    if (mean) {
+      check_cuda(cudaMemcpyAsync(means_.get(), mean, means_.bytes(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
+                 "kmeans feature means");
+    }
+    gk::launch_variance_pass(xp_, n_, d_, mean ? means_.get() : nullptr, variance_.get(), s);
+    copy_out(out.data(), variance_.get(), out.size_bytes());  // waits: `mean` may go once this returns
+  }
+
   double inertia() override {
     const cudaStream_t s = stream_.get();
-    allocate_costs();
-    gk::launch_point_costs(x_.get(), centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
+    gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
     fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
     double out = 0;
     copy_out(&out, root_.get(), sizeof out);
@@ -166,9 +234,26 @@ class CudaLloyd final : public LloydBackend {
     check.first = staged_upload(x_.get(), points, x_.size(), check.bound, device, stream_.get(), pool);
   }
 
+  /// Device points, read in place: after the caller's stream's work, one pass finds the first
+  /// float beyond check.bound (check.first; n x d when none is).
+  void check_in_place(RowCheck& check, std::uintptr_t ready) {
+    const cudaStream_t s = stream_.get();
+    gpu::Event written;
+    written.record(reinterpret_cast<cudaStream_t>(ready));
+    check_cuda(cudaStreamWaitEvent(s, written.get()), "cudaStreamWaitEvent(caller's stream)");
+    const std::size_t count = std::size_t(n_) * d_;
+    const unsigned long long none = count;  // outlives the copy: copy_out waits
+    check_cuda(cudaMemcpyAsync(first_bad_.get(), &none, sizeof none, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
+               "kmeans first bad float");
+    gk::launch_first_beyond(xp_, count, check.bound, first_bad_.get(), s);
+    unsigned long long at = count;
+    copy_out(&at, first_bad_.get(), sizeof at);
+    check.first = std::size_t(at);
+  }
+
   gk::LabelArgs args() {
     gk::LabelArgs a;
-    a.x = x_.get();
+    a.x = xp_;
     a.centroids = centroids_.get();
     a.labels = labels_.get();
     a.upper = upper_.get();
@@ -205,13 +290,18 @@ class CudaLloyd final : public LloydBackend {
   void finish_move(std::span<double> shift2) {
     const cudaStream_t s = stream_.get();
     gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), s);
-    check_cuda(cudaMemcpyAsync(host_shift2_.get(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
+    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
     sync();
+    take_shifts(shift2);
+  }
+
+  /// shift2 and the bounds' movements from the shifts that reached the host.
+  void take_shifts(std::span<double> shift2) {
     double max1 = 0, max2 = 0;
     std::uint32_t arg = 0;
     for (std::uint32_t c = 0; c < k_; ++c) {
-      shift2[c] = host_shift2_.get()[c];
+      shift2[c] = host_shift2_[c];
       const double delta = movement_bound(shift2[c], d_);  // the kernel's value: same function, same bits
       if (delta > max1) {
         max2 = max1;
@@ -227,32 +317,55 @@ class CudaLloyd final : public LloydBackend {
     moved_ = true;
   }
 
-  /// The sort's and the fold tree's buffers, at the first accumulate() or inertia() (predict()
-  /// needs none of them).
-  void allocate_sums() {
-    if (members_.size() != 0) return;
-    const std::size_t n = n_, k = k_, d = d_;
-    keys_ = DeviceArray<std::uint32_t>(n, "kmeans sort keys");
-    iota_ = DeviceArray<std::uint32_t>(n, "kmeans point indices");
-    sort_temp_ = DeviceArray<unsigned char>(gk::sort_bytes(n_), "kmeans sort scratch");
-    level_a_ = DeviceArray<double>((n / kFold + k + 1) * d, "kmeans fold tree");
-    level_b_ = DeviceArray<double>((n / (kFold * kFold) + k + 1) * d, "kmeans fold tree");
-    gk::launch_iota(iota_.get(), n_, stream_.get());
-    members_ = DeviceArray<std::uint32_t>(n, "kmeans members");  // last: marks the buffers made
-  }
-
-  /// The per-point costs and the inertia's root, at the first inertia() or far_points().
-  void allocate_costs() {
-    allocate_sums();  // the fold tree's levels and iota_
-    if (costs_.size() != 0) return;
-    costs_ = DeviceArray<double>(n_, "kmeans point costs");
-    root_ = DeviceArray<double>(1, "kmeans inertia");
+  /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
+  /// sizes them); returns the block's bytes.
+  std::size_t place(unsigned char* base) {
+    const std::size_t n = n_, k = k_, d = d_, at_most = 256;
+    std::size_t at = 0;
+    const auto put = [&](auto& slice, std::size_t count) {
+      at = (at + at_most - 1) / at_most * at_most;
+      slice.ptr = base ? reinterpret_cast<decltype(slice.ptr)>(base + at) : nullptr;
+      slice.count = count;
+      at += count * sizeof(*slice.ptr);
+    };
+    put(labels_, n);
+    put(upper_, n);
+    put(lower_, n);
+    put(list_, n);
+    put(stats_, 2);
+    put(centroids_, k * d);
+    put(before_, k * d);
+    put(half_gap_, k);
+    put(delta_, k);
+    put(shift2_, k);
+    put(counts_, k);
+    put(moff_, k + 1);
+    put(offs_, std::size_t(levels_) * (k + 1));
+    put(sums_, k * d);
+    put(one_, 1);
+    put(first_bad_, 1);
+    put(keys_, n);
+    put(iota_, n);
+    put(members_, n);
+    put(sort_temp_, gk::sort_bytes(n_));
+    put(level_a_, (n / kFold + k + 1) * d);
+    put(level_b_, (n / (kFold * kFold) + k + 1) * d);
+    put(costs_, n);
+    put(root_, 1);
+    put(variance_, (n + kVarianceChunk - 1) / kVarianceChunk * d);
+    put(means_, d);
+    return at;
   }
 
   void upload_centroids(std::span<const float> c) {
     check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_.get()),
                "cudaMemcpyAsync", "kmeans centroids");
     sync();  // c is pageable host memory the caller may reuse
+  }
+
+  void copy_on_device(void* to, const void* from, std::size_t bytes) {
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_.get()), "cudaMemcpyAsync",
+               "kmeans device copy");
   }
 
   void copy_out(void* to, const void* from, std::size_t bytes) {
@@ -269,35 +382,38 @@ class CudaLloyd final : public LloydBackend {
   gpu::Stream stream_;
   std::uint32_t n_, d_, k_, levels_;
   int bits_ = 1;
-  DeviceArray<float> x_;
-  DeviceArray<std::uint32_t> labels_;
-  DeviceArray<float> upper_, lower_;
-  DeviceArray<std::uint32_t> list_, stats_;
-  DeviceArray<float> centroids_, before_, half_gap_;
-  DeviceArray<double> delta_, shift2_;
-  DeviceArray<std::uint32_t> counts_, moff_, offs_, keys_, iota_, members_;
-  DeviceArray<unsigned char> sort_temp_;
-  DeviceArray<double> level_a_, level_b_, sums_, costs_, root_, far_sorted_;
-  DeviceArray<unsigned char> far_temp_;                 // the relocation's sort (far_points)
+  DeviceArray<float> x_;   // the points' copy (host points), else empty
+  const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
+  Slice<std::uint32_t> labels_, list_, stats_, counts_, moff_, offs_, keys_, iota_, members_, one_;
+  Slice<float> upper_, lower_, centroids_, before_, half_gap_;
+  Slice<double> delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
+  Slice<unsigned char> sort_temp_;
+  Slice<unsigned long long> first_bad_;
+  DeviceArray<unsigned char> block_;  // every Slice above (place())
+  DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
+  DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
-  DeviceArray<std::uint32_t> one_;  // n: the inertia's one sequence
-  PinnedArray<std::uint32_t> host_counts_;
-  PinnedArray<double> host_shift2_;
+  PinnedArray<double> host_;  // the host's copies: shifts (k), then counts and the changed count (k + 1)
+  double* host_shift2_ = nullptr;
+  std::uint32_t* host_counts_ = nullptr;
   std::vector<std::uint64_t> host_counts64_;
   double max1_ = 0, max2_ = 0;
   std::uint32_t argmax_ = 0;
   bool bounded_ = false, moved_ = false;
+  bool advanced_ = false;       // accumulate() moved the centroids to the means (its wager won)
   bool first_ = true;           // the last assign() scanned every point (changed() is n)
   bool changed_ready_ = true;   // the changed count has reached host_counts_[k_]
 };
 
 }  // namespace
 
-std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check) {
+std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check,
+                                              std::uintptr_t ready, const char* caller) {
   if (!cuda_device_usable(device)) {
     throw BackendUnavailable(concat("KMeans: CUDA device ", device, " is not usable (none present, or not supported)"));
   }
-  return std::make_unique<CudaLloyd>(shape, device, pool, check);
+  if (shape.on_device) require_device_memory(shape.points, device, caller);
+  return std::make_unique<CudaLloyd>(shape, device, pool, check, ready);
 }
 
 bool cuda_lloyd_available(int device) noexcept { return cuda_device_usable(device); }

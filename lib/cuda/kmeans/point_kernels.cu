@@ -1,0 +1,102 @@
+// The K-means kernels over the points themselves, for points the caller hands over in device
+// memory (KMeans::fit_device) as for the backend's own copy: the check of their floats, rows
+// gathered for the host, and the mean variance's passes (tol's scale), whose partial sums must
+// be the CPU backend's bit for bit (lib/kmeans/kmeans_init.cpp: each product and each sum
+// rounded, left to right over a chunk's points).
+#include <cstdint>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/lloyd_backend.hpp"
+
+namespace streamknn::detail::gpu::kmeans {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::uint32_t kStageFloats = 8192;  // the variance pass's shared-memory tile (32 KiB)
+
+void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+/// *first = min(*first, the index of each float beyond `limit`'s bits, NaN included): the lowest.
+__global__ void first_beyond_kernel(const float* x, std::size_t count, std::uint32_t limit,
+                                    unsigned long long* first) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    if ((__float_as_uint(x[i]) & 0x7fffffffu) > limit) atomicMin(first, (unsigned long long)i);
+  }
+}
+
+/// out[r * d + j] = x[rows[r] * d + j].
+__global__ void gather_kernel(const float* x, const std::uint32_t* rows, std::uint32_t count, std::uint32_t d,
+                              float* out) {
+  const std::size_t total = std::size_t(count) * d, stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t e = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const std::size_t r = e / d, j = e % d;
+    out[e] = x[std::size_t(rows[r]) * d + j];
+  }
+}
+
+/// One block per (chunk, group of up to kThreads columns): the chunk's rows pass through shared
+/// memory, coalesced, and thread j sums its column over them in point order.
+__global__ void __launch_bounds__(kThreads) variance_kernel(const float* x, std::uint32_t n, std::uint32_t d,
+                                                            const double* mean, double* out) {
+  __shared__ float stage[kStageFloats];
+  const std::uint32_t chunk = blockIdx.x, j0 = blockIdx.y * kThreads;
+  const std::uint32_t width = min(std::uint32_t(kThreads), d - j0);
+  constexpr std::uint32_t kChunk = std::uint32_t(streamknn::detail::kmeans::kVarianceChunk);
+  const std::uint32_t lo = chunk * kChunk, hi = n - lo < kChunk ? n : lo + kChunk;
+  const std::uint32_t rows_per_stage = kStageFloats / width;
+  const std::uint32_t j = j0 + threadIdx.x;
+  const double m = mean != nullptr && threadIdx.x < width ? mean[j] : 0.0;
+  double acc = 0.0;
+  for (std::uint32_t r0 = lo; r0 < hi; r0 += rows_per_stage) {
+    const std::uint32_t rows = min(rows_per_stage, hi - r0);
+    __syncthreads();
+    for (std::uint32_t e = threadIdx.x; e < rows * width; e += kThreads) {
+      const std::uint32_t r = e / width, c = e % width;
+      stage[e] = x[std::size_t(r0 + r) * d + j0 + c];
+    }
+    __syncthreads();
+    if (threadIdx.x >= width) continue;
+    for (std::uint32_t r = 0; r < rows; ++r) {
+      const double v = __dsub_rn(double(stage[r * width + threadIdx.x]), m);
+      acc = __dadd_rn(acc, mean != nullptr ? __dmul_rn(v, v) : v);
+    }
+  }
+  if (threadIdx.x < width) out[std::size_t(chunk) * d + j] = acc;
+}
+
+unsigned grid_for(std::size_t work) {
+  const std::size_t blocks = (work + kThreads - 1) / kThreads;
+  return unsigned(blocks < 4096 ? (blocks == 0 ? 1 : blocks) : 4096);
+}
+
+}  // namespace
+
+void launch_first_beyond(const float* x, std::size_t count, float bound, unsigned long long* first,
+                         cudaStream_t stream) {
+  std::uint32_t limit = 0;
+  static_assert(sizeof limit == sizeof bound);
+  __builtin_memcpy(&limit, &bound, sizeof limit);
+  first_beyond_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, limit, first);
+  check_launch("kmeans first_beyond_kernel");
+}
+
+void launch_gather(const float* x, const std::uint32_t* rows, std::uint32_t count, std::uint32_t d, float* out,
+                   cudaStream_t stream) {
+  if (count == 0) return;
+  gather_kernel<<<grid_for(std::size_t(count) * d), kThreads, 0, stream>>>(x, rows, count, d, out);
+  check_launch("kmeans gather_kernel");
+}
+
+void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, const double* mean, double* out,
+                          cudaStream_t stream) {
+  const std::size_t chunks = (n + streamknn::detail::kmeans::kVarianceChunk - 1) /
+                             streamknn::detail::kmeans::kVarianceChunk;
+  const dim3 grid(unsigned(chunks), (d + kThreads - 1) / kThreads);
+  variance_kernel<<<grid, kThreads, 0, stream>>>(x, n, d, mean, out);
+  check_launch("kmeans variance_kernel");
+}
+
+}  // namespace streamknn::detail::gpu::kmeans

@@ -1,0 +1,228 @@
+// GPU suite (skips without a CUDA device): KMeans::fit_device, points read in place from device
+// memory, against KMeans::fit of the same points in host memory on the CPU backend. The contract
+// is identity (docs/kmeans.md): the same labels, centroid bits, inertia and iteration count, for
+// given, random and k-means++ starts, empty-cluster relocations (their rows gathered from the
+// device), tol's scale (the mean variance, computed on the device: a tol stop in the same
+// iteration), rows wider than one block's columns, and the points written on the caller's stream
+// just before the call. Bad floats are named as fit() names them; pointers that are not device
+// memory, backend Cpu and bad shapes are refused. Built with CUDA (links the CUDA runtime).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "streamknn/kmeans.hpp"
+#include "support/test_support.hpp"
+
+using namespace test;
+
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) FAIL(what, ": ", cudaGetErrorString(e));
+}
+
+/// The points in device memory, poisoned with NaN first, then written by a copy queued on a
+/// stream of the caller's that the fit must wait for.
+struct DevicePoints {
+  explicit DevicePoints(const std::vector<float>& x) : count(x.size()) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(count, 1) * sizeof(float)), "cudaMalloc");
+    ok(cudaMallocHost(reinterpret_cast<void**>(&staged), std::max<std::size_t>(count, 1) * sizeof(float)),
+       "cudaMallocHost");
+    ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    ok(cudaMemset(p, 0xff, count * sizeof(float)), "cudaMemset");  // 0xffffffff: a NaN
+    ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    std::copy(x.begin(), x.end(), staged);
+    ok(cudaMemcpyAsync(p, staged, count * sizeof(float), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+  }
+  ~DevicePoints() {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+    cudaFreeHost(staged);
+    cudaFree(p);
+  }
+  DevicePoints(const DevicePoints&) = delete;
+  DevicePoints& operator=(const DevicePoints&) = delete;
+  std::uintptr_t ready() const { return reinterpret_cast<std::uintptr_t>(stream); }
+  float* p = nullptr;
+  float* staged = nullptr;
+  cudaStream_t stream = nullptr;
+  std::size_t count;
+};
+
+std::vector<float> clustered(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t centres, bool grid) {
+  std::vector<float> v(n * d);
+  if (grid) {
+    for (auto& e : v) e = float(g() % 4);
+    return v;
+  }
+  const auto c = uniform(g, centres * d, -5, 5);
+  std::normal_distribution<float> noise(0, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t at = g() % centres;
+    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = c[at * d + j] + noise(g);
+  }
+  return v;
+}
+
+KMeansConfig first_points(const std::vector<float>& x, std::size_t d, std::size_t k, std::size_t max_iter) {
+  KMeansConfig c;
+  c.clusters = k;
+  c.max_iter = max_iter;
+  c.init = KMeansInit::Given;
+  c.initial_centroids.assign(x.begin(), x.begin() + std::ptrdiff_t(k * d));
+  return c;
+}
+
+/// fit_device of x (n x d, copied to the device) against the CPU backend's fit of x.
+void check_same(KMeansConfig c, const std::vector<float>& x, std::size_t d) {
+  c.backend = BackendKind::Cpu;
+  const auto cpu = KMeans(c).fit(x, d);
+  c.backend = BackendKind::Cuda;
+  const DevicePoints dev(x);
+  const auto gpu = KMeans(c).fit_device(dev.p, x.size() / d, d, dev.ready());
+  CHECK(gpu.backend == BackendKind::Cuda);
+  CHECK(gpu.iterations == cpu.iterations);
+  CHECK(gpu.converged == cpu.converged);
+  CHECK(gpu.labels == cpu.labels);
+  CHECK(gpu.centroids == cpu.centroids);
+  CHECK(gpu.inertia == cpu.inertia);
+}
+
+/// The message of an InvalidArgument from f, or "no exception".
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+}  // namespace
+
+TEST_CASE("kmeans fit_device: identical to fit on the CPU, every start") {
+  auto g = rng(301);
+  struct Shape {
+    std::size_t n, d, k;
+  };
+  // 300 and 1,024 features: rows wider than one block's 256 columns in the variance pass;
+  // 40,000 points: five of its 8,192-point chunks, the last one short.
+  const Shape shapes[] = {{1, 1, 1},     {100, 1, 7},      {1000, 2, 4},     {5000, 3, 32},  {3000, 16, 16},
+                          {2000, 129, 33}, {40000, 300, 16}, {600, 1024, 40}, {20000, 8, 300}, {9000, 12, 4096}};
+  for (const Shape& s : shapes) {
+    for (const bool grid : {false, true}) {
+      CAPTURE(s.n);
+      CAPTURE(s.d);
+      CAPTURE(s.k);
+      CAPTURE(grid);
+      const auto x = clustered(g, s.n, s.d, 1 + s.k / 2, grid);
+      auto c = first_points(x, s.d, s.k, 40);
+      c.tol = grid ? 0.0 : 1e-3;  // a stop by tol compares the two backends' mean variance
+      check_same(c, x, s.d);
+    }
+  }
+  const auto x = clustered(g, 30000, 10, 8, false);
+  for (const KMeansInit init : {KMeansInit::KMeansPlusPlus, KMeansInit::Random}) {
+    CAPTURE(int(init));
+    KMeansConfig c;
+    c.clusters = 8;
+    c.init = init;
+    c.n_init = 3;
+    c.seed = 23;
+    check_same(c, x, 10);
+  }
+}
+
+TEST_CASE("kmeans fit_device: empty clusters relocated from rows on the device") {
+  auto g = rng(302);
+  for (const std::size_t d : {3u, 20u, 256u}) {
+    CAPTURE(d);
+    const std::size_t n = 6000, k = 30;
+    std::vector<float> centre(4 * d), x(n * d);
+    for (auto& e : centre) e = float(g() % 1000);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t b = g() % 4;
+      for (std::size_t j = 0; j < d; ++j) x[i * d + j] = centre[b * d + j] + (j < 3 ? float(g() % 2) : 0.0f);
+    }
+    KMeansConfig c = first_points(x, d, k, 60);
+    for (std::size_t i = 0; i < k; ++i) {
+      std::copy_n(x.begin() + std::ptrdiff_t((i % 3) * d), d, c.initial_centroids.begin() + std::ptrdiff_t(i * d));
+    }
+    c.tol = 0;
+    check_same(c, x, d);
+  }
+}
+
+TEST_CASE("kmeans fit_device: small fits (sanitizer-sized)") {
+  // Every kernel of a device-input fit on small inputs, for compute-sanitizer: the check, the
+  // variance passes over two column groups, gathered rows (random start, relocations).
+  auto g = rng(304);
+  {
+    const auto x = clustered(g, 3000, 300, 5, false);
+    auto c = first_points(x, 300, 5, 10);
+    c.tol = 1e-3;
+    check_same(c, x, 300);
+  }
+  {
+    const auto x = clustered(g, 2000, 3, 4, true);
+    auto c = first_points(x, 3, 8, 20);
+    for (std::size_t j = 0; j < 3; ++j) c.initial_centroids[3 * 3 + j] = c.initial_centroids[j];
+    c.tol = 0;
+    check_same(c, x, 3);
+    c.init = KMeansInit::Random;
+    c.initial_centroids.clear();
+    c.seed = 5;
+    check_same(c, x, 3);
+  }
+}
+
+TEST_CASE("kmeans fit_device: a bad float is named as fit names it") {
+  auto g = rng(303);
+  const std::size_t n = 50000, d = 24;
+  const auto clean = clustered(g, n, d, 3, false);
+  const std::vector<std::vector<std::size_t>> cases = {{0}, {n * d - 1}, {777 * d + 5}, {40000 * d, 123 * d + 1}};
+  const float values[] = {std::numeric_limits<float>::infinity(), std::nanf(""), 3e38f, -std::numeric_limits<float>::infinity()};
+  int v = 0;
+  for (const auto& at : cases) {
+    auto x = clean;
+    for (const std::size_t i : at) x[i] = values[v++ % 4];
+    CAPTURE(at[0]);
+    KMeansConfig c;
+    c.clusters = 3;
+    c.backend = BackendKind::Cpu;
+    std::string host = refusal([&] { (void)KMeans(c).fit(x, d); });
+    c.backend = BackendKind::Cuda;
+    const DevicePoints dev(x);
+    std::string device = refusal([&] { (void)KMeans(c).fit_device(dev.p, n, d, dev.ready()); });
+    const std::size_t lowest = *std::min_element(at.begin(), at.end());
+    CHECK(host.find("KMeans::fit: points row " + std::to_string(lowest / d) + " ") == 0);
+    CHECK(device == "KMeans::fit_device" + host.substr(std::string("KMeans::fit").size()));
+  }
+}
+
+TEST_CASE("kmeans fit_device: refusals name the problem") {
+  const std::vector<float> x(40, 1.0f);
+  const DevicePoints dev(x);
+  ok(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
+  KMeansConfig c;
+  c.clusters = 2;
+  c.backend = BackendKind::Cuda;
+  const KMeans km(c);
+  CHECK(refusal([&] { (void)km.fit_device(x.data(), 10, 4); }).find("host memory, not device memory") !=
+        std::string::npos);
+  CHECK(refusal([&] { (void)km.fit_device(dev.staged, 10, 4); }).find("pinned host memory") != std::string::npos);
+  CHECK(refusal([&] { (void)km.fit_device(nullptr, 10, 4); }) == "KMeans::fit_device: points is null");
+  CHECK(refusal([&] { (void)km.fit_device(dev.p, 10, 0); }) == "KMeans::fit_device: dim=0 must be at least 1");
+  CHECK(refusal([&] { (void)km.fit_device(dev.p, 1, 4); }).find("clusters=2 exceeds the 1 points") !=
+        std::string::npos);
+  c.backend = BackendKind::Cpu;
+  CHECK(refusal([&] { (void)KMeans(c).fit_device(dev.p, 10, 4); }).find("config.backend is Cpu") != std::string::npos);
+  c.backend = BackendKind::Auto;
+  const auto r = KMeans(c).fit_device(dev.p, 10, 4);
+  CHECK(r.backend == BackendKind::Cuda);
+  CHECK(r.labels.size() == 10);
+}
