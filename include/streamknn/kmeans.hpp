@@ -95,9 +95,10 @@ class KMeans {
   KMeansResult fit_device(const float* points, std::size_t n, std::size_t dim, std::uintptr_t cuda_stream = 0) const;
 
   /// Clusters the points of the set's published snapshot (one epoch: publishes wait while the
-  /// points are copied out). L2 stores only; the vectors as stored, that is minus
-  /// StoreConfig::origin where one is set (so are the centroids). result.ids names each
-  /// labelled point, result.epoch the snapshot.
+  /// points are read). A CUDA store's points, where this fit runs on the CUDA backend of the same
+  /// device, are gathered into rows on the device and clustered there; other stores' are copied
+  /// out. L2 stores only; the vectors as stored, that is minus StoreConfig::origin where one is
+  /// set (so are the centroids). result.ids names each labelled point, result.epoch the snapshot.
   KMeansResult fit(const ReferenceSet& set) const;
 
   /// The exact nearest of `centroids` (clusters x dim) for each point, on this configuration's

@@ -153,6 +153,17 @@ struct NonFiniteWrite {
   float value = 0;
 };
 
+/// Backend::device_rows: count rows of stored_dim floats in device memory of `device` (kept
+/// alive by `owner`) and the id of each row.
+struct DeviceRows {
+  std::shared_ptr<void> owner;
+  const float* rows = nullptr;
+  std::size_t count = 0;
+  std::vector<PointId> ids;
+  int device = 0;
+  std::uint64_t epoch = 0;  ///< the snapshot's (set by the engine)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -197,6 +208,10 @@ class Backend {
   virtual bool read_vectors(std::span<const std::uint32_t> /*slots*/, std::vector<float>& /*out*/) const {
     return false;
   }
+  /// The current snapshot's live slots (in slot order) as plain rows of their stored vectors in
+  /// device memory (KMeans::fit over a CUDA store clusters them there); the caller serialises it
+  /// with apply(). False where the backend keeps no device copy.
+  virtual bool device_rows(DeviceRows& /*out*/) const { return false; }
   /// Lookup on the current snapshot, then the write-back published as `epoch` (after reserve()
   /// for the current slot count and num_queries x k target writes). Fills out.q_before and out.ids.
   /// Where a new target would not be finite, publishes nothing (the snapshot and its epoch stay)

@@ -110,6 +110,14 @@ class Engine {
   void save(const std::string& path);
   /// A copy of the published snapshot, serialised with publish() (KMeans::fit over a set).
   StoreImage published_image() { return snapshot(nullptr, nullptr); }
+  /// The published snapshot's live points as rows on the device (Backend::device_rows),
+  /// serialised with publish(); false where the backend keeps no device copy.
+  bool published_device_rows(DeviceRows& out) {
+    std::lock_guard lock(publish_mutex_);
+    if (!backend_->device_rows(out)) return false;
+    out.epoch = epoch();
+    return true;
+  }
   /// The checkpoint's bytes, in memory.
   std::vector<std::byte> save_bytes();
   void open_journal(const std::string& path, const JournalOptions& options);

@@ -276,6 +276,45 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  bool device_rows(DeviceRows& out) const override {
+    DeviceScope scope(device_);
+    std::vector<std::uint32_t> live;
+    const Event copied;
+    {
+      std::lock_guard lock(mutex_);
+      DeviceBuffer& buffer = store_.buffer(store_.front());
+      cudaStream_t qs = query_stream_.get();
+      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
+      std::vector<PointId> ids(buffer.slot_count);
+      check_cuda(cudaMemcpyAsync(ids.data(), buffer.ids.get(), ids.size() * 8, cudaMemcpyDeviceToHost, qs),
+                 "cudaMemcpyAsync(snapshot rows: ids)");
+      check_cuda(cudaStreamSynchronize(qs), "cudaStreamSynchronize(snapshot rows: ids)");
+      for (std::uint32_t slot = 0; slot < ids.size(); ++slot) {
+        if (ids[slot] == kInvalidId) continue;
+        live.push_back(slot);
+        out.ids.push_back(ids[slot]);
+      }
+      auto slots = std::make_shared<DeviceArray<std::uint32_t>>(live.size(), "snapshot rows: slots");
+      auto rows = std::make_shared<DeviceArray<float>>(live.size() * stored_dim_, "snapshot rows");
+      if (!live.empty()) {
+        check_cuda(cudaMemcpyAsync(slots->get(), live.data(), live.size() * 4, cudaMemcpyHostToDevice, qs),
+                   "cudaMemcpyAsync(snapshot rows: slots)");
+        launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
+                                        static_cast<std::uint32_t>(stored_dim_), slots->get(),
+                                        static_cast<std::uint32_t>(live.size()), rows->get()},
+                           qs);
+      }
+      copied.record(qs);
+      buffer.last_read.record(qs);
+      out.rows = rows->get();
+      out.owner = std::make_shared<std::pair<decltype(slots), decltype(rows)>>(std::move(slots), std::move(rows));
+    }
+    copied.wait();  // `live` is pageable memory its copy reads; then the rows are ready for any stream
+    out.count = live.size();
+    out.device = device_;
+    return true;
+  }
+
   void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const override {
     StoreImage image;  // targets only: the rows of every slot, then those asked for
     DeviceScope scope(device_);

@@ -337,8 +337,19 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
   }
   // The snapshot read is serialised with publish() by the engine's lock, as save() const is.
   auto& engine = const_cast<detail::Engine&>(detail::EngineAccess::of(set));
-  detail::StoreImage image = engine.published_image();
   const std::size_t dim = sc.dim;
+  const char* caller = "KMeans::fit(ReferenceSet)";
+  detail::DeviceRows rows;
+  if (resolve(config_) == BackendKind::Cuda && engine.published_device_rows(rows) && rows.device == config_.cuda_device) {
+    // A CUDA store: its live points gathered into rows on the device, clustered there.
+    check_shape(config_, std::span<const float>(rows.rows, rows.count * dim), dim, caller);  // the span is never read
+    KMeansResult r = fit_checked(config_, km::LloydShape{rows.rows, rows.count, dim, config_.clusters, true},
+                                 BackendKind::Cuda, caller);
+    r.ids = std::move(rows.ids);
+    r.epoch = rows.epoch;
+    return r;
+  }
+  detail::StoreImage image = engine.published_image();
   std::vector<PointId> ids;
   std::size_t live = 0;
   for (std::size_t slot = 0; slot < image.slot_count; ++slot) {
@@ -348,8 +359,8 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
     ++live;
   }
   image.vectors.resize(live * dim);
-  check_shape(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
-  KMeansResult r = fit_host(config_, image.vectors, dim, "KMeans::fit(ReferenceSet)");
+  check_shape(config_, image.vectors, dim, caller);
+  KMeansResult r = fit_host(config_, image.vectors, dim, caller);
   r.ids = std::move(ids);
   r.epoch = image.epoch;
   return r;

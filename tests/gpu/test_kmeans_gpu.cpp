@@ -123,28 +123,49 @@ TEST_CASE("kmeans gpu: k-means++, random starts, n_init") {
 }
 
 TEST_CASE("kmeans gpu: over a CUDA reference set's snapshot") {
+  // The CUDA store's live points are gathered into rows on its device (float2 slots at d = 2, the
+  // float4 tiles elsewhere, a partial last chunk at 37), with erased slots, and an origin
+  // subtracted at 6: the same fit as over a CPU store with the same points.
   auto g = rng(204);
-  const std::size_t n = 3000, d = 6;
-  const auto x = clustered(g, n, d, 5, false);
-  StoreConfig sc;
-  sc.dim = d;
-  sc.backend = BackendKind::Cuda;
-  ReferenceSet set(sc);
-  for (std::size_t i = 0; i < n; ++i) set.insert(PointId(i + 1), std::span<const float>(&x[i * d], d));
-  set.publish();
-  for (std::size_t i = 0; i < n; i += 5) set.erase(PointId(i + 1));
-  set.publish();
-  KMeansConfig c;
-  c.clusters = 5;
-  c.seed = 9;
-  c.backend = BackendKind::Cuda;
-  const auto gpu = KMeans(c).fit(set);
-  c.backend = BackendKind::Cpu;
-  const auto cpu = KMeans(c).fit(set);
-  CHECK(gpu.ids == cpu.ids);
-  CHECK(gpu.labels == cpu.labels);
-  CHECK(gpu.centroids == cpu.centroids);
-  CHECK(gpu.epoch == set.epoch());
+  for (const std::size_t d : {2u, 6u, 37u}) {
+    CAPTURE(d);
+    const std::size_t n = 3000;
+    const auto x = clustered(g, n, d, 5, false);
+    KMeansResult fits[2];
+    std::uint64_t epochs[2] = {0, 0};
+    for (const BackendKind kind : {BackendKind::Cpu, BackendKind::Cuda}) {
+      StoreConfig sc;
+      sc.dim = d;
+      sc.backend = kind;
+      if (d == 6) sc.origin.assign(d, 1000.0);
+      ReferenceSet set(sc);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<float> p(x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t(i * d + d));
+        if (d == 6) {
+          for (auto& v : p) v += 1000.0f;
+        }
+        set.insert(PointId(i + 1), p);
+      }
+      set.publish();
+      for (std::size_t i = 0; i < n; i += 5) set.erase(PointId(i + 1));
+      set.publish();
+      KMeansConfig c;
+      c.clusters = 5;
+      c.seed = 9;
+      c.backend = kind;
+      fits[kind == BackendKind::Cuda] = KMeans(c).fit(set);
+      epochs[kind == BackendKind::Cuda] = set.epoch();
+    }
+    const KMeansResult &cpu = fits[0], &gpu = fits[1];
+    CHECK(gpu.backend == BackendKind::Cuda);
+    CHECK(gpu.ids.size() == n - n / 5);
+    CHECK(gpu.ids == cpu.ids);
+    CHECK(gpu.labels == cpu.labels);
+    CHECK(gpu.centroids == cpu.centroids);
+    CHECK(gpu.inertia == cpu.inertia);
+    CHECK(gpu.iterations == cpu.iterations);
+    CHECK(gpu.epoch == epochs[1]);
+  }
 }
 
 TEST_CASE("kmeans gpu: points staged in several buffers, and refused with the CPU's message") {
