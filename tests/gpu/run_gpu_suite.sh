@@ -4,8 +4,8 @@
 #                              [--bench] [--soak-detach]
 # BIN: the binaries, either a CUDA build tree (default build) or a folder holding them side by side;
 # OUT: the folder the logs are written to (default gpu-logs).
-#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search, test_gpu_filters
-#                    (the last two when present)
+#     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search, test_gpu_filters,
+#                    test_kmeans_gpu, test_kmeans_device (the last four when present)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the
@@ -17,7 +17,8 @@
 #                    gather (every case also runs the exact re-rank after its screen); memcheck
 #                    and synccheck also the graph's input block read by a kernel from the mapped
 #                    staging and the exact re-rank's fallback; then test_reduced_screen's
-#                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes).
+#                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes)
+#                    and test_kmeans_device's (K-means from device memory).
 #                    racecheck runs the small-batch scan at its own scale (the full-size case's
 #                    stores of millions of points are too slow under it) and the direct search's
 #                    case on its kernel alone; memcheck and synccheck take about 15 s each.
@@ -74,6 +75,8 @@ if [[ ${SKIP_SUITES:-0} != 1 ]]; then
 fi
 [[ -x $(bin test_device_search) ]] && run device_search "$(bin test_device_search)"
 [[ -x $(bin test_gpu_filters) ]] && run gpu_filters "$(bin test_gpu_filters)"
+[[ -x $(bin test_kmeans_gpu) ]] && run kmeans_gpu "$(bin test_kmeans_gpu)"
+[[ -x $(bin test_kmeans_device) ]] && run kmeans_device "$(bin test_kmeans_device)"
 sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
   local suffix=$1 binary=$2; shift 2
   for tool in memcheck racecheck synccheck initcheck; do
@@ -139,6 +142,10 @@ for arg in "$@"; do
         run "sanitizer_${tool}_reduced" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_reduced_screen)" -tc="the reduced screen: each path*"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_reduced.log" | sed 's/^/    /'
+        # K-means from device memory: the check, the variance passes, gathered rows, the sums.
+        run "sanitizer_${tool}_kmeans" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 1 "$(bin test_kmeans_device)" -tc="*sanitizer-sized*"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kmeans.log" | sed 's/^/    /'
       done ;;
     --sanitize-filters)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do

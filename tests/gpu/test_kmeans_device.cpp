@@ -13,10 +13,13 @@
 #include <limits>
 #include <string>
 
+#include "gpu/kmeans_cases.hpp"
 #include "streamknn/kmeans.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
+using kmeans_cases::clustered;
+using kmeans_cases::first_points;
 
 namespace {
 
@@ -52,30 +55,6 @@ struct DevicePoints {
   std::size_t count;
 };
 
-std::vector<float> clustered(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t centres, bool grid) {
-  std::vector<float> v(n * d);
-  if (grid) {
-    for (auto& e : v) e = float(g() % 4);
-    return v;
-  }
-  const auto c = uniform(g, centres * d, -5, 5);
-  std::normal_distribution<float> noise(0, 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t at = g() % centres;
-    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = c[at * d + j] + noise(g);
-  }
-  return v;
-}
-
-KMeansConfig first_points(const std::vector<float>& x, std::size_t d, std::size_t k, std::size_t max_iter) {
-  KMeansConfig c;
-  c.clusters = k;
-  c.max_iter = max_iter;
-  c.init = KMeansInit::Given;
-  c.initial_centroids.assign(x.begin(), x.begin() + std::ptrdiff_t(k * d));
-  return c;
-}
-
 /// fit_device of x (n x d, copied to the device) against the CPU backend's fit of x.
 void check_same(KMeansConfig c, const std::vector<float>& x, std::size_t d) {
   c.backend = BackendKind::Cpu;
@@ -106,25 +85,9 @@ std::string refusal(F&& f) {
 
 TEST_CASE("kmeans fit_device: identical to fit on the CPU, every start") {
   auto g = rng(301);
-  struct Shape {
-    std::size_t n, d, k;
-  };
-  // 300 and 1,024 features: rows wider than one block's 256 columns in the variance pass;
-  // 40,000 points: five of its 8,192-point chunks, the last one short.
-  const Shape shapes[] = {{1, 1, 1},     {100, 1, 7},      {1000, 2, 4},     {5000, 3, 32},  {3000, 16, 16},
-                          {2000, 129, 33}, {40000, 300, 16}, {600, 1024, 40}, {20000, 8, 300}, {9000, 12, 4096}};
-  for (const Shape& s : shapes) {
-    for (const bool grid : {false, true}) {
-      CAPTURE(s.n);
-      CAPTURE(s.d);
-      CAPTURE(s.k);
-      CAPTURE(grid);
-      const auto x = clustered(g, s.n, s.d, 1 + s.k / 2, grid);
-      auto c = first_points(x, s.d, s.k, 40);
-      c.tol = grid ? 0.0 : 1e-3;  // a stop by tol compares the two backends' mean variance
-      check_same(c, x, s.d);
-    }
-  }
+  kmeans_cases::each_shape(g, [](const KMeansConfig& c, const std::vector<float>& x, std::size_t d) {
+    check_same(c, x, d);
+  });
   const auto x = clustered(g, 30000, 10, 8, false);
   for (const KMeansInit init : {KMeansInit::KMeansPlusPlus, KMeansInit::Random}) {
     CAPTURE(int(init));

@@ -7,10 +7,13 @@
 // relocations, and bad floats anywhere in the staged copy of the points.
 #include <algorithm>
 
+#include "gpu/kmeans_cases.hpp"
 #include "streamknn/kmeans.hpp"
 #include "support/test_support.hpp"
 
 using namespace test;
+using kmeans_cases::clustered;
+using kmeans_cases::first_points;
 
 namespace {
 
@@ -42,52 +45,13 @@ void check_same(KMeansConfig c, const std::vector<float>& x, std::size_t d, bool
   }
 }
 
-std::vector<float> clustered(std::mt19937_64& g, std::size_t n, std::size_t d, std::size_t centres, bool grid) {
-  if (grid) {
-    std::vector<float> v(n * d);
-    for (auto& e : v) e = float(g() % 4);
-    return v;
-  }
-  const auto c = uniform(g, centres * d, -5, 5);
-  std::normal_distribution<float> noise(0, 1);
-  std::vector<float> v(n * d);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t at = g() % centres;
-    for (std::size_t j = 0; j < d; ++j) v[i * d + j] = c[at * d + j] + noise(g);
-  }
-  return v;
-}
-
-KMeansConfig first_points(const std::vector<float>& x, std::size_t d, std::size_t k, std::size_t max_iter) {
-  KMeansConfig c;
-  c.clusters = k;
-  c.max_iter = max_iter;
-  c.init = KMeansInit::Given;
-  c.initial_centroids.assign(x.begin(), x.begin() + std::ptrdiff_t(k * d));
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("kmeans gpu: identical to the CPU on random shapes") {
   auto g = rng(201);
-  struct Shape {
-    std::size_t n, d, k;
-  };
-  const Shape shapes[] = {{1, 1, 1},     {100, 1, 7},     {1000, 2, 4},     {5000, 3, 32},  {3000, 16, 16},
-                          {2000, 129, 33}, {1500, 256, 32}, {600, 1024, 40}, {20000, 8, 300}, {9000, 12, 4096}};
-  for (const Shape& s : shapes) {
-    for (const bool grid : {false, true}) {
-      CAPTURE(s.n);
-      CAPTURE(s.d);
-      CAPTURE(s.k);
-      CAPTURE(grid);
-      const auto x = clustered(g, s.n, s.d, 1 + s.k / 2, grid);
-      auto c = first_points(x, s.d, s.k, 40);
-      c.tol = grid ? 0.0 : 1e-4;
-      check_same(c, x, s.d);
-    }
-  }
+  kmeans_cases::each_shape(g, [](const KMeansConfig& c, const std::vector<float>& x, std::size_t d) {
+    check_same(c, x, d);
+  });
 }
 
 TEST_CASE("kmeans gpu: empty clusters, ties, long runs, large clusters") {
