@@ -311,7 +311,6 @@ class CudaBackend final : public Backend {
     }
     copied.wait();  // `live` is pageable memory its copy reads; then the rows are ready for any stream
     out.count = live.size();
-    out.device = device_;
     return true;
   }
 

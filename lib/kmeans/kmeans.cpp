@@ -40,7 +40,9 @@ const char* init_name(KMeansInit i) {
 /// Refuses `value`, float `at` of n x dim rows: NaN/Inf or beyond the L2 bound.
 [[noreturn]] void fail_row(float value, std::size_t at, std::size_t dim, const char* caller, const char* what) {
   const float bound = detail::coordinate_bound(Metric::L2, dim);
-  if (!std::isfinite(value)) fail_argument(caller, ": ", what, " row ", at / dim, " holds ", value, " at column ", at % dim);
+  if (!std::isfinite(value)) {
+    fail_argument(caller, ": ", what, " row ", at / dim, " holds ", value, " at column ", at % dim);
+  }
   fail_argument(caller, ": ", what, " row ", at / dim, " holds ", value, " at column ", at % dim,
                 ", beyond the largest magnitude ", bound, " a float32 squared distance of dim ", dim, " allows");
 }
@@ -340,8 +342,9 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
   const std::size_t dim = sc.dim;
   const char* caller = "KMeans::fit(ReferenceSet)";
   detail::DeviceRows rows;
-  if (resolve(config_) == BackendKind::Cuda && engine.published_device_rows(rows) && rows.device == config_.cuda_device) {
-    // A CUDA store: its live points gathered into rows on the device, clustered there.
+  const bool same_device = sc.backend != BackendKind::Cpu && sc.cuda_device == config_.cuda_device;
+  if (same_device && resolve(config_) == BackendKind::Cuda && engine.published_device_rows(rows)) {
+    // A CUDA store on this fit's device: its live points gathered into rows there, clustered there.
     check_shape(config_, std::span<const float>(rows.rows, rows.count * dim), dim, caller);  // the span is never read
     KMeansResult r = fit_checked(config_, km::LloydShape{rows.rows, rows.count, dim, config_.clusters, true},
                                  BackendKind::Cuda, caller);
@@ -380,6 +383,7 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
   if (labels.empty()) return labels;
   ThreadPool pool(km::pool_workers(config_.cpu_threads));
   km::LloydShape s{points.data(), labels.size(), dim, centroids.size() / dim};
+  s.labels_only = true;
   auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict");
   be->start(centroids);
   be->assign();

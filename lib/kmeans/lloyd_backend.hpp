@@ -28,6 +28,9 @@ struct LloydShape {
   const float* points = nullptr;
   std::size_t n = 0, d = 0, k = 0;
   bool on_device = false;
+  /// predict(): start(), assign() and fetch_labels() only (the CUDA backend then keeps no arrays
+  /// for the sums, the inertia or the variance).
+  bool labels_only = false;
 };
 
 /// Points per partial sum of the mean variance (variance_pass; kmeans_init.hpp's mean_variance).

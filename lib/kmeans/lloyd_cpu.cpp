@@ -166,7 +166,9 @@ class CpuLloyd final : public LloydBackend {
   }
 
   void gather(std::span<const std::uint32_t> points, std::span<float> out) override {
-    for (std::size_t r = 0; r < points.size(); ++r) std::copy_n(x_ + points[r] * d_, d_, out.begin() + std::ptrdiff_t(r * d_));
+    for (std::size_t r = 0; r < points.size(); ++r) {
+      std::copy_n(x_ + std::size_t(points[r]) * d_, d_, out.begin() + std::ptrdiff_t(r * d_));
+    }
   }
 
   void variance_pass(const double* mean, std::span<double> out) override {

@@ -148,7 +148,8 @@ TEST_CASE("kmeans fit_device: a bad float is named as fit names it") {
   const std::size_t n = 50000, d = 24;
   const auto clean = clustered(g, n, d, 3, false);
   const std::vector<std::vector<std::size_t>> cases = {{0}, {n * d - 1}, {777 * d + 5}, {40000 * d, 123 * d + 1}};
-  const float values[] = {std::numeric_limits<float>::infinity(), std::nanf(""), 3e38f, -std::numeric_limits<float>::infinity()};
+  const float inf = std::numeric_limits<float>::infinity();
+  const float values[] = {inf, std::nanf(""), 3e38f, -inf};
   int v = 0;
   for (const auto& at : cases) {
     auto x = clean;

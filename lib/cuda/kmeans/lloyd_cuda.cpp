@@ -43,6 +43,7 @@ void require_device_memory(const float* points, int device, const char* caller) 
     fail_argument(caller, ": points is memory of CUDA device ", at.device, ", not of config.cuda_device=", device);
   }
 }
+
 using gpu::DeviceArray;
 using gpu::PinnedArray;
 using gpu::check_cuda;
@@ -65,7 +66,7 @@ class CudaLloyd final : public LloydBackend {
   /// and movements in one pinned one: a fit's fixed cost is a few calls, not one per array.
   CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
-        levels_(fold_levels_for(s.n)), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
+        levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
         block_(place(nullptr), "kmeans arrays"), host_(2 * std::size_t(s.k) + 1, "kmeans counts and shifts"),
         host_counts64_(s.k) {
     place(block_.get());
@@ -74,7 +75,7 @@ class CudaLloyd final : public LloydBackend {
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
                "kmeans n");
-    gk::launch_iota(iota_.get(), n_, stream_.get());
+    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream_.get());
     if (s.on_device) {
       xp_ = s.points;
       check_in_place(check, ready);
@@ -146,7 +147,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void advance(std::span<double> shift2) override {
-    if (!advanced_) {  // not after accumulate(): as the wager does, then wait
+    if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
       const cudaStream_t s = stream_.get();
       copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
       gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
@@ -320,7 +321,8 @@ class CudaLloyd final : public LloydBackend {
   /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
   /// sizes them); returns the block's bytes.
   std::size_t place(unsigned char* base) {
-    const std::size_t n = n_, k = k_, d = d_, at_most = 256;
+    const std::size_t k = k_, d = d_, at_most = 256;
+    const std::size_t n = n_, sums_n = labels_only_ ? 0 : n;  // the sums', inertia's and variance's
     std::size_t at = 0;
     const auto put = [&](auto& slice, std::size_t count) {
       at = (at + at_most - 1) / at_most * at_most;
@@ -344,15 +346,15 @@ class CudaLloyd final : public LloydBackend {
     put(sums_, k * d);
     put(one_, 1);
     put(first_bad_, 1);
-    put(keys_, n);
-    put(iota_, n);
-    put(members_, n);
-    put(sort_temp_, gk::sort_bytes(n_));
-    put(level_a_, (n / kFold + k + 1) * d);
-    put(level_b_, (n / (kFold * kFold) + k + 1) * d);
-    put(costs_, n);
+    put(keys_, sums_n);
+    put(iota_, sums_n);
+    put(members_, sums_n);
+    put(sort_temp_, labels_only_ ? 0 : gk::sort_bytes(n_));
+    put(level_a_, labels_only_ ? 0 : (n / kFold + k + 1) * d);
+    put(level_b_, labels_only_ ? 0 : (n / (kFold * kFold) + k + 1) * d);
+    put(costs_, sums_n);
     put(root_, 1);
-    put(variance_, (n + kVarianceChunk - 1) / kVarianceChunk * d);
+    put(variance_, (sums_n + kVarianceChunk - 1) / kVarianceChunk * d);
     put(means_, d);
     return at;
   }
@@ -381,6 +383,7 @@ class CudaLloyd final : public LloydBackend {
   gpu::DeviceScope scope_;
   gpu::Stream stream_;
   std::uint32_t n_, d_, k_, levels_;
+  bool labels_only_;  // LloydShape::labels_only
   int bits_ = 1;
   DeviceArray<float> x_;   // the points' copy (host points), else empty
   const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
