@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _streamknn
-from ._arrays import on_device
+from ._arrays import on_device, to_host
 from ._device import genuine_framework
 from ._sklearn_base import _validate_data
 
@@ -117,7 +117,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
         X may be a CuPy array or a PyTorch CUDA tensor: the CUDA backend then reads it in place
         (``KMeans::fit_device``, after the work queued on the framework's current stream), and the
-        fitted attributes are NumPy arrays as for host data.
+        fitted attributes are NumPy arrays as for host data. ``predict``, ``transform`` and
+        ``score`` take such arrays too, copied to the host once.
         """
         if genuine_framework(X) is not None and on_device(X):
             return self._fit_device(X)
@@ -172,6 +173,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     # ---- using the centroids ------------------------------------------------------------------
     def _checked(self, X):
         check_is_fitted(self)
+        if on_device(X):  # a CuPy array or PyTorch CUDA tensor: the centroids' work is on the host
+            X = to_host(X)
         return _validate_data(self, X, accept_sparse=False, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def _labels(self, X):

@@ -168,5 +168,8 @@ def test_device_arrays_are_clustered_in_place_as_host_arrays(backend, init):
         np.testing.assert_array_equal(got.labels_, host.labels_, err_msg=name)
         np.testing.assert_array_equal(got.cluster_centers_, host.cluster_centers_, err_msg=name)
         assert got.inertia_ == host.inertia_ and got.n_iter_ == host.n_iter_, name
+        np.testing.assert_array_equal(got.predict(to_device(X)), host.labels_, err_msg=name)
+        np.testing.assert_array_equal(got.transform(to_device(X[:50])), host.transform(X[:50]), err_msg=name)
+        assert got.score(to_device(X)) == host.score(X), name
         with pytest.raises(ValueError, match="backend='cpu'"):
             streamknn.KMeans(n_clusters=6, backend="cpu").fit(to_device(X))
