@@ -147,6 +147,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                              "backend='auto' or 'cuda'")
         rows, ptr, device, stream, dtype = _device_rows(X)
         self.n_features_in_ = int(rows.shape[1])
+        if hasattr(self, "feature_names_in_"):  # as scikit-learn's reset: a device array has no names
+            del self.feature_names_in_
         n_init = self._check_params(rows)
         random_state = check_random_state(self.random_state)
         kind, given, seed = self._start(rows, random_state)
