@@ -153,12 +153,11 @@ struct NonFiniteWrite {
   float value = 0;
 };
 
-/// Backend::device_rows: count rows of stored_dim floats in the store's device memory (kept alive
-/// by `owner`) and the id of each row.
+/// Backend::device_rows: ids.size() rows of stored_dim floats in the store's device memory (kept
+/// alive by `owner`), the id of each row.
 struct DeviceRows {
   std::shared_ptr<void> owner;
   const float* rows = nullptr;
-  std::size_t count = 0;
   std::vector<PointId> ids;
   std::uint64_t epoch = 0;  ///< the snapshot's (set by the engine)
 };

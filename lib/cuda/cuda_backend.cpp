@@ -246,6 +246,16 @@ class CudaBackend final : public Backend {
     }
   }
 
+  /// Queues on qs the gather of `count` slots' stored vectors (slots in device memory) out of
+  /// `buffer`'s tile layout into plain rows.
+  void queue_gather(const DeviceBuffer& buffer, const std::uint32_t* slots, std::size_t count, float* rows,
+                    cudaStream_t qs) const {
+    launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
+                                    static_cast<std::uint32_t>(stored_dim_), slots, static_cast<std::uint32_t>(count),
+                                    rows},
+                       qs);
+  }
+
   bool read_vectors(std::span<const std::uint32_t> slots, std::vector<float>& out) const override {
     DeviceScope scope(device_);
     out.resize(slots.size() * stored_dim_);  // every row is copied over below
@@ -263,10 +273,7 @@ class CudaBackend final : public Backend {
       check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
       check_cuda(cudaMemcpyAsync(gather_.slots.get(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, qs),
                  "cudaMemcpyAsync(stored rows read back: slots)");
-      launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
-                                      static_cast<std::uint32_t>(stored_dim_), gather_.slots.get(),
-                                      static_cast<std::uint32_t>(slots.size()), gather_.rows.get()},
-                         qs);
+      queue_gather(buffer, gather_.slots.get(), slots.size(), gather_.rows.get(), qs);
       check_cuda(cudaMemcpyAsync(out.data(), gather_.rows.get(), out.size() * 4, cudaMemcpyDeviceToHost, qs),
                  "cudaMemcpyAsync(stored rows read back: rows)");
       copied.record(qs);
@@ -279,6 +286,8 @@ class CudaBackend final : public Backend {
   bool device_rows(DeviceRows& out) const override {
     DeviceScope scope(device_);
     std::vector<std::uint32_t> live;
+    DeviceArray<std::uint32_t> slots;  // freed after the wait below, not while the gather reads it
+    auto rows = std::make_shared<DeviceArray<float>>();
     const Event copied;
     {
       std::lock_guard lock(mutex_);
@@ -294,23 +303,19 @@ class CudaBackend final : public Backend {
         live.push_back(slot);
         out.ids.push_back(ids[slot]);
       }
-      auto slots = std::make_shared<DeviceArray<std::uint32_t>>(live.size(), "snapshot rows: slots");
-      auto rows = std::make_shared<DeviceArray<float>>(live.size() * stored_dim_, "snapshot rows");
+      slots = DeviceArray<std::uint32_t>(live.size(), "snapshot rows: slots");
+      *rows = DeviceArray<float>(live.size() * stored_dim_, "snapshot rows");
       if (!live.empty()) {
-        check_cuda(cudaMemcpyAsync(slots->get(), live.data(), live.size() * 4, cudaMemcpyHostToDevice, qs),
+        check_cuda(cudaMemcpyAsync(slots.get(), live.data(), live.size() * 4, cudaMemcpyHostToDevice, qs),
                    "cudaMemcpyAsync(snapshot rows: slots)");
-        launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
-                                        static_cast<std::uint32_t>(stored_dim_), slots->get(),
-                                        static_cast<std::uint32_t>(live.size()), rows->get()},
-                           qs);
+        queue_gather(buffer, slots.get(), live.size(), rows->get(), qs);
       }
       copied.record(qs);
       buffer.last_read.record(qs);
-      out.rows = rows->get();
-      out.owner = std::make_shared<std::pair<decltype(slots), decltype(rows)>>(std::move(slots), std::move(rows));
     }
     copied.wait();  // `live` is pageable memory its copy reads; then the rows are ready for any stream
-    out.count = live.size();
+    out.rows = rows->get();
+    out.owner = std::move(rows);
     return true;
   }
 

@@ -345,8 +345,9 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
   const bool same_device = sc.backend != BackendKind::Cpu && sc.cuda_device == config_.cuda_device;
   if (same_device && resolve(config_) == BackendKind::Cuda && engine.published_device_rows(rows)) {
     // A CUDA store on this fit's device: its live points gathered into rows there, clustered there.
-    check_shape(config_, std::span<const float>(rows.rows, rows.count * dim), dim, caller);  // the span is never read
-    KMeansResult r = fit_checked(config_, km::LloydShape{rows.rows, rows.count, dim, config_.clusters, true},
+    const std::size_t n = rows.ids.size();
+    check_shape(config_, std::span<const float>(rows.rows, n * dim), dim, caller);  // the span is never read
+    KMeansResult r = fit_checked(config_, km::LloydShape{rows.rows, n, dim, config_.clusters, true},
                                  BackendKind::Cuda, caller);
     r.ids = std::move(rows.ids);
     r.epoch = rows.epoch;

@@ -37,7 +37,7 @@ def _check_2d(ndim, dim, store_dim):
             f"ReferenceSet.search: queries has {dim} columns but the store expects {store_dim}")
 
 
-def _torch_parts(x, store_dim):
+def _torch_parts(x, store_dim, contiguous=False):
     import torch
 
     t = x.detach()
@@ -45,7 +45,7 @@ def _torch_parts(x, store_dim):
     if t.dtype != torch.float32:
         t = t.to(torch.float32)  # on the device
     n, dim = t.shape
-    if (dim > 1 and t.stride(1) != 1) or (n > 1 and t.stride(0) < dim):
+    if (dim > 1 and t.stride(1) != 1) or (n > 1 and t.stride(0) < dim) or (contiguous and not t.is_contiguous()):
         t = t.contiguous()
     row_stride = t.stride(0) if n > 1 else dim
     device = t.device.index if t.device.index is not None else torch.cuda.current_device()
@@ -58,13 +58,14 @@ def _torch_parts(x, store_dim):
     return t, t.data_ptr(), n, dim, row_stride, device, stream, empty
 
 
-def _cupy_parts(x, store_dim):
+def _cupy_parts(x, store_dim, contiguous=False):
     import cupy
 
     a = x
     _check_2d(a.ndim, a.shape[-1] if a.ndim else 0, store_dim)
     n, dim = a.shape
-    if a.dtype != cupy.float32 or (dim > 1 and a.strides[1] != 4) or (n > 1 and (a.strides[0] < 4 * dim or a.strides[0] % 4)):
+    strided = (dim > 1 and a.strides[1] != 4) or (n > 1 and (a.strides[0] < 4 * dim or a.strides[0] % 4))
+    if a.dtype != cupy.float32 or strided or (contiguous and not a.flags.c_contiguous):
         with a.device:
             a = cupy.ascontiguousarray(a, dtype=cupy.float32)  # on the device
     row_stride = a.strides[0] // 4 if n > 1 else dim
@@ -88,12 +89,15 @@ def genuine_framework(x):
     return fw if isinstance(cls, type) and isinstance(x, cls) else None
 
 
-def _parts(x, store_dim):
+def _parts(x, store_dim, contiguous=False):
+    """(the float32 array read, its pointer, n, dim, row stride in floats, device ordinal, the
+    framework's current stream there, an allocator of results) for a genuine CuPy array or
+    PyTorch tensor, else None. `contiguous`: rows packed one after another (row stride = dim)."""
     fw = genuine_framework(x)
     if fw == "torch":
-        return _torch_parts(x, store_dim)
+        return _torch_parts(x, store_dim, contiguous)
     if fw == "cupy":
-        return _cupy_parts(x, store_dim)
+        return _cupy_parts(x, store_dim, contiguous)
     return None
 
 

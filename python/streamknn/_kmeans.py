@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _streamknn
 from ._arrays import on_device, to_host
+from ._device import _parts as _device_parts
 from ._device import genuine_framework
 from ._sklearn_base import _validate_data
 
@@ -32,24 +33,11 @@ def _device_rows(X):
     current stream, the fitted centroids' NumPy dtype) for a CuPy array or PyTorch CUDA tensor."""
     if X.ndim != 2:
         raise ValueError(f"Expected 2D array, got a {X.ndim}-D device array instead")
-    if genuine_framework(X) == "torch":
-        import torch
-
-        t = X.detach()
-        dtype = np.float64 if t.dtype == torch.float64 else np.float32
-        if t.is_complex() or t.dtype == torch.bool:
-            raise ValueError(f"X must hold real numbers, got {t.dtype}")
-        t = t.to(torch.float32).contiguous()  # on the device
-        device = t.device.index if t.device.index is not None else torch.cuda.current_device()
-        return t, t.data_ptr(), device, torch.cuda.current_stream(device).cuda_stream, dtype
-    import cupy
-
-    if X.dtype.kind not in "fiu":
-        raise ValueError(f"X must hold real numbers, got dtype {X.dtype}")
-    dtype = np.float64 if X.dtype == cupy.float64 else np.float32
-    with X.device:
-        a = cupy.ascontiguousarray(X, dtype=cupy.float32)  # on the device
-        return a, a.data.ptr, a.device.id, cupy.cuda.get_current_stream().ptr, dtype
+    if "complex" in str(X.dtype):
+        raise ValueError(f"X must hold real numbers, got {X.dtype}")
+    dtype = np.float64 if "float64" in str(X.dtype) else np.float32
+    rows, ptr, _, _, _, device, stream, _ = _device_parts(X, X.shape[1], contiguous=True)  # float32, on the device
+    return rows, ptr, device, stream, dtype
 
 
 class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
