@@ -1,6 +1,6 @@
 // Where the fold tree's nodes lie when it is built level by level for k sequences at once (the
 // CUDA kernels, lib/cuda/kmeans/; __host__ __device__ under nvcc, so the host tests check the
-// same index arithmetic against FoldStream). Level 0 holds, cluster after cluster, the nodes over
+// same index arithmetic against fold_tree.hpp). Level 0 holds, cluster after cluster, the nodes over
 // up to 32 consecutive members; level L + 1 the nodes over up to 32 consecutive level-L nodes of
 // the same cluster. offs (k + 1 entries per level) gives each cluster's first node; moff each
 // cluster's first member in the members array (the points sorted by cluster, in index order).

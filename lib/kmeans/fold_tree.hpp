@@ -1,11 +1,11 @@
-// The fixed-order float64 sum of a sequence of rows (docs/kmeans.md, "Sums"): a tree of fan-out
-// 32 over the sequence. A level-0 node is the left-to-right sum of up to 32 consecutive rows (the
-// first row, plus the second, ...), a level-L node that of up to 32 consecutive level-(L-1) nodes;
-// the root is the single node of the first level that has one. The order depends only on the
-// sequence (a cluster's points in index order), never on threads or blocks, and the CUDA kernels
-// (lib/cuda/kmeans/) build the same tree level by level, so both backends get the same bits.
-// The CPU builds it as the rows arrive (FoldStream) or from level-2 nodes (32,768 rows each)
-// computed independently (fold_unit), then the levels above (fold_levels).
+// The fixed-order float64 sum of a sequence of rows (docs/kmeans.md, "Sums": the inertia): a tree
+// of fan-out 32 over the sequence. A level-0 node is the left-to-right sum of up to 32 consecutive
+// rows (the first row, plus the second, ...), a level-L node that of up to 32 consecutive
+// level-(L-1) nodes; the root is the single node of the first level that has one. The order
+// depends only on the sequence (the points in index order), never on threads or blocks, and the
+// CUDA kernels (lib/cuda/kmeans/) build the same tree level by level, so both backends get the
+// same bits. The CPU computes level-2 nodes (32,768 rows each) independently (fold_unit), then
+// the levels above (fold_levels).
 #pragma once
 
 #include <algorithm>
@@ -70,57 +70,5 @@ inline const double* fold_levels(std::vector<double>& nodes, std::size_t count, 
   }
   return nodes.data();
 }
-
-/// The fold tree of one sequence built as its rows arrive in order (the CPU's sums: every point
-/// is read once, in index order, into its cluster's state): the open level-0, -1 and -2 nodes and
-/// the finished level-2 nodes. Gives the same bits as fold_unit + fold_levels.
-class FoldStream {
- public:
-  explicit FoldStream(std::size_t d = 0) : d_(d), open_(3 * d) {}
-
-  template <class T>
-  void add(const T* row) {
-    fold_into(open_.data(), row, d_, n0_ == 0);
-    if (++n0_ == kFold) push0();
-  }
-
-  /// The root (d values; zero when nothing was added). Leaves the stream empty.
-  void finish(double* out) {
-    if (n0_) push0();
-    if (n1_) push1();
-    if (n2_) push2();
-    if (count_ == 0) {
-      std::fill_n(out, d_, 0.0);
-    } else {
-      std::copy_n(fold_levels(done_, count_, d_), d_, out);
-    }
-    n0_ = n1_ = n2_ = 0;
-    count_ = 0;
-  }
-
- private:
-  void push0() {
-    fold_into(open_.data() + d_, open_.data(), d_, n1_ == 0);
-    n0_ = 0;
-    if (++n1_ == kFold) push1();
-  }
-  void push1() {
-    fold_into(open_.data() + 2 * d_, open_.data() + d_, d_, n2_ == 0);
-    n1_ = 0;
-    if (++n2_ == kFold) push2();
-  }
-  void push2() {
-    done_.resize((count_ + 1) * d_);
-    std::copy_n(open_.data() + 2 * d_, d_, done_.data() + count_ * d_);
-    ++count_;
-    n2_ = 0;
-  }
-
-  std::size_t d_;
-  std::vector<double> open_;  // the open level-0, -1 and -2 nodes
-  std::vector<double> done_;  // finished level-2 nodes
-  std::size_t count_ = 0;
-  std::uint32_t n0_ = 0, n1_ = 0, n2_ = 0;
-};
 
 }  // namespace streamknn::detail::kmeans

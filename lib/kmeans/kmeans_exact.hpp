@@ -4,7 +4,8 @@
 //     screened in float32 with exact_rank.hpp's proven bound, close calls re-ranked exactly;
 //   - rigorous bounds (upper / lower) on distances for Hamerly's pruning, rounded outward: they
 //     only decide which points are scanned again, never a label;
-//   - the fixed-order float64 sums (the fold tree, docs/kmeans.md), the mean, the movement.
+//   - the inertia's fixed-order float64 sum (the fold tree, docs/kmeans.md), the mean, the
+//     movement (the centroid sums are cluster_sums.hpp's).
 #pragma once
 
 #include <cstddef>

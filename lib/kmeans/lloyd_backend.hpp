@@ -47,8 +47,8 @@ class LloydBackend {
   /// How many labels the last assign() changed (every point after start()). The CUDA backend
   /// brings it to the host with the counts of accumulate(): ask after that, to save a wait.
   virtual std::size_t changed() = 0;
-  /// Counts (k) of the current labels; the backend keeps the per-cluster float64 sums (the fold
-  /// tree over each cluster's points in index order, kmeans_exact.hpp).
+  /// Counts (k) of the current labels; the backend keeps the per-cluster exact sums
+  /// (cluster_sums.hpp), updated by the points the last assign() moved (every point after start()).
   virtual void accumulate(std::span<std::uint64_t> counts) = 0;
   /// The new centroids: mean(sum, count) per cluster (every count non-zero). Fills shift2 (k) with
   /// each centroid's squared_shift; the bounds follow the movement. Called right after

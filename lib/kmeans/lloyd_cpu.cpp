@@ -1,9 +1,9 @@
 // The CPU backend of K-means: Hamerly's bounds (one upper bound per point on the distance to its
 // centroid, one lower bound on the distance to every other centroid, moved by the centroids'
 // movement each iteration), float32 screens with exact_rank.hpp's proven bound, exact re-ranks of
-// close calls, and the fold tree's float64 sums (FoldStream). Points are labelled in fixed chunks on the
-// library's thread pool; nothing a result depends on is summed across chunks except through the
-// fold tree, so results do not depend on the thread count.
+// close calls, and exact centroid sums (cluster_sums.hpp), updated by the points that change
+// cluster. Points are labelled in fixed chunks on the library's thread pool; the sums are exact and
+// the inertia is the fold tree's, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,6 +12,7 @@
 
 #include "core/check.hpp"
 #include "core/thread_pool.hpp"
+#include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_tree.hpp"
 #include "kmeans/kmeans_init.hpp"
 #include "kmeans/kmeans_exact.hpp"
@@ -29,12 +30,15 @@ class CpuLloyd final : public LloydBackend {
   CpuLloyd(const LloydShape& s, ThreadPool& pool)
       : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(pool),
         centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
-        counts_(s.k), sums_(s.k * s.d), streams_(s.k, FoldStream(s.d)) {}
+        counts_(s.k), sums_(s.k * s.d), digits_(s.k * s.d * kSumDigits), tops_(s.d), units_(s.d) {
+    feature_tops();
+  }
 
   void start(std::span<const float> c) override {
     std::copy(c.begin(), c.end(), centroids_.begin());
     bounded_ = false;
     moved_ = false;
+    summed_ = false;
   }
 
   std::size_t changed() override { return changed_; }
@@ -42,44 +46,46 @@ class CpuLloyd final : public LloydBackend {
   void assign() override {
     if (bounded_) half_gaps();
     const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
-    std::vector<std::size_t> changed(chunks, 0);
+    moves_.resize(chunks);
     pool_.parallel_for(chunks, [&](std::size_t c) {
       std::vector<float> r(k_);
       const std::size_t lo = c * kChunk, hi = std::min(n_, lo + kChunk);
-      std::size_t moved = 0;
-      for (std::size_t i = lo; i < hi; ++i) moved += label_point(i, r.data()) ? 1 : 0;
-      changed[c] = moved;
+      moves_[c].clear();
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::uint32_t old = labels_[i];
+        if (label_point(i, r.data())) moves_[c].push_back(Move{std::uint32_t(i), old});
+      }
     });
     std::size_t total = 0;
-    for (const std::size_t m : changed) total += m;
+    for (const auto& m : moves_) total += m.size();
     changed_ = bounded_ ? total : n_;
     bounded_ = true;
     moved_ = false;
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
-    // Each task streams every label and folds the points of its clusters, in index order, into
-    // their clusters' trees: every point is read once, in order (no gather).
-    const std::size_t groups = std::min(k_, pool_.concurrency());
-    pool_.parallel_for(groups, [&](std::size_t g) {
-      // clusters [lo, lo + span) are this task's; locals keep the loop free of reloads
-      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
-      const std::uint32_t* labels = labels_.data();
-      const float* x = x_;
-      const std::size_t n = n_, d = d_;
-      FoldStream* streams = streams_.data();
-      std::vector<std::uint64_t> count(span, 0);
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t c = labels[i] - lo;  // wraps below lo
-        if (c >= span) continue;
-        ++count[c];
-        streams[lo + c].add(x + i * d);
+    // The sums are exact (cluster_sums.hpp), so the last ones plus the moved points' changes are
+    // the sums of the labels' clusters, bit for bit: only a start or many moves need a full pass.
+    if (!summed_ || changed_ > n_ / 4) {
+      sum_all();
+    } else {
+      for (const auto& chunk : moves_) {
+        for (const Move& m : chunk) {
+          const float* x = x_ + std::size_t(m.point) * d_;
+          const std::uint32_t now = labels_[m.point];
+          add_row(digits_.data() + std::size_t(m.from) * d_ * kSumDigits, x, tops_.data(), d_, -1);
+          add_row(digits_.data() + std::size_t(now) * d_ * kSumDigits, x, tops_.data(), d_, 1);
+          --counts_[m.from];
+          ++counts_[now];
+        }
       }
-      for (std::uint32_t c = 0; c < span; ++c) {
-        counts_[lo + c] = count[c];
-        streams[lo + c].finish(sums_.data() + (lo + c) * d);
+    }
+    summed_ = true;
+    for (std::size_t c = 0; c < k_; ++c) {
+      for (std::size_t j = 0; j < d_; ++j) {
+        sums_[c * d_ + j] = digits_value(digits_.data() + (c * d_ + j) * kSumDigits, units_[j]);
       }
-    });
+    }
     std::copy(counts_.begin(), counts_.end(), counts.begin());
   }
 
@@ -195,6 +201,48 @@ class CpuLloyd final : public LloydBackend {
     });
   }
 
+  /// The digits and counts of every cluster from all the points. Each task streams every label and
+  /// adds the points of its clusters: every point is read once, in order (no gather).
+  void sum_all() {
+    const std::size_t groups = std::min(k_, pool_.concurrency());
+    pool_.parallel_for(groups, [&](std::size_t g) {
+      // clusters [lo, lo + span) are this task's; locals keep the loop free of reloads
+      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+      const std::uint32_t* labels = labels_.data();
+      const std::uint32_t* tops = tops_.data();
+      const float* x = x_;
+      const std::size_t n = n_, d = d_;
+      std::int64_t* digits = digits_.data() + std::size_t(lo) * d * kSumDigits;
+      std::fill_n(digits, std::size_t(span) * d * kSumDigits, 0);
+      std::vector<std::uint64_t> count(span, 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t c = labels[i] - lo;  // wraps below lo
+        if (c >= span) continue;
+        ++count[c];
+        add_row(digits + std::size_t(c) * d * kSumDigits, x + i * d, tops, d, 1);
+      }
+      std::copy(count.begin(), count.end(), counts_.begin() + lo);
+    });
+  }
+
+  /// tops_ and units_: each feature's largest exponent field over the points, in fixed chunks (a
+  /// maximum: the same whatever the thread count).
+  void feature_tops() {
+    const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+    std::vector<std::uint32_t> part(chunks * d_, 1u);
+    pool_.parallel_for(chunks, [&](std::size_t c) {
+      std::uint32_t* top = part.data() + c * d_;
+      for (std::size_t i = c * kChunk, hi = std::min(n_, i + kChunk); i < hi; ++i) {
+        for (std::size_t j = 0; j < d_; ++j) top[j] = std::max(top[j], exponent_field(x_[i * d_ + j]));
+      }
+    });
+    std::fill(tops_.begin(), tops_.end(), 1u);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      for (std::size_t j = 0; j < d_; ++j) tops_[j] = std::max(tops_[j], part[c * d_ + j]);
+    }
+    for (std::size_t j = 0; j < d_; ++j) units_[j] = sum_unit(tops_[j]);
+  }
+
   /// Labels point i (Hamerly's test first, where bounds exist); true when its label changed.
   bool label_point(std::size_t i, float* r) {
     const float* x = x_ + i * d_;
@@ -239,7 +287,14 @@ class CpuLloyd final : public LloydBackend {
   std::size_t changed_ = 0;
   std::vector<std::uint64_t> counts_;
   std::vector<double> sums_;
-  std::vector<FoldStream> streams_;  // per cluster
+  std::vector<std::int64_t> digits_;  // per cluster and feature, kSumDigits (cluster_sums.hpp)
+  bool summed_ = false;               // digits_ and counts_ are those of labels_ before the last assign()
+  struct Move {
+    std::uint32_t point, from;  // a point the last assign() relabelled, and its label before
+  };
+  std::vector<std::vector<Move>> moves_;  // per chunk
+  std::vector<std::uint32_t> tops_;   // per feature: the largest exponent field of its values
+  std::vector<double> units_;         // per feature: sum_unit(top)
 };
 
 }  // namespace

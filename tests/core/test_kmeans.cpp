@@ -1,6 +1,7 @@
 // K-means on the CPU backend (streamknn/kmeans.hpp) against a float64 brute-force Lloyd written
-// from the definitions (docs/kmeans.md): labels by (squared distance, index), centroid sums by the
-// fold tree written recursively, scikit-learn's stopping rules and empty-cluster relocation. Data
+// from the definitions (docs/kmeans.md): labels by (squared distance, index), exact centroid sums
+// (128-bit integers here), the inertia by the fold tree written recursively, scikit-learn's
+// stopping rules and empty-cluster relocation. Data
 // on small integer grids make every distance exact in float64, so ties are real ties. Plus bad
 // input, determinism across thread counts, fits over a reference set's snapshot, k-means++.
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/fold_tree.hpp"
 #include "streamknn/kmeans.hpp"
@@ -32,6 +34,40 @@ double sq(const float* x, const float* c, std::size_t d) {  // float64, fused, i
     acc = std::fma(t, t, acc);
   }
   return acc;
+}
+
+/// A value's float32 exponent field, at least 1, from frexp (not from its bits).
+std::uint32_t field_of(float v) {
+  int e = 0;
+  (void)std::frexp(double(v), &e);
+  return v == 0 ? 1u : std::uint32_t(std::max(1, e + 126));
+}
+
+/// Each feature's sum top: the largest field_of over the points.
+std::vector<std::uint32_t> tops_of(const std::vector<float>& x, std::size_t d) {
+  std::vector<std::uint32_t> top(d, 1u);
+  for (std::size_t i = 0; i < x.size(); ++i) top[i % d] = std::max(top[i % d], field_of(x[i]));
+  return top;
+}
+
+/// A centroid sum by its definition (docs/kmeans.md, "Sums"): each value in units of
+/// 2^(top - 246) as a 128-bit integer (bits below the unit rounded to nearest, ties to even), the
+/// values' base-2^24 digits added up, then the float64 value of the digits.
+double exact_sum(const std::vector<float>& values, std::uint32_t top) {
+  namespace km = streamknn::detail::kmeans;
+  std::int64_t digits[km::kSumDigits] = {0, 0, 0, 0, 0};
+  for (const float v : values) {
+    const std::uint32_t f = field_of(v);
+    const double m = std::ldexp(std::fabs(double(v)), 150 - int(f));  // the significand, an integer
+    const int sh = int(f) - int(top) + 96;
+    const unsigned __int128 units = sh >= 0 ? (unsigned __int128)(std::uint64_t(m)) << sh
+                                            : (unsigned __int128)(std::uint64_t(std::nearbyint(std::ldexp(m, sh))));
+    for (int b = 0; b < km::kSumDigits; ++b) {
+      const std::int64_t digit = std::int64_t((units >> (24 * b)) & 0xffffff);
+      digits[b] += v < 0 ? -digit : digit;
+    }
+  }
+  return km::digits_value(digits, std::ldexp(1.0, int(top) - 246));
 }
 
 /// The fold tree from its definition: groups of 32, left to right, until one node is left.
@@ -73,15 +109,15 @@ Ref ref_lloyd(const std::vector<float>& x, std::size_t d, std::vector<float> c, 
     labels = ref_labels(x, c, d);
     std::vector<std::uint64_t> count(k, 0);
     std::vector<double> sums(k * d, 0.0);
+    const std::vector<std::uint32_t> tops = tops_of(x, d);
     for (std::size_t cl = 0; cl < k; ++cl) {
-      std::vector<std::vector<double>> rows;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (labels[i] == cl) rows.emplace_back(x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t(i * d + d));
-      }
-      count[cl] = rows.size();
-      if (!rows.empty()) {
-        const auto s = fold(rows);
-        std::copy(s.begin(), s.end(), sums.begin() + std::ptrdiff_t(cl * d));
+      for (std::size_t j = 0; j < d; ++j) {
+        std::vector<float> column;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (labels[i] == cl) column.push_back(x[i * d + j]);
+        }
+        count[cl] = column.size();
+        sums[cl * d + j] = exact_sum(column, tops[j]);
       }
     }
     std::vector<std::size_t> empty;
@@ -278,7 +314,7 @@ TEST_CASE("kmeans: empty clusters again and again (tight blobs, clusters started
 
 TEST_CASE("kmeans: results do not depend on the thread count") {
   auto g = rng(103);
-  // 70,000 points in two clusters: each holds more than one level-2 node of the fold tree.
+  // 70,000 points in two clusters: more than one level-2 node of the inertia's fold tree.
   const std::size_t n = 70000, d = 3;
   const auto x = blobs(g, n, d, 2);
   KMeansConfig c;
@@ -389,7 +425,7 @@ TEST_CASE("kmeans: over a reference set's published snapshot") {
   CHECK_THROWS_AS(KMeans(c).fit(ReferenceSet(ip)), InvalidArgument);
 }
 
-TEST_CASE("kmeans: the level-by-level tree of the CUDA kernels (fold_layout.hpp) sums as FoldStream") {
+TEST_CASE("kmeans: the level-by-level tree of the CUDA kernels (fold_layout.hpp) sums as the CPU's") {
   // The kernels' index arithmetic, run here one "thread" at a time: the tables (as the tables
   // kernel scans them), the level-0 nodes, the levels above, the roots.
   namespace km = streamknn::detail::kmeans;
@@ -441,16 +477,69 @@ TEST_CASE("kmeans: the level-by-level tree of the CUDA kernels (fold_layout.hpp)
     for (std::uint32_t c = 0; c < k; ++c) {
       CAPTURE(c);
       CHECK(top[c + 1] - top[c] <= 1);
-      km::FoldStream stream(d);
-      for (std::uint32_t p = moff[c]; p < moff[c + 1]; ++p) stream.add(x.data() + std::size_t(members[p]) * d);
-      std::vector<double> want(d);
-      stream.finish(want.data());
+      // the CPU's fold: level-2 nodes over the cluster's members, then the levels above
+      const std::size_t rows = moff[c + 1] - moff[c], units = (rows + km::kUnit - 1) / km::kUnit;
+      std::vector<double> want(d, 0.0), nodes(units * d), scratch(2 * d);
+      for (std::size_t u = 0; u < units; ++u) {
+        km::fold_unit([&](std::size_t r) { return x.data() + std::size_t(members[moff[c] + r]) * d; }, u * km::kUnit,
+                      std::min(rows, (u + 1) * km::kUnit), d, nodes.data() + u * d, scratch.data());
+      }
+      if (units > 0) std::copy_n(km::fold_levels(nodes, units, d), d, want.begin());
       for (std::uint32_t j = 0; j < d; ++j) {
         const double got = top[c + 1] > top[c] ? below[std::size_t(top[c]) * d + j] : 0.0;
         CHECK(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(want[j]));
       }
     }
   }
+}
+
+TEST_CASE("kmeans: centroid sums are exact, whatever the order (cluster_sums.hpp)") {
+  namespace km = streamknn::detail::kmeans;
+  auto g = rng(109);
+  const auto digits_of = [](const std::vector<float>& v, std::uint32_t top) {
+    std::vector<std::int64_t> digits(km::kSumDigits, 0);
+    for (const float e : v) {
+      const km::DigitTerms t = km::digit_terms(e, top);
+      digits[std::size_t(t.at)] += t.low;
+      if (t.high != 0) digits[std::size_t(t.at) + 1] += t.high;
+    }
+    return digits;
+  };
+  for (int round = 0; round < 200; ++round) {
+    // wide exponents, both signs, zeros and subnormals: every digit and the rounding below the unit
+    std::vector<float> v(1 + g() % 300);
+    for (auto& e : v) {
+      const int kind = int(g() % 10);
+      e = kind == 0 ? 0.0f : kind == 1 ? std::ldexp(float(g() % 8), -149 + int(g() % 4)) :
+          std::ldexp(float(std::int32_t(g() % 2000001) - 1000000), int(g() % 120) - 60);
+    }
+    std::uint32_t top = 1, want = 1;
+    for (const float e : v) {
+      top = std::max(top, km::exponent_field(e));
+      want = std::max(want, field_of(e));
+    }
+    CHECK(top == want);
+    const auto digits = digits_of(v, top);
+    const double sum = km::digits_value(digits.data(), km::sum_unit(top));
+    CHECK(std::bit_cast<std::uint64_t>(sum) == std::bit_cast<std::uint64_t>(exact_sum(v, top)));
+    std::shuffle(v.begin(), v.end(), g);
+    CHECK(digits_of(v, top) == digits);
+  }
+  // Where the exact sum is a float64 it is the sum (integers, binary fractions, cancellation);
+  // bits below the unit, 2^-120 of the feature's bound 2^(top - 126), are rounded to it.
+  const auto sum_of = [&](const std::vector<float>& v) {
+    std::uint32_t top = 1;
+    for (const float e : v) top = std::max(top, km::exponent_field(e));
+    return km::digits_value(digits_of(v, top).data(), km::sum_unit(top));
+  };
+  CHECK(sum_of({1e6f, -3.0f, 0.5f, 16777215.0f, -1e6f, 0.25f}) == 16777212.75);
+  CHECK(sum_of({1e10f, 1.0f, -1e10f}) == 1.0);   // a float32 sum in this order gives 0
+  CHECK(sum_of({3e30f, 1.0f, -3e30f}) == 1.0);               // 3e30 < 2^102: the unit is 2^-18
+  CHECK(sum_of({3e30f, 1.0000001f, -3e30f}) == 1.0);         // 1 + 2^-23: its last bit rounded away
+  CHECK(sum_of({3e30f, 0x1.8p-19f, -3e30f}) == 0x1p-18);     // 0.75 of a unit: one unit
+  CHECK(sum_of({3e30f, 0x1.8p-18f, -3e30f}) == 0x1p-17);     // 1.5 units: a tie, to even (2)
+  CHECK(sum_of({3e30f, 0x1p-19f, -3e30f}) == 0.0);           // half a unit: a tie, to even (0)
+  CHECK(sum_of({-0.0f, 0.0f}) == 0.0);
 }
 
 TEST_CASE("kmeans: bad input is refused, naming the argument") {

@@ -122,13 +122,18 @@ TEST_CASE("kmeans fit_device: empty clusters relocated from rows on the device")
 
 TEST_CASE("kmeans fit_device: small fits (sanitizer-sized)") {
   // Every kernel of a device-input fit on small inputs, for compute-sanitizer: the check, the
-  // variance passes over two column groups, gathered rows (random start, relocations).
+  // variance passes over two column groups, gathered rows (random start, relocations), the sums
+  // in shared memory and (64 x 64: a table too large for it) over the points sorted by cluster.
   auto g = rng(304);
   {
     const auto x = clustered(g, 3000, 300, 5, false);
     auto c = first_points(x, 300, 5, 10);
     c.tol = 1e-3;
     check_same(c, x, 300);
+  }
+  {
+    const auto x = clustered(g, 3000, 64, 20, false);
+    check_same(first_points(x, 64, 64, 8), x, 64);
   }
   {
     const auto x = clustered(g, 2000, 3, 4, true);

@@ -2,7 +2,7 @@
 // from the same start. The contract is identity: the same labels, the same centroid bits, the
 // same inertia and iteration count (docs/kmeans.md). Shapes cover clusters 1..4,096 and dimensions
 // 1..1,024 (centroid tiles through shared memory), tied grids, duplicated starts (empty clusters
-// and their relocation), clusters larger than one level-2 node of the fold tree (32,768 points),
+// and their relocation), clusters of more than 32,768 points, sums over values of every magnitude,
 // k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
 // relocations, and bad floats anywhere in the staged copy of the points.
 #include <algorithm>
@@ -64,11 +64,37 @@ TEST_CASE("kmeans gpu: empty clusters, ties, long runs, large clusters") {
     c.tol = 0;
     check_same(c, x, d, true);
   }
-  {  // two clusters of 40,000 points: more than one level-2 node of the fold tree each
+  {  // two clusters of 40,000 points
     const std::size_t n = 80000, d = 3;
     const auto x = clustered(g, n, d, 2, false);
     auto c = first_points(x, d, 2, 50);
     check_same(c, x, d);
+  }
+}
+
+TEST_CASE("kmeans gpu: exact sums over values of every magnitude, in shared and global tables") {
+  // Values 1e-30 .. 1e15 in one feature (bits more than 96 binades below its largest are rounded
+  // to the unit), both signs, zeros and subnormals, a feature of zeros: the device's sums
+  // (12-bit pieces in shared memory at k = 6, 64-bit digits in global memory at k = 400) are the
+  // CPU's to the bit, iteration after iteration of moved points.
+  auto g = rng(206);
+  const std::size_t n = 20000, d = 4;
+  auto x = clustered(g, n, d, 6, false);
+  std::uniform_int_distribution<int> kind(0, 9), binade(-100, 50);
+  for (std::size_t i = 0; i < n; ++i) {
+    float& wide = x[i * d];
+    const int what = kind(g);
+    if (what == 0) wide = 0.0f;
+    if (what == 1) wide = std::ldexp(float(1 + kind(g)), -149);                    // subnormal
+    if (what >= 2 && what <= 4) wide = std::ldexp(wide, binade(g));                 // 2^-100 .. 2^50
+    if (what == 5) wide = -std::ldexp(std::fabs(wide) + 1.0f, binade(g) / 2 + 20);  // large, negative
+    x[i * d + 1] = 0.0f;
+  }
+  for (const std::size_t k : {6u, 400u}) {
+    CAPTURE(k);
+    auto c = first_points(x, d, k, 30);
+    c.tol = 0;
+    check_same(c, x, d, true);
   }
 }
 

@@ -1,11 +1,15 @@
 // The K-means kernels (launchers in kmeans_kernels.hpp). The arithmetic a result depends on (the
-// exact labelling rule, the fold tree's sums, the means, the movements) comes from
-// lib/kmeans/kmeans_exact.hpp, which the CPU backend compiles too, so both get the same bits.
+// exact labelling rule, the inertia's fold tree, the means, the movements) comes from
+// lib/kmeans/kmeans_exact.hpp and cluster_sums.hpp, which the CPU backend compiles too, so both
+// get the same bits.
+#include <algorithm>
+
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
 
@@ -18,6 +22,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kScanThreads = 128;
+constexpr unsigned kShiftThreads = 1024;
+constexpr unsigned kScanBlocks = 1024;  // scan_kernel's most blocks over a list: 4 per SM fill every current GPU
 constexpr int kTileC = 32;   // centroids per shared-memory tile
 constexpr int kTileD = 128;  // dimensions per shared-memory tile
 
@@ -30,14 +36,14 @@ __device__ void write_bounds(const LabelArgs& a, std::uint32_t i, double u, doub
   a.lower[i] = __double2float_rd(l);
 }
 
-__global__ void bounds_kernel(LabelArgs a, bool moved, double max1, double max2, std::uint32_t argmax) {
+__global__ void bounds_kernel(LabelArgs a, bool moved) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= a.n) return;
   const std::uint32_t c = a.labels[i];
   double u = a.upper[i], l = a.lower[i];
   if (moved) {
     u = km::round_up(u + a.delta[c]);
-    l = km::round_down(l - (c == argmax ? max2 : max1));
+    l = km::round_down(l - (c == a.moves->argmax ? a.moves->max2 : a.moves->max1));
     if (!(l > 0)) l = 0;
   }
   const double keep = fmax(double(a.half_gap[c]), l);
@@ -52,12 +58,9 @@ __global__ void bounds_kernel(LabelArgs a, bool moved, double max1, double max2,
   a.list[atomicAdd(a.list_count, 1u)] = i;
 }
 
-/// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
-__global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
-  __shared__ __align__(16) float tile[kTileC][kTileD];
-  const std::uint32_t count = all ? a.n : *a.list_count;
-  if (blockIdx.x * blockDim.x >= count) return;  // the whole block: no shared tile to load
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+/// scan_kernel's work for the point at list position t (none where t >= count).
+__device__ void scan_points(const LabelArgs& a, bool all, std::uint32_t count, std::uint32_t t,
+                            float (&tile)[kTileC][kTileD]) {
   const bool active = t < count;
   const std::uint32_t i = active ? (all ? t : a.list[t]) : 0;
   const float* x = a.x + std::size_t(i) * a.d;
@@ -114,9 +117,27 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   std::uint32_t best;
   double u, l;
   km::settle(x, a.centroids, a.k, a.d, ex::screen_bound(a.d), r1, j1, r2, best, u, l);
-  if (!all && a.labels[i] != best) atomicAdd(a.changed, 1u);
+  if (!all && a.labels[i] != best) {
+    const std::uint32_t at = atomicAdd(a.changed, 1u);
+    if (a.moved) {
+      a.moved[at] = i;
+      a.moved_from[at] = a.labels[i];
+    }
+  }
   a.labels[i] = best;
   write_bounds(a, i, u, l);
+}
+
+/// One thread per point of the block's stretch of the list (of every point with `all`); the
+/// centroids pass through shared memory in tiles of kTileC x kTileD.
+__global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
+  __shared__ __align__(16) float tile[kTileC][kTileD];
+  const std::uint32_t count = all ? a.n : *a.list_count;
+  // Blocks stride over the list (the grid is sized for the most it can hold); the stride and the
+  // test are uniform across a block, as its barriers need.
+  for (std::uint32_t first = blockIdx.x * blockDim.x; first < count; first += gridDim.x * blockDim.x) {
+    scan_points(a, all, count, first + threadIdx.x, tile);
+  }
 }
 
 __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap) {
@@ -133,24 +154,6 @@ __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::ui
   if (threadIdx.x == 0) {
     for (int w = 1; w < int(blockDim.x / 32); ++w) m = fmin(m, best[w]);
     half_gap[c] = __double2float_rd(km::round_down(0.5 * m));
-  }
-}
-
-__global__ void histogram_kernel(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
-                                 bool shared) {
-  extern __shared__ std::uint32_t local[];
-  if (shared) {
-    for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) local[c] = 0;
-    __syncthreads();
-  }
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    atomicAdd(shared ? &local[labels[i]] : &counts[labels[i]], 1u);
-  }
-  if (shared) {
-    __syncthreads();
-    for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
-      if (local[c]) atomicAdd(&counts[c], local[c]);
-    }
   }
 }
 
@@ -184,8 +187,7 @@ __global__ void __launch_bounds__(1024) tree_tables_kernel(const std::uint32_t* 
   }
 }
 
-template <class T>
-__global__ void fold_leaves_kernel(const T* values, const std::uint32_t* members, const std::uint32_t* moff,
+__global__ void fold_leaves_kernel(const double* values, const std::uint32_t* members, const std::uint32_t* moff,
                                    const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, double* out) {
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::uint32_t node = std::uint32_t(t / d), j = std::uint32_t(t % d);
@@ -216,20 +218,51 @@ __global__ void fold_roots_kernel(const double* top, const std::uint32_t* offs_t
   roots[t] = offs_top[c + 1] > offs_top[c] ? top[std::size_t(offs_top[c]) * d + j] : 0.0;
 }
 
-__global__ void means_kernel(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d,
-                             float* centroids) {
+__global__ void means_kernel(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
+                             std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before) {
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= std::size_t(k) * d) return;
-  centroids[t] = km::mean(sums[t], counts[t / d]);
+  std::int64_t cell[km::kSumDigits];
+#pragma unroll
+  for (int b = 0; b < km::kSumDigits; ++b) cell[b] = static_cast<std::int64_t>(digits[t * km::kSumDigits + b]);
+  const double sum = km::digits_value(cell, km::sum_unit(tops[t % d]));
+  sums[t] = sum;
+  before[t] = centroids[t];
+  centroids[t] = km::mean(sum, counts[t / d]);
 }
 
-__global__ void shifts_kernel(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
-                              double* delta) {
-  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= k) return;
-  const double s = km::squared_shift(now + std::size_t(c) * d, before + std::size_t(c) * d, d);
-  shift2[c] = s;
-  delta[c] = km::movement_bound(s, d);
+/// One block: each centroid's shift and movement bound, then the largest two (as the host's loop
+/// in index order: the first of equal largest is argmax, max2 the largest of the others).
+__global__ void __launch_bounds__(kShiftThreads) shifts_kernel(const float* now, const float* before, std::uint32_t k,
+                                                              std::uint32_t d, double* shift2, double* delta,
+                                                              Moves* moves) {
+  __shared__ Moves part[kShiftThreads];
+  Moves m{0.0, 0.0, 0u};
+  for (std::uint32_t c = threadIdx.x; c < k; c += kShiftThreads) {
+    const double s = km::squared_shift(now + std::size_t(c) * d, before + std::size_t(c) * d, d);
+    const double b = km::movement_bound(s, d);
+    shift2[c] = s;
+    delta[c] = b;
+    if (b > m.max1) {
+      m.max2 = m.max1;
+      m.max1 = b;
+      m.argmax = c;
+    } else if (b > m.max2) {
+      m.max2 = b;
+    }
+  }
+  part[threadIdx.x] = m;
+  for (unsigned half = kShiftThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (threadIdx.x < half) {
+      const Moves x = part[threadIdx.x], y = part[threadIdx.x + half];
+      const bool x_top = x.max1 > y.max1 || (x.max1 == y.max1 && x.argmax <= y.argmax);
+      const Moves& top = x_top ? x : y;
+      const Moves& other = x_top ? y : x;
+      part[threadIdx.x] = Moves{top.max1, fmax(top.max2, other.max1), top.argmax};
+    }
+  }
+  if (threadIdx.x == 0) *moves = part[0];
 }
 
 __global__ void point_costs_kernel(const float* x, const float* centroids, const std::uint32_t* labels,
@@ -259,13 +292,15 @@ __global__ void iota_kernel(std::uint32_t* out, std::uint32_t n) {
 
 }  // namespace
 
-void launch_bounds(const LabelArgs& a, bool moved, double max1, double max2, std::uint32_t argmax, cudaStream_t s) {
-  bounds_kernel<<<blocks_for(a.n, kThreads), kThreads, 0, s>>>(a, moved, max1, max2, argmax);
+void launch_bounds(const LabelArgs& a, bool moved, cudaStream_t s) {
+  bounds_kernel<<<blocks_for(a.n, kThreads), kThreads, 0, s>>>(a, moved);
   check_launch("kmeans bounds_kernel");
 }
 
 void launch_scan(const LabelArgs& a, bool all, cudaStream_t s) {
-  scan_kernel<<<blocks_for(a.n, kScanThreads), kScanThreads, 0, s>>>(a, all);
+  // A list's length is known on the device only: at most kScanBlocks blocks stride over it.
+  const unsigned blocks = blocks_for(a.n, kScanThreads);
+  scan_kernel<<<all ? blocks : std::min(blocks, kScanBlocks), kScanThreads, 0, s>>>(a, all);
   check_launch("kmeans scan_kernel");
 }
 
@@ -274,32 +309,16 @@ void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, 
   check_launch("kmeans half_gap_kernel");
 }
 
-void launch_histogram(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
-                      cudaStream_t s) {
-  check_cuda(cudaMemsetAsync(counts, 0, std::size_t(k) * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counts");
-  const bool shared = k <= 8192;
-  const unsigned blocks = std::min(blocks_for(n, kThreads), 1024u);
-  histogram_kernel<<<blocks, kThreads, shared ? k * sizeof(std::uint32_t) : 0, s>>>(labels, n, k, counts, shared);
-  check_launch("kmeans histogram_kernel");
-}
-
 void launch_tree_tables(const std::uint32_t* counts, std::uint32_t k, std::uint32_t levels, std::uint32_t* moff,
                         std::uint32_t* offs, cudaStream_t s) {
   tree_tables_kernel<<<1, 1024, 0, s>>>(counts, k, levels, moff, offs);
   check_launch("kmeans tree_tables_kernel");
 }
 
-void launch_fold_leaves(const float* values, const std::uint32_t* members, const std::uint32_t* moff,
-                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
-                        cudaStream_t s) {
-  fold_leaves_kernel<float><<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(values, members, moff, offs0, k, d, out);
-  check_launch("kmeans fold_leaves_kernel");
-}
-
 void launch_fold_leaves(const double* values, const std::uint32_t* members, const std::uint32_t* moff,
                         const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
                         cudaStream_t s) {
-  fold_leaves_kernel<double><<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(values, members, moff, offs0, k, d, out);
+  fold_leaves_kernel<<<blocks_for(max_nodes * d, kThreads), kThreads, 0, s>>>(values, members, moff, offs0, k, d, out);
   check_launch("kmeans fold_leaves_kernel");
 }
 
@@ -315,15 +334,16 @@ void launch_fold_roots(const double* top, const std::uint32_t* offs_top, std::ui
   check_launch("kmeans fold_roots_kernel");
 }
 
-void launch_means(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d, float* centroids,
-                  cudaStream_t s) {
-  means_kernel<<<blocks_for(std::size_t(k) * d, kThreads), kThreads, 0, s>>>(sums, counts, k, d, centroids);
+void launch_means(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
+                  std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before, cudaStream_t s) {
+  means_kernel<<<blocks_for(std::size_t(k) * d, kThreads), kThreads, 0, s>>>(digits, tops, counts, k, d, sums, centroids,
+                                                                            before);
   check_launch("kmeans means_kernel");
 }
 
 void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
-                   double* delta, cudaStream_t s) {
-  shifts_kernel<<<blocks_for(k, kThreads), kThreads, 0, s>>>(now, before, k, d, shift2, delta);
+                   double* delta, Moves* moves, cudaStream_t s) {
+  shifts_kernel<<<1, kShiftThreads, 0, s>>>(now, before, k, d, shift2, delta, moves);
   check_launch("kmeans shifts_kernel");
 }
 
@@ -343,22 +363,6 @@ void launch_far_points(const double* sorted, const std::uint32_t* order, const s
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t s) {
   iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, n);
   check_launch("kmeans iota_kernel");
-}
-
-std::size_t sort_bytes(std::uint32_t n) {
-  std::size_t bytes = 0;
-  check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr),
-                                             static_cast<const std::uint32_t*>(nullptr),
-                                             static_cast<std::uint32_t*>(nullptr), n, 0, 32),
-             "cub::DeviceRadixSort::SortPairs (size)");
-  return bytes;
-}
-
-void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* labels, std::uint32_t* keys_out,
-                  const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t s) {
-  check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, labels, keys_out, iota, members, n, 0, bits, s),
-             "cub::DeviceRadixSort::SortPairs");
 }
 
 std::size_t cost_sort_bytes(std::uint32_t n) {

@@ -1,4 +1,4 @@
-// Launchers of the K-means kernels (kmeans_kernels.cu, point_kernels.cu); plain C++, for
+// Launchers of the K-means kernels (kmeans_kernels.cu, point_kernels.cu, sum_kernels.cu); plain C++, for
 // lloyd_cuda.cpp. Every launcher queues its work on `stream` and checks the launch. Arrays are
 // device memory.
 #pragma once
@@ -10,6 +10,13 @@
 
 namespace streamknn::detail::gpu::kmeans {
 
+/// The centroids' last movement as the bounds kernel needs it: the two largest movement bounds
+/// and the centroid of the first (the smallest index among equals). Trivial, for shared memory.
+struct Moves {
+  double max1, max2;
+  std::uint32_t argmax;
+};
+
 /// What the labelling kernels read and write.
 struct LabelArgs {
   const float* x = nullptr;          ///< n x d points
@@ -19,48 +26,67 @@ struct LabelArgs {
   float* lower = nullptr;            ///< n: <= distance to every other centroid (rounded down)
   const float* half_gap = nullptr;   ///< k: <= half the distance to the nearest other centroid
   const double* delta = nullptr;     ///< k: >= each centroid's last movement
+  const Moves* moves = nullptr;      ///< the largest two of delta
   std::uint32_t* list = nullptr;     ///< n: points to scan (appended by the bounds kernel)
   std::uint32_t* list_count = nullptr;
   std::uint32_t* changed = nullptr;  ///< labels changed by the scan
+  std::uint32_t* moved = nullptr;    ///< n: the points whose label the scan changed (null: not kept)
+  std::uint32_t* moved_from = nullptr;  ///< n: their labels before
   std::uint32_t n = 0, d = 0, k = 0;
 };
 
-/// Hamerly's test per point (moved: the centroids moved since the bounds were set, by delta;
-/// max1 / max2 the two largest movements, argmax the first's centroid); failures go to the list.
-void launch_bounds(const LabelArgs& a, bool moved, double max1, double max2, std::uint32_t argmax, cudaStream_t stream);
+/// Hamerly's test per point (moved: the centroids moved since the bounds were set, by delta and
+/// moves); failures go to the list.
+void launch_bounds(const LabelArgs& a, bool moved, cudaStream_t stream);
 /// Full scans: of the listed points (list_count of them), or of every point (all = true).
 void launch_scan(const LabelArgs& a, bool all, cudaStream_t stream);
 /// half_gap[c] for every centroid.
 void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, cudaStream_t stream);
 
-/// counts[c] = points labelled c.
-void launch_histogram(const std::uint32_t* labels, std::uint32_t n, std::uint32_t k, std::uint32_t* counts,
-                      cudaStream_t stream);
-/// The fold tree's tables from the counts: member offsets moff (k + 1) and, for levels 0..levels-1,
-/// node offsets offs[L * (k + 1) + c].
+/// The inertia's fold tree (lib/kmeans/fold_layout.hpp) over k sequences: member offsets moff
+/// (k + 1) and, for levels 0..levels-1, node offsets offs[L * (k + 1) + c], from the counts.
 void launch_tree_tables(const std::uint32_t* counts, std::uint32_t k, std::uint32_t levels, std::uint32_t* moff,
                         std::uint32_t* offs, cudaStream_t stream);
-/// Level 0 of the fold tree: out[node * d + j], over float (points) or double (inertia) values.
-/// members: each cluster's point indices (nullptr: the identity). max_nodes: an upper bound.
-void launch_fold_leaves(const float* values, const std::uint32_t* members, const std::uint32_t* moff,
-                        const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
-                        cudaStream_t stream);
+/// Level 0 of the fold tree: out[node * d + j]. members: each sequence's indices (nullptr: the
+/// identity). max_nodes: an upper bound.
 void launch_fold_leaves(const double* values, const std::uint32_t* members, const std::uint32_t* moff,
                         const std::uint32_t* offs0, std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out,
                         cudaStream_t stream);
 /// Level L from level L - 1 (offs_below, offs_level: their node offsets).
 void launch_fold_level(const double* below, const std::uint32_t* offs_below, const std::uint32_t* offs_level,
                        std::uint32_t k, std::uint32_t d, std::size_t max_nodes, double* out, cudaStream_t stream);
-/// roots[c * d + j] = the top level's node of cluster c (0 for an empty cluster).
+/// roots[c * d + j] = the top level's node of sequence c (0 for an empty one).
 void launch_fold_roots(const double* top, const std::uint32_t* offs_top, std::uint32_t k, std::uint32_t d,
                        double* roots, cudaStream_t stream);
 
-/// centroids[c * d + j] = mean(sums, counts[c]) (every count non-zero).
-void launch_means(const double* sums, const std::uint32_t* counts, std::uint32_t k, std::uint32_t d, float* centroids,
+/// sum_kernels.cu: the exact centroid sums (lib/kmeans/cluster_sums.hpp) as digits (k x d x
+/// kSumDigits, two's complement in 64-bit words) and counts (k).
+struct SumArgs {
+  const float* x = nullptr;                ///< n x d points
+  const std::uint32_t* labels = nullptr;   ///< n, the current labels
+  const std::uint32_t* moved = nullptr;    ///< the points to move (null: every point, added)
+  const std::uint32_t* moved_from = nullptr;  ///< their clusters before
+  const std::uint32_t* moved_count = nullptr; ///< how many (on the device)
+  const std::uint32_t* tops = nullptr;     ///< d: each feature's largest exponent field
+  unsigned long long* digits = nullptr;
+  std::uint32_t* counts = nullptr;
+  std::uint32_t n = 0, d = 0, k = 0;
+};
+/// Every point added to zeroed digits and counts (moved null), or the moved points taken from
+/// their clusters before and added to their labels' clusters, by `blocks` blocks
+/// (move_sums_blocks, for the current device: blocks with no work return at once).
+void launch_move_sums(const SumArgs& a, unsigned blocks, cudaStream_t stream);
+unsigned move_sums_blocks(std::uint32_t n, std::uint32_t k, std::uint32_t d);
+
+/// sums[c * d + j] = the float64 value of the digits; before = centroids, then centroids[c * d + j]
+/// = mean(sums, counts[c]) (every count non-zero).
+void launch_means(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
+                  std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before,
                   cudaStream_t stream);
-/// shift2[c] = squared_shift(now, before), delta[c] = movement_bound(shift2[c]).
+/// shift2[c] = squared_shift(now, before), delta[c] = movement_bound(shift2[c]), and *moves from
+/// the deltas (one block: the host's loop over the centroids gets the same values).
 void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
-                   double* delta, cudaStream_t stream);
+                   double* delta, Moves* moves, cudaStream_t stream);
 /// values[i] = the float64 squared distance of point i to its label's centroid.
 void launch_point_costs(const float* x, const float* centroids, const std::uint32_t* labels, std::uint32_t n,
                         std::uint32_t d, double* values, cudaStream_t stream);
@@ -71,10 +97,13 @@ void launch_point_costs(const float* x, const float* centroids, const std::uint3
 void launch_far_points(const double* sorted, const std::uint32_t* order, const std::uint32_t* labels, std::uint32_t n,
                        std::uint32_t m, std::uint32_t d, std::uint32_t* count, std::uint32_t* far_labels,
                        cudaStream_t stream);
-/// point_kernels.cu: *first = the lowest index of a float of x (count) that is NaN or beyond
-/// `bound` in magnitude, where that is below the value *first holds (set it to count first).
-void launch_first_beyond(const float* x, std::size_t count, float bound, unsigned long long* first,
-                         cudaStream_t stream);
+/// point_kernels.cu: *first = the lowest index of a float of x (n x d) that is NaN or beyond
+/// `bound` in magnitude, where that is below the value *first holds (set it to n x d first); and
+/// unless tops is null, tops (d) = each feature's largest exponent field (cluster_sums.hpp).
+void launch_first_beyond(const float* x, std::uint32_t n, std::uint32_t d, float bound, unsigned long long* first,
+                         std::uint32_t* tops, cudaStream_t stream);
+/// tops (d) alone, over finite points.
+void launch_feature_tops(const float* x, std::uint32_t n, std::uint32_t d, std::uint32_t* tops, cudaStream_t stream);
 /// out (count x d) = the rows of x (n x d) that `rows` names.
 void launch_gather(const float* x, const std::uint32_t* rows, std::uint32_t count, std::uint32_t d, float* out,
                    cudaStream_t stream);
@@ -85,12 +114,6 @@ void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, cons
 
 /// out[i] = i.
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
-
-/// Temporary bytes the label sort needs, and the sort (a stable radix sort of the labels' low
-/// `bits` bits carrying the point indices: each cluster's points in index order).
-std::size_t sort_bytes(std::uint32_t n);
-void sort_members(void* temp, std::size_t temp_bytes, const std::uint32_t* labels, std::uint32_t* keys_out,
-                  const std::uint32_t* iota, std::uint32_t* members, std::uint32_t n, int bits, cudaStream_t stream);
 
 /// Temporary bytes of sort_costs, and the sort: costs (n) in descending order into sorted, the
 /// points (iota) along into order.

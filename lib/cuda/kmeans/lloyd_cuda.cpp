@@ -1,9 +1,10 @@
 // The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
 // once, through pinned buffers, and checked as they are copied (staged_upload.hpp), or read in
 // place where the caller's are on the device (checked by a kernel); per
-// iteration the bounds and scan kernels label, a stable sort of the labels orders each cluster's
-// points by index, the fold tree's levels sum them, and one copy brings the counts, the
-// changed-label count and the movements to the host. An empty-cluster relocation gets the far
+// iteration the bounds and scan kernels label (the scan listing the points whose label changed),
+// the sums kernel moves those points' exact digit sums between clusters (every point after a
+// start: sum_kernels.cu), and one copy brings the counts, the changed-label count and the
+// movements to the host. An empty-cluster relocation gets the far
 // points from a sort of the costs on the device. Same arithmetic as the CPU backend
 // (lib/kmeans/kmeans_exact.hpp), so the same results.
 #include <cuda_runtime_api.h>
@@ -18,6 +19,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
 #include "cuda/kmeans/staged_upload.hpp"
+#include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
 #include "kmeans/lloyd_backend.hpp"
@@ -83,9 +85,11 @@ class CudaLloyd final : public LloydBackend {
       upload(s.points, device, pool, check);
       xp_ = x_.get();
     }
-    int bits = 1;
-    while (bits < 32 && (std::uint64_t(1) << bits) < k_) ++bits;
-    bits_ = bits;
+    // The exact sums' units: computed with the check for device points, after the copy else.
+    if (!labels_only_ && !s.on_device && check.first == s.n * s.d) {
+      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream_.get());
+    }
+    if (!labels_only_) sum_blocks_ = gk::move_sums_blocks(n_, k_, d_);
   }
 
   void start(std::span<const float> c) override {
@@ -93,50 +97,25 @@ class CudaLloyd final : public LloydBackend {
     bounded_ = false;
     moved_ = false;
     advanced_ = false;
+    summed_ = false;
   }
 
   std::size_t changed() override {
-    if (!changed_ready_) sync();
-    changed_ready_ = true;
+    if (!changed_ready_) copy_out(host_counts_ + k_, changed_count_, sizeof(std::uint32_t));
     return first_ ? n_ : host_counts_[k_];
   }
 
   void assign() override {
-    gk::LabelArgs a = args();
-    const cudaStream_t s = stream_.get();
-    check_cuda(cudaMemsetAsync(stats_.get(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
-    if (bounded_) {
-      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), s);
-      gk::launch_bounds(a, moved_, max1_, max2_, argmax_, s);
-      gk::launch_scan(a, false, s);
-    } else {
-      gk::launch_scan(a, true, s);
-    }
-    // Comes to the host with accumulate()'s counts (the stream is in order): no wait here.
-    check_cuda(cudaMemcpyAsync(host_counts_ + k_, stats_.get() + 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans changed labels");
-    changed_ready_ = false;
+    queue_labelling(bounded_, moved_);
+    changed_ready_ = false;  // comes to the host with accumulate()'s counts
     first_ = !bounded_;
     bounded_ = true;
     moved_ = false;
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
-    const cudaStream_t s = stream_.get();
-    gk::launch_histogram(labels_.get(), n_, k_, counts_.get(), s);
-    gk::sort_members(sort_temp_.get(), sort_temp_.size(), labels_.get(), keys_.get(), iota_.get(), members_.get(), n_,
-                     bits_, s);
-    fold(xp_, members_.get(), counts_.get(), k_, d_, sums_.get());
-    // The means and their movements, on the wager that no cluster is empty (the usual case): they
-    // come back with the counts, so an iteration waits once. An empty cluster loses the wager:
-    // the centroids are put back, and the relocation and move_to() start from them as usual.
-    copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
-    gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
-    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), s);
-    check_cuda(cudaMemcpyAsync(host_counts_, counts_.get(), k_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans counts");
-    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans shifts");
+    queue_sums(summed_);
+    summed_ = true;
     sync();
     advanced_ = true;
     for (std::uint32_t c = 0; c < k_; ++c) {
@@ -149,8 +128,8 @@ class CudaLloyd final : public LloydBackend {
   void advance(std::span<double> shift2) override {
     if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
       const cudaStream_t s = stream_.get();
-      copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
-      gk::launch_means(sums_.get(), counts_.get(), k_, d_, centroids_.get(), s);
+      gk::launch_means(digits_.get(), tops_.get(), counts_.get(), k_, d_, sums_.get(), centroids_.get(), before_.get(),
+                       s);
       finish_move(shift2);
       return;
     }
@@ -246,7 +225,7 @@ class CudaLloyd final : public LloydBackend {
     const unsigned long long none = count;  // outlives the copy: copy_out waits
     check_cuda(cudaMemcpyAsync(first_bad_.get(), &none, sizeof none, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
                "kmeans first bad float");
-    gk::launch_first_beyond(xp_, count, check.bound, first_bad_.get(), s);
+    gk::launch_first_beyond(xp_, n_, d_, check.bound, first_bad_.get(), labels_only_ ? nullptr : tops_.get(), s);
     unsigned long long at = count;
     copy_out(&at, first_bad_.get(), sizeof at);
     check.first = std::size_t(at);
@@ -262,17 +241,66 @@ class CudaLloyd final : public LloydBackend {
     a.half_gap = half_gap_.get();
     a.delta = delta_.get();
     a.list = list_.get();
-    a.list_count = stats_.get();
-    a.changed = stats_.get() + 1;
+    a.moves = moves_.get();
+    a.list_count = list_count_;
+    a.changed = changed_count_;
+    if (!labels_only_) {
+      a.moved = moved_points_.get();
+      a.moved_from = moved_from_.get();
+    }
     a.n = n_;
     a.d = d_;
     a.k = k_;
     return a;
   }
 
-  /// The fold tree over `k` sequences (counts on the device) of rows of `values` into roots (k x d).
-  template <class T>
-  void fold(const T* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
+  /// The labelling: Hamerly's test and a scan of the points that fail it (bounded), else a scan
+  /// of every point.
+  void queue_labelling(bool bounded, bool moved) {
+    const gk::LabelArgs a = args();
+    const cudaStream_t s = stream_.get();
+    check_cuda(cudaMemsetAsync(changed_count_, 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    if (bounded) {
+      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), s);
+      gk::launch_bounds(a, moved, s);
+      gk::launch_scan(a, false, s);
+    } else {
+      gk::launch_scan(a, true, s);
+    }
+  }
+
+  /// The sums of the labels (moved: from the last ones and the moved points; else every point),
+  /// then the means and their movements, on the wager that no cluster is empty (the usual case):
+  /// they come back with the counts, so an iteration waits once. An empty cluster loses the
+  /// wager: accumulate() puts the centroids back, and the relocation and move_to() start from
+  /// them as usual.
+  void queue_sums(bool moved) {
+    const cudaStream_t s = stream_.get();
+    gk::SumArgs a;
+    a.x = xp_;
+    a.labels = labels_.get();
+    if (moved) {
+      a.moved = moved_points_.get();
+      a.moved_from = moved_from_.get();
+      a.moved_count = changed_count_;
+    }
+    a.tops = tops_.get();
+    a.digits = digits_.get();
+    a.counts = counts_.get();
+    a.n = n_;
+    a.d = d_;
+    a.k = k_;
+    gk::launch_move_sums(a, sum_blocks_, s);
+    gk::launch_means(digits_.get(), tops_.get(), counts_.get(), k_, d_, sums_.get(), centroids_.get(), before_.get(), s);
+    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
+    // One copy: the shifts, the counts and the changed count lie in that order (place()).
+    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans counts and shifts");
+  }
+
+  /// The fold tree over `k` sequences (counts on the device) of rows of `values` into roots (k x d);
+  /// moff_, offs_ and the levels are sized for the inertia's one sequence of n values.
+  void fold(const double* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
             std::uint32_t d, double* roots) {
     const cudaStream_t s = stream_.get();
     gk::launch_tree_tables(counts, k, levels_, moff_.get(), offs_.get(), s);
@@ -290,39 +318,28 @@ class CudaLloyd final : public LloydBackend {
 
   void finish_move(std::span<double> shift2) {
     const cudaStream_t s = stream_.get();
-    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), s);
+    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
     check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
     sync();
     take_shifts(shift2);
   }
 
-  /// shift2 and the bounds' movements from the shifts that reached the host.
+  /// shift2 from the shifts that reached the host (the bounds' movements stay on the device).
   void take_shifts(std::span<double> shift2) {
-    double max1 = 0, max2 = 0;
-    std::uint32_t arg = 0;
-    for (std::uint32_t c = 0; c < k_; ++c) {
-      shift2[c] = host_shift2_[c];
-      const double delta = movement_bound(shift2[c], d_);  // the kernel's value: same function, same bits
-      if (delta > max1) {
-        max2 = max1;
-        max1 = delta;
-        arg = c;
-      } else if (delta > max2) {
-        max2 = delta;
-      }
-    }
-    max1_ = max1;
-    max2_ = max2;
-    argmax_ = arg;
+    std::copy_n(host_shift2_, k_, shift2.begin());
     moved_ = true;
   }
+
+  /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
+  std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
 
   /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
   /// sizes them); returns the block's bytes.
   std::size_t place(unsigned char* base) {
     const std::size_t k = k_, d = d_, at_most = 256;
     const std::size_t n = n_, sums_n = labels_only_ ? 0 : n;  // the sums', inertia's and variance's
+    const std::size_t sums_k = labels_only_ ? 0 : k;
     std::size_t at = 0;
     const auto put = [&](auto& slice, std::size_t count) {
       at = (at + at_most - 1) / at_most * at_most;
@@ -334,24 +351,30 @@ class CudaLloyd final : public LloydBackend {
     put(upper_, n);
     put(lower_, n);
     put(list_, n);
-    put(stats_, 2);
     put(centroids_, k * d);
     put(before_, k * d);
     put(half_gap_, k);
     put(delta_, k);
-    put(shift2_, k);
-    put(counts_, k);
-    put(moff_, k + 1);
-    put(offs_, std::size_t(levels_) * (k + 1));
-    put(sums_, k * d);
+    // The report (one copy to the host an iteration): shift2_ (k), counts_ (k), the changed count
+    // and the list's length (zeroed together).
+    put(report_, k + (k + 3) / 2);
+    shift2_ = Slice<double>{report_.ptr, k};
+    counts_ = Slice<std::uint32_t>{base ? reinterpret_cast<std::uint32_t*>(report_.ptr + k) : nullptr, k};
+    changed_count_ = counts_.ptr ? counts_.ptr + k : nullptr;
+    list_count_ = counts_.ptr ? counts_.ptr + k + 1 : nullptr;
+    put(moves_, 1);
+    put(moff_, 2);  // the inertia's fold tree: one sequence (fold())
+    put(offs_, std::size_t(levels_) * 2);
+    put(sums_, sums_k * d);
+    put(digits_, sums_k * d * kSumDigits);
+    put(tops_, labels_only_ ? 0 : d);
+    put(moved_points_, sums_n);
+    put(moved_from_, sums_n);
     put(one_, 1);
     put(first_bad_, 1);
-    put(keys_, sums_n);
     put(iota_, sums_n);
-    put(members_, sums_n);
-    put(sort_temp_, labels_only_ ? 0 : gk::sort_bytes(n_));
-    put(level_a_, labels_only_ ? 0 : (n / kFold + k + 1) * d);
-    put(level_b_, labels_only_ ? 0 : (n / (kFold * kFold) + k + 1) * d);
+    put(level_a_, labels_only_ ? 0 : n / kFold + 2);  // the inertia's tree: one sequence of n
+    put(level_b_, labels_only_ ? 0 : n / (kFold * kFold) + 3);
     put(costs_, sums_n);
     put(root_, 1);
     put(variance_, (sums_n + kVarianceChunk - 1) / kVarianceChunk * d);
@@ -384,14 +407,16 @@ class CudaLloyd final : public LloydBackend {
   gpu::Stream stream_;
   std::uint32_t n_, d_, k_, levels_;
   bool labels_only_;  // LloydShape::labels_only
-  int bits_ = 1;
+  unsigned sum_blocks_ = 1;  // the sums kernel's grid (move_sums_blocks)
   DeviceArray<float> x_;   // the points' copy (host points), else empty
   const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
-  Slice<std::uint32_t> labels_, list_, stats_, counts_, moff_, offs_, keys_, iota_, members_, one_;
+  Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
-  Slice<double> delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
-  Slice<unsigned char> sort_temp_;
-  Slice<unsigned long long> first_bad_;
+  std::uint32_t* changed_count_ = nullptr;  // counts_.get() + k: the labels the last scan changed
+  std::uint32_t* list_count_ = nullptr;     // after it: the bounds kernel's list's length
+  Slice<gk::Moves> moves_;
+  Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
+  Slice<unsigned long long> first_bad_, digits_;
   DeviceArray<unsigned char> block_;  // every Slice above (place())
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
@@ -400,10 +425,9 @@ class CudaLloyd final : public LloydBackend {
   double* host_shift2_ = nullptr;
   std::uint32_t* host_counts_ = nullptr;
   std::vector<std::uint64_t> host_counts64_;
-  double max1_ = 0, max2_ = 0;
-  std::uint32_t argmax_ = 0;
   bool bounded_ = false, moved_ = false;
   bool advanced_ = false;       // accumulate() moved the centroids to the means (its wager won)
+  bool summed_ = false;         // digits_ and counts_ are those of the labels before the last assign()
   bool first_ = true;           // the last assign() scanned every point (changed() is n)
   bool changed_ready_ = true;   // the changed count has reached host_counts_[k_]
 };

@@ -1,15 +1,20 @@
 // The K-means kernels over the points themselves, for points the caller hands over in device
-// memory (KMeans::fit_device) as for the backend's own copy: the check of their floats, rows
+// memory (KMeans::fit_device) as for the backend's own copy: the check of their floats (with each
+// feature's largest exponent, which the exact sums' units need, in the same pass), rows
 // gathered for the host, and the mean variance's passes (tol's scale), whose partial sums must
 // be the CPU backend's bit for bit (lib/kmeans/kmeans_init.cpp: each product and each sum
 // rounded, left to right over a chunk's points).
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/cluster_sums.hpp"
 #include "kmeans/lloyd_backend.hpp"
 
 namespace streamknn::detail::gpu::kmeans {
+
+namespace km = streamknn::detail::kmeans;
 
 namespace {
 
@@ -18,13 +23,33 @@ constexpr std::uint32_t kStageFloats = 8192;  // the variance pass's shared-memo
 
 void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
 
-/// *first = min(*first, the index of each float beyond `limit`'s bits, NaN included): the lowest.
-__global__ void first_beyond_kernel(const float* x, std::size_t count, std::uint32_t limit,
-                                    unsigned long long* first) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    if ((__float_as_uint(x[i]) & 0x7fffffffu) > limit) atomicMin(first, (unsigned long long)i);
+/// Over the count = n x d floats of x: *first = min(*first, the index of each float beyond
+/// `limit`'s bits, NaN included: the lowest) unless first is null, and tops[j] = max(tops[j], the
+/// exponent fields of feature j: cluster_sums.hpp) unless tops is null. Thread t reads elements
+/// t, t + S, ... with S a multiple of d, so each thread sees one feature.
+__global__ void scan_floats_kernel(const float* x, std::size_t count, std::uint32_t d, std::uint32_t limit,
+                                   unsigned long long* first, std::uint32_t* tops) {
+  __shared__ std::uint32_t block_top[kThreads];
+  const std::size_t threads = std::size_t(gridDim.x) * blockDim.x, stride = threads / d * d;
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::uint32_t top = 1;
+  if (t < stride) {
+    for (std::size_t e = t; e < count; e += stride) {
+      const float v = x[e];
+      if (first && (__float_as_uint(v) & 0x7fffffffu) > limit) atomicMin(first, (unsigned long long)e);
+      top = max(top, km::exponent_field(v));
+    }
   }
+  if (!tops) return;
+  if (d > kThreads) {  // a block's threads see distinct features: straight to global
+    if (t < stride) atomicMax(tops + t % d, top);
+    return;
+  }
+  if (threadIdx.x < d) block_top[threadIdx.x] = 1;
+  __syncthreads();
+  if (t < stride) atomicMax(block_top + t % d, top);
+  __syncthreads();
+  if (threadIdx.x < d) atomicMax(tops + threadIdx.x, block_top[threadIdx.x]);
 }
 
 /// out[r * d + j] = x[rows[r] * d + j].
@@ -72,15 +97,31 @@ unsigned grid_for(std::size_t work) {
   return unsigned(blocks < 4096 ? (blocks == 0 ? 1 : blocks) : 4096);
 }
 
+
+/// scan_floats_kernel over n x d floats: at least one thread per feature.
+void launch_scan_floats(const float* x, std::uint32_t n, std::uint32_t d, std::uint32_t limit, unsigned long long* first,
+                        std::uint32_t* tops, cudaStream_t stream) {
+  if (tops) {
+    check_cuda(cudaMemsetAsync(tops, 0, d * sizeof(std::uint32_t), stream), "cudaMemsetAsync", "kmeans feature tops");
+  }
+  const unsigned least = (d + kThreads - 1) / kThreads;
+  const unsigned grid = std::max(grid_for(std::size_t(n) * d), least);
+  scan_floats_kernel<<<grid, kThreads, 0, stream>>>(x, std::size_t(n) * d, d, limit, first, tops);
+  check_launch("kmeans scan_floats_kernel");
+}
+
 }  // namespace
 
-void launch_first_beyond(const float* x, std::size_t count, float bound, unsigned long long* first,
-                         cudaStream_t stream) {
+void launch_first_beyond(const float* x, std::uint32_t n, std::uint32_t d, float bound, unsigned long long* first,
+                         std::uint32_t* tops, cudaStream_t stream) {
   std::uint32_t limit = 0;
   static_assert(sizeof limit == sizeof bound);
   __builtin_memcpy(&limit, &bound, sizeof limit);
-  first_beyond_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, limit, first);
-  check_launch("kmeans first_beyond_kernel");
+  launch_scan_floats(x, n, d, limit, first, tops, stream);
+}
+
+void launch_feature_tops(const float* x, std::uint32_t n, std::uint32_t d, std::uint32_t* tops, cudaStream_t stream) {
+  launch_scan_floats(x, n, d, 0, nullptr, tops, stream);
 }
 
 void launch_gather(const float* x, const std::uint32_t* rows, std::uint32_t count, std::uint32_t d, float* out,

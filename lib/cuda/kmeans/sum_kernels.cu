@@ -1,0 +1,163 @@
+// The K-means centroid sums on the device (lib/kmeans/cluster_sums.hpp): exact integer digit sums,
+// so threads and blocks may add in any order and the sums are the CPU backend's bit for bit; and
+// because they are exact, a labelling's sums are the last ones with the moved points taken from
+// their old clusters and added to their new ones. A fit sums every point once after each start;
+// later iterations touch only the points whose label changed (a few per thousand once the
+// clusters settle). A term is one (point, feature) pair, consecutive threads taking consecutive
+// features of a point. Where the k x d digit table fits in shared memory each block adds its terms
+// there (in 12-bit pieces, below) and then adds its table's non-zero digits to the global one;
+// otherwise terms go to the global table directly.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kmeans/kmeans_kernels.hpp"
+#include "kmeans/cluster_sums.hpp"
+
+namespace streamknn::detail::gpu::kmeans {
+
+namespace km = streamknn::detail::kmeans;
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::size_t kSharedTableBytes = 48 * 1024;  // no opt-in needed on any supported device
+
+void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+/// Adds sign x (value's digit terms) to cell (kSumDigits words, global memory: a native 64-bit
+/// reduction in L2).
+__device__ __forceinline__ void add_terms(unsigned long long* cell, const km::DigitTerms& t, std::int64_t sign) {
+  atomicAdd(cell + t.at, static_cast<unsigned long long>(sign * t.low));
+  if (t.high != 0) atomicAdd(cell + t.at + 1, static_cast<unsigned long long>(sign * t.high));
+}
+
+/// A block's table in shared memory keeps each digit as two 12-bit halves in 32-bit words (the
+/// 32-bit shared atomics are native, the 64-bit ones a compare-and-swap loop). A value is t x
+/// 2^(12 h) units, t below 2^36: three 12-bit pieces, each added to its half. A half takes at
+/// most kBlockItems pieces of magnitude below 2^12 from a block: no overflow. The halves' digits
+/// are the same integer as digit_terms' (the flush adds half 2b + 2^12 x half 2b + 1 to digit b),
+/// and a sum's value depends on that integer only.
+constexpr int kHalves = 2 * km::kSumDigits;
+constexpr std::uint64_t kBlockItems = std::uint64_t(1) << 18;
+
+__device__ __forceinline__ void add_halves(int* cell, float v, std::uint32_t top, int sign) {
+  const std::uint32_t bits = __float_as_uint(v), e = (bits >> 23) & 0xffu;
+  const std::uint32_t m = (bits & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
+  const int sh = int(e != 0 ? e : 1u) - int(top) + 96;  // the value's lowest bit in units (<= 96)
+  int h = 0;
+  std::uint64_t t = 0;
+  if (sh >= 0) {
+    h = sh / 12;
+    t = std::uint64_t(m) << (sh - 12 * h);  // h = 8 only at sh = 96: t below 2^24, two pieces
+  } else {  // bits below the unit: digit_terms rounds them (to digit 0 alone)
+    const std::int64_t low = km::digit_terms(v, top).low;
+    t = std::uint64_t(low < 0 ? -low : low);
+  }
+  const int s = (bits >> 31) != 0 ? -sign : sign;
+  const int p0 = int(t & 0xfffu), p1 = int((t >> 12) & 0xfffu), p2 = int(t >> 24);
+  if (p0 != 0) atomicAdd(cell + h, s * p0);
+  if (p1 != 0) atomicAdd(cell + h + 1, s * p1);
+  if (p2 != 0) atomicAdd(cell + h + 2, s * p2);
+}
+
+/// Shared: the block's table is k x d cells of kHalves 32-bit halves, then k counts.
+template <bool Shared>
+__global__ void __launch_bounds__(kThreads) move_sums_kernel(SumArgs a) {
+  extern __shared__ int table[];
+  const std::uint64_t items = a.moved ? *a.moved_count : a.n, terms = items * a.d;
+  // Each block takes a contiguous range of terms, a multiple of the block's threads.
+  std::uint64_t per = (terms + gridDim.x - 1) / gridDim.x;
+  per = (per + kThreads - 1) / kThreads * kThreads;
+  const std::uint64_t lo = std::uint64_t(blockIdx.x) * per;
+  if (lo >= terms) return;  // the whole block: no table to zero or flush
+  const std::uint64_t hi = min(terms, lo + per);
+  const std::size_t cells = std::size_t(a.k) * a.d;
+  int* shared_counts = table + cells * kHalves;
+  if (Shared) {
+    for (std::size_t w = threadIdx.x; w < cells * kHalves + a.k; w += kThreads) table[w] = 0;
+    __syncthreads();
+  }
+  // The term t = item x d + j; the division once, then steps of kThreads terms.
+  const std::uint32_t step_items = kThreads / a.d, step_j = kThreads % a.d;
+  std::uint64_t item = (lo + threadIdx.x) / a.d;
+  std::uint32_t j = std::uint32_t(lo + threadIdx.x - item * a.d);
+  for (std::uint64_t t = lo + threadIdx.x; t < hi; t += kThreads, item += step_items, j += step_j) {
+    if (j >= a.d) {
+      j -= a.d;
+      ++item;
+    }
+    const std::uint32_t point = a.moved ? a.moved[item] : std::uint32_t(item), now = a.labels[point];
+    const std::uint32_t from = a.moved ? a.moved_from[item] : 0;
+    const float value = a.x[std::size_t(point) * a.d + j];
+    const std::uint32_t top = a.tops[j];
+    if (Shared) {
+      add_halves(table + (std::size_t(now) * a.d + j) * kHalves, value, top, 1);
+      if (a.moved) add_halves(table + (std::size_t(from) * a.d + j) * kHalves, value, top, -1);
+    } else {
+      const km::DigitTerms v = km::digit_terms(value, top);
+      add_terms(a.digits + (std::size_t(now) * a.d + j) * km::kSumDigits, v, 1);
+      if (a.moved) add_terms(a.digits + (std::size_t(from) * a.d + j) * km::kSumDigits, v, -1);
+    }
+    if (j != 0) continue;
+    if (Shared) {
+      atomicAdd(shared_counts + now, 1);
+      if (a.moved) atomicAdd(shared_counts + from, -1);
+    } else {
+      atomicAdd(a.counts + now, 1u);
+      if (a.moved) atomicSub(a.counts + from, 1u);
+    }
+  }
+  if (!Shared) return;
+  __syncthreads();
+  for (std::size_t w = threadIdx.x; w < cells * km::kSumDigits; w += kThreads) {
+    const int* half = table + (w / km::kSumDigits) * kHalves + 2 * (w % km::kSumDigits);
+    const std::int64_t digit = std::int64_t(half[0]) + std::int64_t(half[1]) * 4096;
+    if (digit != 0) atomicAdd(a.digits + w, static_cast<unsigned long long>(digit));
+  }
+  for (std::uint32_t c = threadIdx.x; c < a.k; c += kThreads) {
+    if (shared_counts[c] != 0) atomicAdd(a.counts + c, static_cast<std::uint32_t>(shared_counts[c]));
+  }
+}
+
+std::size_t shared_table_bytes(std::uint32_t k, std::uint32_t d) {
+  return (std::size_t(k) * d * kHalves + k) * sizeof(int);
+}
+
+}  // namespace
+
+unsigned move_sums_blocks(std::uint32_t n, std::uint32_t k, std::uint32_t d) {
+  int device = 0, sms = 0, per_sm = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  const std::size_t table = shared_table_bytes(k, d);
+  if (table <= kSharedTableBytes) {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, move_sums_kernel<true>, kThreads, table),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  } else {
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, move_sums_kernel<false>, kThreads, 0),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  }
+  // One wave of resident blocks (a second, partial wave would double a full pass's time), and
+  // at most kBlockItems items (points, or moved points: at most n) per block.
+  const std::uint64_t wave = std::uint64_t(std::max(sms, 1)) * std::uint64_t(std::max(per_sm, 1));
+  return unsigned(std::max<std::uint64_t>(wave, (std::uint64_t(n) + kBlockItems - 1) / kBlockItems));
+}
+
+void launch_move_sums(const SumArgs& a, unsigned blocks, cudaStream_t s) {
+  if (!a.moved) {
+    check_cuda(cudaMemsetAsync(a.digits, 0, std::size_t(a.k) * a.d * km::kSumDigits * sizeof(unsigned long long), s),
+               "cudaMemsetAsync", "kmeans digit sums");
+    check_cuda(cudaMemsetAsync(a.counts, 0, std::size_t(a.k) * sizeof(std::uint32_t), s), "cudaMemsetAsync",
+               "kmeans counts");
+  }
+  const std::size_t table = shared_table_bytes(a.k, a.d);
+  if (table <= kSharedTableBytes) {
+    move_sums_kernel<true><<<blocks, kThreads, table, s>>>(a);
+  } else {
+    move_sums_kernel<false><<<blocks, kThreads, 0, s>>>(a);
+  }
+  check_launch("kmeans move_sums_kernel");
+}
+
+}  // namespace streamknn::detail::gpu::kmeans
