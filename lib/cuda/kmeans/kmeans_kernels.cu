@@ -2,8 +2,6 @@
 // exact labelling rule, the inertia's fold tree, the means, the movements) comes from
 // lib/kmeans/kmeans_exact.hpp and cluster_sums.hpp, which the CPU backend compiles too, so both
 // get the same bits.
-#include <algorithm>
-
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
@@ -23,7 +21,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kScanThreads = 128;
 constexpr unsigned kShiftThreads = 1024;
-constexpr unsigned kScanBlocks = 1024;  // scan_kernel's most blocks over a list: 4 per SM fill every current GPU
 constexpr int kTileC = 32;   // centroids per shared-memory tile
 constexpr int kTileD = 128;  // dimensions per shared-memory tile
 
@@ -58,9 +55,12 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
   a.list[atomicAdd(a.list_count, 1u)] = i;
 }
 
-/// scan_kernel's work for the point at list position t (none where t >= count).
-__device__ void scan_points(const LabelArgs& a, bool all, std::uint32_t count, std::uint32_t t,
-                            float (&tile)[kTileC][kTileD]) {
+/// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
+__global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
+  __shared__ __align__(16) float tile[kTileC][kTileD];
+  const std::uint32_t count = all ? a.n : *a.list_count;
+  if (blockIdx.x * blockDim.x >= count) return;  // the whole block: no shared tile to load
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   const bool active = t < count;
   const std::uint32_t i = active ? (all ? t : a.list[t]) : 0;
   const float* x = a.x + std::size_t(i) * a.d;
@@ -126,18 +126,6 @@ __device__ void scan_points(const LabelArgs& a, bool all, std::uint32_t count, s
   }
   a.labels[i] = best;
   write_bounds(a, i, u, l);
-}
-
-/// One thread per point of the block's stretch of the list (of every point with `all`); the
-/// centroids pass through shared memory in tiles of kTileC x kTileD.
-__global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
-  __shared__ __align__(16) float tile[kTileC][kTileD];
-  const std::uint32_t count = all ? a.n : *a.list_count;
-  // Blocks stride over the list (the grid is sized for the most it can hold); the stride and the
-  // test are uniform across a block, as its barriers need.
-  for (std::uint32_t first = blockIdx.x * blockDim.x; first < count; first += gridDim.x * blockDim.x) {
-    scan_points(a, all, count, first + threadIdx.x, tile);
-  }
 }
 
 __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap) {
@@ -298,9 +286,7 @@ void launch_bounds(const LabelArgs& a, bool moved, cudaStream_t s) {
 }
 
 void launch_scan(const LabelArgs& a, bool all, cudaStream_t s) {
-  // A list's length is known on the device only: at most kScanBlocks blocks stride over it.
-  const unsigned blocks = blocks_for(a.n, kScanThreads);
-  scan_kernel<<<all ? blocks : std::min(blocks, kScanBlocks), kScanThreads, 0, s>>>(a, all);
+  scan_kernel<<<blocks_for(a.n, kScanThreads), kScanThreads, 0, s>>>(a, all);
   check_launch("kmeans scan_kernel");
 }
 
