@@ -1,9 +1,10 @@
 // Where the fold tree's nodes lie when it is built level by level for k sequences at once (the
-// CUDA kernels, lib/cuda/kmeans/; __host__ __device__ under nvcc, so the host tests check the
-// same index arithmetic against fold_tree.hpp). Level 0 holds, cluster after cluster, the nodes over
-// up to 32 consecutive members; level L + 1 the nodes over up to 32 consecutive level-L nodes of
-// the same cluster. offs (k + 1 entries per level) gives each cluster's first node; moff each
-// cluster's first member in the members array (the points sorted by cluster, in index order).
+// CUDA kernels, lib/cuda/kmeans/, which build the inertia's tree: one sequence, the points in
+// index order; __host__ __device__ under nvcc, so the host tests check the same index arithmetic
+// against fold_tree.hpp). Level 0 holds, sequence after sequence, the nodes over up to 32
+// consecutive members; level L + 1 the nodes over up to 32 consecutive level-L nodes of the same
+// sequence. offs (k + 1 entries per level) gives each sequence's first node; moff each
+// sequence's first member in the members array.
 #pragma once
 
 #include <cstdint>
