@@ -28,8 +28,8 @@ struct LloydShape {
   const float* points = nullptr;
   std::size_t n = 0, d = 0, k = 0;
   bool on_device = false;
-  /// predict(): start(), assign() and fetch_labels() only (the CUDA backend then keeps no arrays
-  /// for the sums, the inertia or the variance).
+  /// predict(): start(), assign() and fetch_labels() only (neither backend prepares the sums'
+  /// units; the CUDA backend keeps no arrays for the sums, the inertia or the variance).
   bool labels_only = false;
 };
 

@@ -31,7 +31,7 @@ class CpuLloyd final : public LloydBackend {
       : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(pool),
         centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
         counts_(s.k), sums_(s.k * s.d), digits_(s.k * s.d * kSumDigits), tops_(s.d), units_(s.d) {
-    feature_tops();
+    if (!s.labels_only) feature_tops();  // predict() sums nothing
   }
 
   void start(std::span<const float> c) override {

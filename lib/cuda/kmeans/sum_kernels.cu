@@ -32,8 +32,8 @@ __device__ __forceinline__ void add_terms(unsigned long long* cell, const km::Di
   if (t.high != 0) atomicAdd(cell + t.at + 1, static_cast<unsigned long long>(sign * t.high));
 }
 
-/// A block's table in shared memory keeps each digit as two 12-bit halves in 32-bit words (the
-/// 32-bit shared atomics are native, the 64-bit ones a compare-and-swap loop). A value is t x
+/// A block's table in shared memory keeps each digit as two 12-bit halves in 32-bit words, for
+/// 32-bit shared atomics (the 64-bit ones are slower). A value is t x
 /// 2^(12 h) units, t below 2^36: three 12-bit pieces, each added to its half. A half takes at
 /// most kBlockItems pieces of magnitude below 2^12 from a block: no overflow. The halves' digits
 /// are the same integer as digit_terms' (the flush adds half 2b + 2^12 x half 2b + 1 to digit b),
