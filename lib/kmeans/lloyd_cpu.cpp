@@ -69,16 +69,7 @@ class CpuLloyd final : public LloydBackend {
     if (!summed_ || changed_ > n_ / 4) {
       sum_all();
     } else {
-      for (const auto& chunk : moves_) {
-        for (const Move& m : chunk) {
-          const float* x = x_ + std::size_t(m.point) * d_;
-          const std::uint32_t now = labels_[m.point];
-          add_row(digits_.data() + std::size_t(m.from) * d_ * kSumDigits, x, tops_.data(), d_, -1);
-          add_row(digits_.data() + std::size_t(now) * d_ * kSumDigits, x, tops_.data(), d_, 1);
-          --counts_[m.from];
-          ++counts_[now];
-        }
-      }
+      apply_moves();
     }
     summed_ = true;
     for (std::size_t c = 0; c < k_; ++c) {
@@ -222,6 +213,31 @@ class CpuLloyd final : public LloydBackend {
         add_row(digits + std::size_t(c) * d * kSumDigits, x + i * d, tops, d, 1);
       }
       std::copy(count.begin(), count.end(), counts_.begin() + lo);
+    });
+  }
+
+  /// The moved points' changes to the digits and counts. Each task takes its clusters' changes
+  /// (every task reads every move): no two tasks write the same cluster.
+  void apply_moves() {
+    const std::size_t groups = std::min(k_, pool_.concurrency());
+    pool_.parallel_for(groups, [&](std::size_t g) {
+      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+      for (const auto& chunk : moves_) {
+        for (const Move& m : chunk) {
+          const std::uint32_t now = labels_[m.point];
+          const bool out = m.from - lo < span, in = now - lo < span;  // unsigned: wraps below lo
+          if (!out && !in) continue;
+          const float* x = x_ + std::size_t(m.point) * d_;
+          if (out) {
+            add_row(digits_.data() + std::size_t(m.from) * d_ * kSumDigits, x, tops_.data(), d_, -1);
+            --counts_[m.from];
+          }
+          if (in) {
+            add_row(digits_.data() + std::size_t(now) * d_ * kSumDigits, x, tops_.data(), d_, 1);
+            ++counts_[now];
+          }
+        }
+      }
     });
   }
 
