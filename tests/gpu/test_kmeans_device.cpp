@@ -123,7 +123,7 @@ TEST_CASE("kmeans fit_device: empty clusters relocated from rows on the device")
 TEST_CASE("kmeans fit_device: small fits (sanitizer-sized)") {
   // Every kernel of a device-input fit on small inputs, for compute-sanitizer: the check, the
   // variance passes over two column groups, gathered rows (random start, relocations), the sums
-  // in shared memory and (64 x 64: a table too large for it) over the points sorted by cluster.
+  // in shared memory and (64 x 64: a table too large for it) in global memory.
   auto g = rng(304);
   {
     const auto x = clustered(g, 3000, 300, 5, false);
