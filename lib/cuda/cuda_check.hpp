@@ -19,6 +19,9 @@ inline void check_cuda(cudaError_t status, const char* call, const std::string& 
   if (status != cudaSuccess) throw_cuda_error(status, call, context, where);
 }
 
+/// Checks the kernel launch just made (a bad configuration, or an earlier asynchronous error).
+inline void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
 }  // namespace streamknn::detail::gpu
 
 /// The library's only macro: it captures the failing expression's text.

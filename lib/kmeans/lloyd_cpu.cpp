@@ -192,13 +192,22 @@ class CpuLloyd final : public LloydBackend {
     });
   }
 
+  /// f(lo, span) on the pool for consecutive groups of clusters [lo, lo + span), one task each:
+  /// the sums' tasks write only their clusters.
+  template <class F>
+  void each_cluster_group(F&& f) {
+    const std::size_t groups = std::min(k_, pool_.concurrency());
+    pool_.parallel_for(groups, [&](std::size_t g) {
+      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+      f(lo, span);
+    });
+  }
+
   /// The digits and counts of every cluster from all the points. Each task streams every label and
   /// adds the points of its clusters: every point is read once, in order (no gather).
   void sum_all() {
-    const std::size_t groups = std::min(k_, pool_.concurrency());
-    pool_.parallel_for(groups, [&](std::size_t g) {
-      // clusters [lo, lo + span) are this task's; locals keep the loop free of reloads
-      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+    each_cluster_group([&](std::uint32_t lo, std::uint32_t span) {
+      // locals keep the loop free of reloads
       const std::uint32_t* labels = labels_.data();
       const std::uint32_t* tops = tops_.data();
       const float* x = x_;
@@ -219,9 +228,7 @@ class CpuLloyd final : public LloydBackend {
   /// The moved points' changes to the digits and counts. Each task takes its clusters' changes
   /// (every task reads every move): no two tasks write the same cluster.
   void apply_moves() {
-    const std::size_t groups = std::min(k_, pool_.concurrency());
-    pool_.parallel_for(groups, [&](std::size_t g) {
-      const std::uint32_t lo = std::uint32_t(g * k_ / groups), span = std::uint32_t((g + 1) * k_ / groups) - lo;
+    each_cluster_group([&](std::uint32_t lo, std::uint32_t span) {
       for (const auto& chunk : moves_) {
         for (const Move& m : chunk) {
           const std::uint32_t now = labels_[m.point];

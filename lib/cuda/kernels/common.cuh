@@ -297,10 +297,6 @@ __device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std
   return lo;
 }
 
-inline void check_launch(const char* kernel) {
-  check_cuda(cudaGetLastError(), kernel);
-}
-
 /// Chained kernels (programmatic dependent launch, sm_90). A search's kernels follow one another on
 /// one stream; launched the usual way, each is scheduled only once the one before it has finished
 /// (1.3 us from one kernel's last block to the next one's first in a captured search on an H200;

@@ -26,8 +26,6 @@ constexpr int kTileD = 128;  // dimensions per shared-memory tile
 
 unsigned blocks_for(std::size_t n, int threads) { return unsigned((n + std::size_t(threads) - 1) / std::size_t(threads)); }
 
-void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
-
 __device__ void write_bounds(const LabelArgs& a, std::uint32_t i, double u, double l) {
   a.upper[i] = __double2float_ru(u);
   a.lower[i] = __double2float_rd(l);

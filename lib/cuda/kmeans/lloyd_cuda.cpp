@@ -69,11 +69,8 @@ class CudaLloyd final : public LloydBackend {
   CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
         levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
-        block_(place(nullptr), "kmeans arrays"), host_(2 * std::size_t(s.k) + 1, "kmeans counts and shifts"),
-        host_counts64_(s.k) {
+        block_(place(nullptr), "kmeans arrays"), host_(2 * std::size_t(s.k) + 1, "kmeans counts and shifts") {
     place(block_.get());
-    host_shift2_ = host_.get();
-    host_counts_ = reinterpret_cast<std::uint32_t*>(host_.get() + k_);  // k + 1 counts in k + 1 doubles
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
                "kmeans n");
@@ -101,8 +98,8 @@ class CudaLloyd final : public LloydBackend {
   }
 
   std::size_t changed() override {
-    if (!changed_ready_) copy_out(host_counts_ + k_, changed_count_, sizeof(std::uint32_t));
-    return first_ ? n_ : host_counts_[k_];
+    if (!changed_ready_) copy_out(host_counts() + k_, changed_count(), sizeof(std::uint32_t));
+    return first_ ? n_ : host_counts()[k_];
   }
 
   void assign() override {
@@ -119,7 +116,7 @@ class CudaLloyd final : public LloydBackend {
     sync();
     advanced_ = true;
     for (std::uint32_t c = 0; c < k_; ++c) {
-      counts[c] = host_counts64_[c] = host_counts_[c];
+      counts[c] = host_counts()[c];
       if (counts[c] == 0) advanced_ = false;
     }
     if (!advanced_) copy_on_device(centroids_.get(), before_.get(), centroids_.bytes());
@@ -231,35 +228,27 @@ class CudaLloyd final : public LloydBackend {
     check.first = std::size_t(at);
   }
 
-  gk::LabelArgs args() {
-    gk::LabelArgs a;
-    a.x = xp_;
-    a.centroids = centroids_.get();
-    a.labels = labels_.get();
-    a.upper = upper_.get();
-    a.lower = lower_.get();
-    a.half_gap = half_gap_.get();
-    a.delta = delta_.get();
-    a.list = list_.get();
-    a.moves = moves_.get();
-    a.list_count = list_count_;
-    a.changed = changed_count_;
-    if (!labels_only_) {
-      a.moved = moved_points_.get();
-      a.moved_from = moved_from_.get();
-    }
-    a.n = n_;
-    a.d = d_;
-    a.k = k_;
-    return a;
-  }
-
   /// The labelling: Hamerly's test and a scan of the points that fail it (bounded), else a scan
   /// of every point.
   void queue_labelling(bool bounded, bool moved) {
-    const gk::LabelArgs a = args();
+    const gk::LabelArgs a{.x = xp_,
+                          .centroids = centroids_.get(),
+                          .labels = labels_.get(),
+                          .upper = upper_.get(),
+                          .lower = lower_.get(),
+                          .half_gap = half_gap_.get(),
+                          .delta = delta_.get(),
+                          .moves = moves_.get(),
+                          .list = list_.get(),
+                          .list_count = list_count(),
+                          .changed = changed_count(),
+                          .moved = labels_only_ ? nullptr : moved_points_.get(),  // predict() keeps no moves
+                          .moved_from = moved_from_.get(),
+                          .n = n_,
+                          .d = d_,
+                          .k = k_};
     const cudaStream_t s = stream_.get();
-    check_cuda(cudaMemsetAsync(changed_count_, 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
     if (bounded) {
       gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), s);
       gk::launch_bounds(a, moved, s);
@@ -276,25 +265,22 @@ class CudaLloyd final : public LloydBackend {
   /// them as usual.
   void queue_sums(bool moved) {
     const cudaStream_t s = stream_.get();
-    gk::SumArgs a;
-    a.x = xp_;
-    a.labels = labels_.get();
-    if (moved) {
-      a.moved = moved_points_.get();
-      a.moved_from = moved_from_.get();
-      a.moved_count = changed_count_;
-    }
-    a.tops = tops_.get();
-    a.digits = digits_.get();
-    a.counts = counts_.get();
-    a.n = n_;
-    a.d = d_;
-    a.k = k_;
+    const gk::SumArgs a{.x = xp_,
+                        .labels = labels_.get(),
+                        .moved = moved ? moved_points_.get() : nullptr,
+                        .moved_from = moved_from_.get(),
+                        .moved_count = changed_count(),
+                        .tops = tops_.get(),
+                        .digits = digits_.get(),
+                        .counts = counts_.get(),
+                        .n = n_,
+                        .d = d_,
+                        .k = k_};
     gk::launch_move_sums(a, sum_blocks_, s);
     gk::launch_means(digits_.get(), tops_.get(), counts_.get(), k_, d_, sums_.get(), centroids_.get(), before_.get(), s);
     gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
     // One copy: the shifts, the counts and the changed count lie in that order (place()).
-    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, s),
+    check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans counts and shifts");
   }
 
@@ -319,7 +305,7 @@ class CudaLloyd final : public LloydBackend {
   void finish_move(std::span<double> shift2) {
     const cudaStream_t s = stream_.get();
     gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
-    check_cuda(cudaMemcpyAsync(host_shift2_, shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
+    check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
     sync();
     take_shifts(shift2);
@@ -327,9 +313,17 @@ class CudaLloyd final : public LloydBackend {
 
   /// shift2 from the shifts that reached the host (the bounds' movements stay on the device).
   void take_shifts(std::span<double> shift2) {
-    std::copy_n(host_shift2_, k_, shift2.begin());
+    std::copy_n(host_shift2(), k_, shift2.begin());
     moved_ = true;
   }
+
+  /// After the counts in the report (place()): the labels the last scan changed, then the
+  /// bounds kernel's list's length.
+  std::uint32_t* changed_count() const { return counts_.ptr + k_; }
+  std::uint32_t* list_count() const { return counts_.ptr + k_ + 1; }
+  /// The report's copy on the host: the shifts (k), then the counts and the changed count.
+  double* host_shift2() const { return host_.get(); }
+  std::uint32_t* host_counts() const { return reinterpret_cast<std::uint32_t*>(host_.get() + k_); }
 
   /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
   std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
@@ -360,8 +354,6 @@ class CudaLloyd final : public LloydBackend {
     put(report_, k + (k + 3) / 2);
     shift2_ = Slice<double>{report_.ptr, k};
     counts_ = Slice<std::uint32_t>{base ? reinterpret_cast<std::uint32_t*>(report_.ptr + k) : nullptr, k};
-    changed_count_ = counts_.ptr ? counts_.ptr + k : nullptr;
-    list_count_ = counts_.ptr ? counts_.ptr + k + 1 : nullptr;
     put(moves_, 1);
     put(moff_, 2);  // the inertia's fold tree: one sequence (fold())
     put(offs_, std::size_t(levels_) * 2);
@@ -412,8 +404,6 @@ class CudaLloyd final : public LloydBackend {
   const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
   Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
-  std::uint32_t* changed_count_ = nullptr;  // counts_.get() + k: the labels the last scan changed
-  std::uint32_t* list_count_ = nullptr;     // after it: the bounds kernel's list's length
   Slice<gk::Moves> moves_;
   Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
   Slice<unsigned long long> first_bad_, digits_;
@@ -422,14 +412,11 @@ class CudaLloyd final : public LloydBackend {
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
   PinnedArray<double> host_;  // the host's copies: shifts (k), then counts and the changed count (k + 1)
-  double* host_shift2_ = nullptr;
-  std::uint32_t* host_counts_ = nullptr;
-  std::vector<std::uint64_t> host_counts64_;
   bool bounded_ = false, moved_ = false;
   bool advanced_ = false;       // accumulate() moved the centroids to the means (its wager won)
   bool summed_ = false;         // digits_ and counts_ are those of the labels before the last assign()
   bool first_ = true;           // the last assign() scanned every point (changed() is n)
-  bool changed_ready_ = true;   // the changed count has reached host_counts_[k_]
+  bool changed_ready_ = true;   // the changed count has reached host_counts()[k_]
 };
 
 }  // namespace

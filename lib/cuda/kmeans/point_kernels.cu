@@ -21,8 +21,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr std::uint32_t kStageFloats = 8192;  // the variance pass's shared-memory tile (32 KiB)
 
-void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
-
 /// Over the count = n x d floats of x: *first = min(*first, the index of each float beyond
 /// `limit`'s bits, NaN included: the lowest) unless first is null, and tops[j] = max(tops[j], the
 /// exponent fields of feature j: cluster_sums.hpp) unless tops is null. Thread t reads elements
@@ -96,7 +94,6 @@ unsigned grid_for(std::size_t work) {
   const std::size_t blocks = (work + kThreads - 1) / kThreads;
   return unsigned(blocks < 4096 ? (blocks == 0 ? 1 : blocks) : 4096);
 }
-
 
 /// scan_floats_kernel over n x d floats: at least one thread per feature.
 void launch_scan_floats(const float* x, std::uint32_t n, std::uint32_t d, std::uint32_t limit, unsigned long long* first,

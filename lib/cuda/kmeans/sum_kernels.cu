@@ -23,8 +23,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr std::size_t kSharedTableBytes = 48 * 1024;  // no opt-in needed on any supported device
 
-void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
-
 /// Adds sign x (value's digit terms) to cell (kSumDigits words, global memory: a native 64-bit
 /// reduction in L2).
 __device__ __forceinline__ void add_terms(unsigned long long* cell, const km::DigitTerms& t, std::int64_t sign) {
