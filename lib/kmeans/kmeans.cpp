@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <random>
+#include <system_error>
 
 #include "core/check.hpp"
 #include "core/engine_access.hpp"
@@ -160,6 +162,27 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
   }
 }
 
+/// Points from which a run's result arrays are sized on a helper thread (size_result).
+constexpr std::size_t kResultOnHelper = std::size_t(1) << 16;
+
+/// Sizes r's labels (n) and centroids (k x d): for many points on a helper thread, while the run
+/// iterates (the host mostly waits for the device then). A large fresh allocation's pages fault in
+/// as they are first written, which costs milliseconds for a million labels on some hosts.
+std::future<void> size_result(KMeansResult& r, std::size_t n, std::size_t k, std::size_t d) {
+  const auto size = [&r, n, k, d] {
+    r.labels.resize(n);
+    r.centroids.resize(k * d);
+  };
+  if (n >= kResultOnHelper) {
+    try {
+      return std::async(std::launch::async, size);
+    } catch (const std::system_error&) {  // no thread to be had: size them here
+    }
+  }
+  size();
+  return {};
+}
+
 /// One Lloyd run from `start` (k x d): scikit-learn's loop (labels, then the means; stop on an
 /// unchanged labelling or a total squared movement <= tol; relabel after a stop by tol or max_iter).
 KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<const float> start, std::size_t max_iter,
@@ -168,6 +191,7 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
   KMeansResult r;
   r.clusters = k;
   r.dim = d;
+  std::future<void> sized = size_result(r, s.n, k, d);
   std::vector<std::uint64_t> counts(k);
   std::vector<double> shift2(k), sums;
   std::vector<float> before, next;
@@ -175,7 +199,7 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
   bool strict = false;
   std::size_t it = 0;
   for (; it < max_iter; ++it) {
-    be.assign();
+    be.assign(km::Lookahead{max_iter - it, tol});
     be.accumulate(counts);
     const std::size_t changed = be.changed();
     if (std::find(counts.begin(), counts.end(), std::uint64_t(0)) == counts.end()) {
@@ -192,20 +216,18 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
       }
       be.move_to(next, shift2);
     }
-    if (it > 0 && changed == 0) {
+    const km::LoopStop stop = km::loop_stop(it, changed, shift2.data(), std::uint32_t(k), tol);
+    if (stop == km::LoopStop::Unchanged) {
       strict = true;
       break;
     }
-    double total = 0;
-    for (const double v : shift2) total += v;
-    if (total <= tol) break;
+    if (stop == km::LoopStop::WithinTol) break;
   }
   r.iterations = std::min(it + 1, max_iter);
   r.converged = strict || it < max_iter;
-  if (!strict) be.assign();
+  if (!strict) be.assign({});
   r.inertia = be.inertia();
-  r.centroids.resize(k * d);
-  r.labels.resize(s.n);
+  if (sized.valid()) sized.get();
   be.fetch_centroids(r.centroids);
   be.fetch_labels(r.labels);
   return r;
@@ -387,7 +409,7 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
   s.labels_only = true;
   auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict");
   be->start(centroids);
-  be->assign();
+  be->assign({});
   be->fetch_labels(labels);
   return labels;
 }

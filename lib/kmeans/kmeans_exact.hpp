@@ -123,6 +123,21 @@ STREAMKNN_KM_HD double movement_bound(double shift2, std::uint32_t d) {
   return round_up(ex::sqrt64(round_up(shift2 * (1.0 + double(2 * d + 10) * 0x1p-53))));
 }
 
+/// Why a Lloyd run stops after an iteration (scikit-learn's rules): no label changed (after the
+/// first iteration, which labels every point), or the total squared movement is within tol.
+enum class LoopStop : std::uint32_t { Continue = 0, Unchanged = 1, WithinTol = 2 };
+
+/// The stopping rule after iteration `it` (from 0), whose labelling changed `changed` labels and
+/// moved the centroids by shift2 (k squared_shift values, added in index order). The host's loop
+/// and the CUDA backend's queued iterations (lloyd_cuda.cpp) both decide with it, on the same values.
+STREAMKNN_KM_HD LoopStop loop_stop(std::size_t it, std::size_t changed, const double* shift2, std::uint32_t k,
+                                   double tol) {
+  if (it > 0 && changed == 0) return LoopStop::Unchanged;
+  double total = 0;
+  for (std::uint32_t c = 0; c < k; ++c) total += shift2[c];
+  return total <= tol ? LoopStop::WithinTol : LoopStop::Continue;
+}
+
 /// A new centroid coordinate: the float64 mean rounded once to float32.
 STREAMKNN_KM_HD float mean(double sum, std::uint64_t count) { return float(sum / double(count)); }
 

@@ -36,14 +36,25 @@ struct LloydShape {
 /// Points per partial sum of the mean variance (variance_pass; kmeans_init.hpp's mean_variance).
 inline constexpr std::size_t kVarianceChunk = 8192;
 
+/// What assign() may compute ahead: the Lloyd loop's iterations left, this one included, where the
+/// caller runs kmeans.cpp's loop with tolerance `tol` (0 iterations: a labelling alone). The CUDA
+/// backend then queues that many iterations (at most) without waiting between them, each stopping
+/// the rest where the loop would stop (loop_stop, or an empty cluster); the CPU backend ignores it.
+struct Lookahead {
+  std::size_t iterations = 0;
+  double tol = 0;
+};
+
 class LloydBackend {
  public:
   virtual ~LloydBackend() = default;
 
   /// Makes `centroids` (k x d) current and forgets the bounds: the next assign() scans every point.
   virtual void start(std::span<const float> centroids) = 0;
-  /// Labels every point with its exact nearest current centroid (by (distance, index)).
-  virtual void assign() = 0;
+  /// Labels every point with its exact nearest current centroid (by (distance, index)). With
+  /// `ahead`, the caller follows with accumulate() and advance() (or the relocation and move_to()),
+  /// and the backend may have computed them, and later iterations', already: they come out the same.
+  virtual void assign(const Lookahead& ahead) = 0;
   /// How many labels the last assign() changed (every point after start()). The CUDA backend
   /// brings it to the host with the counts of accumulate(): ask after that, to save a wait.
   virtual std::size_t changed() = 0;

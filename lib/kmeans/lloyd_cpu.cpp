@@ -43,7 +43,7 @@ class CpuLloyd final : public LloydBackend {
 
   std::size_t changed() override { return changed_; }
 
-  void assign() override {
+  void assign(const Lookahead&) override {  // one iteration at a time: the host waits for no device
     if (bounded_) half_gaps();
     const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
     moves_.resize(chunks);

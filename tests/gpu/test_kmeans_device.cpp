@@ -123,7 +123,8 @@ TEST_CASE("kmeans fit_device: empty clusters relocated from rows on the device")
 TEST_CASE("kmeans fit_device: small fits (sanitizer-sized)") {
   // Every kernel of a device-input fit on small inputs, for compute-sanitizer: the check, the
   // variance passes over two column groups, gathered rows (random start, relocations), the sums
-  // in shared memory and (64 x 64: a table too large for it) in global memory.
+  // in shared memory and (64 x 64: a table too large for it) in global memory, and runs of queued
+  // iterations stopped by max_iter and by unchanged labels.
   auto g = rng(304);
   {
     const auto x = clustered(g, 3000, 300, 5, false);
@@ -134,6 +135,14 @@ TEST_CASE("kmeans fit_device: small fits (sanitizer-sized)") {
   {
     const auto x = clustered(g, 3000, 64, 20, false);
     check_same(first_points(x, 64, 64, 8), x, 64);
+  }
+  {
+    const auto x = clustered(g, 2000, 2, 6, false);
+    for (const std::size_t max_iter : {9, 300}) {
+      auto c = first_points(x, 2, 16, max_iter);
+      c.tol = 0;
+      check_same(c, x, 2);
+    }
   }
   {
     const auto x = clustered(g, 2000, 3, 4, true);

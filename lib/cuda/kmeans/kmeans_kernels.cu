@@ -2,6 +2,9 @@
 // exact labelling rule, the inertia's fold tree, the means, the movements) comes from
 // lib/kmeans/kmeans_exact.hpp and cluster_sums.hpp, which the CPU backend compiles too, so both
 // get the same bits.
+#include <algorithm>
+#include <bit>
+
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
@@ -31,9 +34,12 @@ __device__ void write_bounds(const LabelArgs& a, std::uint32_t i, double u, doub
   a.lower[i] = __double2float_rd(l);
 }
 
+/// True in a queued iteration after the loop stopped: the kernel returns at once.
+__device__ __forceinline__ bool stopped(const Loop* loop) { return loop != nullptr && loop->stop != 0; }
+
 __global__ void bounds_kernel(LabelArgs a, bool moved) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= a.n) return;
+  if (i >= a.n || stopped(a.loop)) return;
   const std::uint32_t c = a.labels[i];
   double u = a.upper[i], l = a.lower[i];
   if (moved) {
@@ -56,6 +62,7 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
 /// One thread per point; the centroids pass through shared memory in tiles of kTileC x kTileD.
 __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool all) {
   __shared__ __align__(16) float tile[kTileC][kTileD];
+  if (stopped(a.loop)) return;
   const std::uint32_t count = all ? a.n : *a.list_count;
   if (blockIdx.x * blockDim.x >= count) return;  // the whole block: no shared tile to load
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -126,8 +133,10 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   write_bounds(a, i, u, l);
 }
 
-__global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap) {
+__global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap,
+                                const Loop* loop) {
   __shared__ double best[kThreads / 32];
+  if (stopped(loop)) return;
   const std::uint32_t c = blockIdx.x;
   const ex::ScreenBound b = ex::screen_bound(d);
   double m = 1.0 / 0.0;
@@ -204,31 +213,53 @@ __global__ void fold_roots_kernel(const double* top, const std::uint32_t* offs_t
   roots[t] = offs_top[c + 1] > offs_top[c] ? top[std::size_t(offs_top[c]) * d + j] : 0.0;
 }
 
-__global__ void means_kernel(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
-                             std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before) {
+__global__ void means_kernel(UpdateArgs u, const Loop* loop) {
   const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= std::size_t(k) * d) return;
+  if (t >= std::size_t(u.k) * u.d || stopped(loop)) return;
   std::int64_t cell[km::kSumDigits];
 #pragma unroll
-  for (int b = 0; b < km::kSumDigits; ++b) cell[b] = static_cast<std::int64_t>(digits[t * km::kSumDigits + b]);
-  const double sum = km::digits_value(cell, km::sum_unit(tops[t % d]));
-  sums[t] = sum;
-  before[t] = centroids[t];
-  centroids[t] = km::mean(sum, counts[t / d]);
+  for (int b = 0; b < km::kSumDigits; ++b) cell[b] = static_cast<std::int64_t>(u.digits[t * km::kSumDigits + b]);
+  const double sum = km::digits_value(cell, km::sum_unit(u.tops[t % u.d]));
+  u.sums[t] = sum;
+  u.before[t] = u.centroids[t];
+  u.centroids[t] = km::mean(sum, u.counts[t / u.d]);
 }
 
-/// One block: each centroid's shift and movement bound, then the largest two (as the host's loop
-/// in index order: the first of equal largest is argmax, max2 the largest of the others).
-__global__ void __launch_bounds__(kShiftThreads) shifts_kernel(const float* now, const float* before, std::uint32_t k,
-                                                              std::uint32_t d, double* shift2, double* delta,
-                                                              Moves* moves) {
+/// A queued iteration's end (LoopEnd), after the shifts (in shift2) of shifts_kernel's block.
+__device__ void end_iteration(const LoopEnd& e, const double* shift2, std::uint32_t k) {
+  int mine = 0;
+  for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
+    const std::uint32_t count = e.counts[c];
+    e.report_counts[c] = count;
+    if (count == 0) mine = 1;
+  }
+  const int empty = __syncthreads_or(mine);  // a barrier: every thread's shift2 is seen by thread 0
+  if (threadIdx.x != 0) return;
+  const std::uint32_t changed = e.counters[0];
+  e.report_counts[k] = changed;
+  // A queued iteration is never a run's first (which labels every point): `it` = 1.
+  const bool stop = empty != 0 || km::loop_stop(1, changed, shift2, k, e.loop->tol) != km::LoopStop::Continue;
+  e.loop->ran += 1;
+  if (stop) {
+    e.loop->stop = 1;
+  } else {
+    e.counters[0] = 0;
+    e.counters[1] = 0;
+  }
+}
+
+/// One block of a power of two threads: each centroid's shift and movement bound, then the
+/// largest two (as the host's loop in index order: the first of equal largest is argmax, max2 the
+/// largest of the others, whatever the block's size); then `end`.
+__global__ void __launch_bounds__(kShiftThreads) shifts_kernel(UpdateArgs u, LoopEnd end) {
   __shared__ Moves part[kShiftThreads];
+  if (stopped(end.loop)) return;
   Moves m{0.0, 0.0, 0u};
-  for (std::uint32_t c = threadIdx.x; c < k; c += kShiftThreads) {
-    const double s = km::squared_shift(now + std::size_t(c) * d, before + std::size_t(c) * d, d);
-    const double b = km::movement_bound(s, d);
-    shift2[c] = s;
-    delta[c] = b;
+  for (std::uint32_t c = threadIdx.x; c < u.k; c += blockDim.x) {
+    const double s = km::squared_shift(u.centroids + std::size_t(c) * u.d, u.before + std::size_t(c) * u.d, u.d);
+    const double b = km::movement_bound(s, u.d);
+    u.shift2[c] = s;
+    u.delta[c] = b;
     if (b > m.max1) {
       m.max2 = m.max1;
       m.max1 = b;
@@ -238,7 +269,7 @@ __global__ void __launch_bounds__(kShiftThreads) shifts_kernel(const float* now,
     }
   }
   part[threadIdx.x] = m;
-  for (unsigned half = kShiftThreads / 2; half > 0; half /= 2) {
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
     __syncthreads();
     if (threadIdx.x < half) {
       const Moves x = part[threadIdx.x], y = part[threadIdx.x + half];
@@ -248,7 +279,8 @@ __global__ void __launch_bounds__(kShiftThreads) shifts_kernel(const float* now,
       part[threadIdx.x] = Moves{top.max1, fmax(top.max2, other.max1), top.argmax};
     }
   }
-  if (threadIdx.x == 0) *moves = part[0];
+  if (threadIdx.x == 0) *u.moves = part[0];
+  if (end.loop != nullptr) end_iteration(end, u.shift2, u.k);
 }
 
 __global__ void point_costs_kernel(const float* x, const float* centroids, const std::uint32_t* labels,
@@ -288,8 +320,9 @@ void launch_scan(const LabelArgs& a, bool all, cudaStream_t s) {
   check_launch("kmeans scan_kernel");
 }
 
-void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, cudaStream_t s) {
-  half_gap_kernel<<<k, kThreads, 0, s>>>(centroids, k, d, half_gap);
+void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, const Loop* loop,
+                      cudaStream_t s) {
+  half_gap_kernel<<<k, kThreads, 0, s>>>(centroids, k, d, half_gap, loop);
   check_launch("kmeans half_gap_kernel");
 }
 
@@ -318,16 +351,15 @@ void launch_fold_roots(const double* top, const std::uint32_t* offs_top, std::ui
   check_launch("kmeans fold_roots_kernel");
 }
 
-void launch_means(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
-                  std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before, cudaStream_t s) {
-  means_kernel<<<blocks_for(std::size_t(k) * d, kThreads), kThreads, 0, s>>>(digits, tops, counts, k, d, sums, centroids,
-                                                                            before);
+void launch_means(const UpdateArgs& u, const Loop* loop, cudaStream_t s) {
+  means_kernel<<<blocks_for(std::size_t(u.k) * u.d, kThreads), kThreads, 0, s>>>(u, loop);
   check_launch("kmeans means_kernel");
 }
 
-void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
-                   double* delta, Moves* moves, cudaStream_t s) {
-  shifts_kernel<<<1, kShiftThreads, 0, s>>>(now, before, k, d, shift2, delta, moves);
+void launch_shifts(const UpdateArgs& u, const LoopEnd& end, cudaStream_t s) {
+  // A thread per centroid up to kShiftThreads: few clusters take few rounds of the reduction.
+  const unsigned threads = std::min(kShiftThreads, std::bit_ceil(std::max(u.k, 32u)));
+  shifts_kernel<<<1, threads, 0, s>>>(u, end);
   check_launch("kmeans shifts_kernel");
 }
 

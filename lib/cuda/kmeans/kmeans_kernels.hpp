@@ -17,7 +17,15 @@ struct Moves {
   std::uint32_t argmax;
 };
 
-/// What the labelling kernels read and write.
+/// The iterations queued ahead of the host (lloyd_cuda.cpp): once `stop` is set, their kernels
+/// return at once; `ran` counts those that ran, the stopping one included.
+struct Loop {
+  std::uint32_t stop = 0, ran = 0;
+  double tol = 0;  ///< the loop's tolerance (loop_stop)
+};
+
+/// What the labelling kernels read and write. Every kernel given a Loop (here, SumArgs, launch_means,
+/// LoopEnd) does nothing once it is stopped.
 struct LabelArgs {
   const float* x = nullptr;          ///< n x d points
   const float* centroids = nullptr;  ///< k x d
@@ -32,6 +40,7 @@ struct LabelArgs {
   std::uint32_t* changed = nullptr;  ///< labels changed by the scan
   std::uint32_t* moved = nullptr;    ///< n: the points whose label the scan changed (null: not kept)
   std::uint32_t* moved_from = nullptr;  ///< n: their labels before
+  const Loop* loop = nullptr;        ///< a queued iteration's control (null: none)
   std::uint32_t n = 0, d = 0, k = 0;
 };
 
@@ -41,7 +50,8 @@ void launch_bounds(const LabelArgs& a, bool moved, cudaStream_t stream);
 /// Full scans: of the listed points (list_count of them), or of every point (all = true).
 void launch_scan(const LabelArgs& a, bool all, cudaStream_t stream);
 /// half_gap[c] for every centroid.
-void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, cudaStream_t stream);
+void launch_half_gaps(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap, const Loop* loop,
+                      cudaStream_t stream);
 
 /// The inertia's fold tree (lib/kmeans/fold_layout.hpp) over k sequences: member offsets moff
 /// (k + 1) and, for levels 0..levels-1, node offsets offs[L * (k + 1) + c], from the counts.
@@ -70,6 +80,7 @@ struct SumArgs {
   const std::uint32_t* tops = nullptr;     ///< d: each feature's largest exponent field
   unsigned long long* digits = nullptr;
   std::uint32_t* counts = nullptr;
+  const Loop* loop = nullptr;              ///< a queued iteration's control (null: none)
   std::uint32_t n = 0, d = 0, k = 0;
 };
 /// Every point added to zeroed digits and counts (moved null), or the moved points taken from
@@ -78,15 +89,36 @@ struct SumArgs {
 void launch_move_sums(const SumArgs& a, unsigned blocks, cudaStream_t stream);
 unsigned move_sums_blocks(std::uint32_t n, std::uint32_t k, std::uint32_t d);
 
+/// The arrays of an iteration's update of the centroids (k x d).
+struct UpdateArgs {
+  const unsigned long long* digits = nullptr;  ///< the exact sums (launch_move_sums)
+  const std::uint32_t* tops = nullptr;
+  const std::uint32_t* counts = nullptr;
+  double* sums = nullptr;      ///< out: the sums' float64 values
+  float* centroids = nullptr;  ///< in and out
+  float* before = nullptr;     ///< out: the centroids before
+  double* shift2 = nullptr;    ///< k, out: squared_shift
+  double* delta = nullptr;     ///< k, out: movement_bound
+  Moves* moves = nullptr;      ///< out: the largest two of delta
+  std::uint32_t k = 0, d = 0;
+};
+
+/// The end of a queued iteration, after the movements: the counts and the changed count copied to
+/// the iteration's report, and the decision whether the loop goes on (no empty cluster and
+/// loop_stop's Continue); going on, the changed count and the list's length are zeroed for the next.
+struct LoopEnd {
+  Loop* loop = nullptr;                    ///< null: not a queued iteration (the rest unused)
+  const std::uint32_t* counts = nullptr;   ///< k: the sums' counts
+  std::uint32_t* counters = nullptr;       ///< the changed count, then the list's length
+  std::uint32_t* report_counts = nullptr;  ///< k + 1: the counts, then the changed count
+};
+
 /// sums[c * d + j] = the float64 value of the digits; before = centroids, then centroids[c * d + j]
 /// = mean(sums, counts[c]) (every count non-zero).
-void launch_means(const unsigned long long* digits, const std::uint32_t* tops, const std::uint32_t* counts,
-                  std::uint32_t k, std::uint32_t d, double* sums, float* centroids, float* before,
-                  cudaStream_t stream);
-/// shift2[c] = squared_shift(now, before), delta[c] = movement_bound(shift2[c]), and *moves from
-/// the deltas (one block: the host's loop over the centroids gets the same values).
-void launch_shifts(const float* now, const float* before, std::uint32_t k, std::uint32_t d, double* shift2,
-                   double* delta, Moves* moves, cudaStream_t stream);
+void launch_means(const UpdateArgs& u, const Loop* loop, cudaStream_t stream);
+/// shift2[c] = squared_shift(centroids, before), delta[c] = movement_bound(shift2[c]), and *moves
+/// from the deltas (one block: the host's loop over the centroids gets the same values); then `end`.
+void launch_shifts(const UpdateArgs& u, const LoopEnd& end, cudaStream_t stream);
 /// values[i] = the float64 squared distance of point i to its label's centroid.
 void launch_point_costs(const float* x, const float* centroids, const std::uint32_t* labels, std::uint32_t n,
                         std::uint32_t d, double* values, cudaStream_t stream);

@@ -4,13 +4,17 @@
 // iteration the bounds and scan kernels label (the scan listing the points whose label changed),
 // the sums kernel moves those points' exact digit sums between clusters (every point after a
 // start: sum_kernels.cu), and one copy brings the counts, the changed-label count and the
-// movements to the host. An empty-cluster relocation gets the far
-// points from a sort of the costs on the device. Same arithmetic as the CPU backend
+// movements to the host. Once the bounds exist, a labelling queues a run of iterations (2, 4, 8,
+// then 16 at most) without waiting between them: each one's last kernel decides as the host's
+// loop will (loop_stop, an empty cluster) and stops the rest, and the host takes the iterations'
+// reports from one copy. An empty-cluster relocation gets the far points from a sort of the costs
+// on the device. Same arithmetic as the CPU backend
 // (lib/kmeans/kmeans_exact.hpp), so the same results.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -47,7 +51,6 @@ void require_device_memory(const float* points, int device, const char* caller) 
 }
 
 using gpu::DeviceArray;
-using gpu::PinnedArray;
 using gpu::check_cuda;
 
 /// A typed part of a fit's one device allocation, read as a DeviceArray is.
@@ -61,15 +64,20 @@ struct Slice {
 };
 
 class CudaLloyd final : public LloydBackend {
+  /// Iterations queued at most before the host looks: the kernels queued after a stop cost a few
+  /// microseconds each, so runs begin at 2 iterations and double, and a fit that stops early
+  /// wastes few.
+  static constexpr std::size_t kMaxRun = 16;
+
  public:
   /// Leaves check.first at the first float beyond check.bound, with the upload stopped there
   /// (host points); `ready` is the stream device points were written on. Every array of the fit
-  /// but the relocation's lives in one device allocation, and the host's copies of the counts
-  /// and movements in one pinned one: a fit's fixed cost is a few calls, not one per array.
+  /// but the relocation's lives in one device allocation, and the host's copies of the reports
+  /// in one vector: a fit's fixed cost is a few calls, not one per array.
   CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
         levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
-        block_(place(nullptr), "kmeans arrays"), host_(2 * std::size_t(s.k) + 1, "kmeans counts and shifts") {
+        block_(place(nullptr), "kmeans arrays"), host_(host_doubles(s.k)) {
     place(block_.get());
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
@@ -95,6 +103,9 @@ class CudaLloyd final : public LloydBackend {
     moved_ = false;
     advanced_ = false;
     summed_ = false;
+    queued_ = 0;
+    slot_ = 0;
+    run_length_ = 2;
   }
 
   std::size_t changed() override {
@@ -102,8 +113,22 @@ class CudaLloyd final : public LloydBackend {
     return first_ ? n_ : host_counts()[k_];
   }
 
-  void assign() override {
-    queue_labelling(bounded_, moved_);
+  void assign(const Lookahead& ahead) override {
+    if (queued_ > 0) {  // this iteration ran in the last run of queued ones: its report is next
+      if (ahead.iterations == 0) throw std::logic_error("KMeans: the queued iterations went on past the loop's stop");
+      ++slot_;
+      --queued_;
+      moved_ = false;
+      return;
+    }
+    from_run_ = ahead.iterations > 0 && bounded_ && moved_ && summed_ && !labels_only_;
+    if (from_run_) {
+      run_iterations(std::min(ahead.iterations, run_length_), ahead.tol);
+      run_length_ = std::min(2 * run_length_, kMaxRun);
+      return;
+    }
+    slot_ = 0;
+    queue_labelling(bounded_, moved_, nullptr);
     changed_ready_ = false;  // comes to the host with accumulate()'s counts
     first_ = !bounded_;
     bounded_ = true;
@@ -111,9 +136,15 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void accumulate(std::span<std::uint64_t> counts) override {
-    queue_sums(summed_);
-    summed_ = true;
-    sync();
+    if (!from_run_) {
+      queue_sums(summed_, nullptr);
+      queue_update(gk::LoopEnd{}, shift2_.get());
+      // One copy: the shifts, the counts and the changed count lie in that order (place()).
+      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream_.get()),
+                 "cudaMemcpyAsync", "kmeans counts and shifts");
+      summed_ = true;
+      sync();
+    }
     advanced_ = true;
     for (std::uint32_t c = 0; c < k_; ++c) {
       counts[c] = host_counts()[c];
@@ -124,9 +155,7 @@ class CudaLloyd final : public LloydBackend {
 
   void advance(std::span<double> shift2) override {
     if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
-      const cudaStream_t s = stream_.get();
-      gk::launch_means(digits_.get(), tops_.get(), counts_.get(), k_, d_, sums_.get(), centroids_.get(), before_.get(),
-                       s);
+      gk::launch_means(update_args(shift2_.get()), nullptr, stream_.get());
       finish_move(shift2);
       return;
     }
@@ -228,9 +257,41 @@ class CudaLloyd final : public LloydBackend {
     check.first = std::size_t(at);
   }
 
+  /// A run of `count` iterations queued at once, from bounds that exist and centroids that moved:
+  /// each labels, sums, and moves the centroids, and its shifts kernel writes its report (slot i)
+  /// and stops the rest where the host's loop stops (kmeans_kernels.hpp's LoopEnd). One copy
+  /// brings the reports; the host then takes them an iteration at a time (slot_, queued_).
+  void run_iterations(std::size_t count, double tol) {
+    const cudaStream_t s = stream_.get();
+    *host_loop() = gk::Loop{0, 0, tol};
+    check_cuda(cudaMemcpyAsync(loop_.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync", "kmeans loop control");
+    check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    for (std::size_t i = 0; i < count; ++i) {
+      queue_labelling(true, true, loop_.get());
+      queue_sums(true, loop_.get());
+      double* report = slots_.get() + i * slot_doubles();
+      queue_update(gk::LoopEnd{.loop = loop_.get(),
+                               .counts = counts_.get(),
+                               .counters = changed_count(),
+                               .report_counts = reinterpret_cast<std::uint32_t*>(report + k_)},
+                   report);
+    }
+    check_cuda(cudaMemcpyAsync(host_.data(), slots_.get(), count * slot_doubles() * sizeof(double),
+                               cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans iteration reports");
+    check_cuda(cudaMemcpyAsync(host_loop(), loop_.get(), sizeof(gk::Loop), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans loop control");
+    sync();
+    slot_ = 0;
+    queued_ = host_loop()->ran - 1;  // ran >= 1: the first iteration always runs
+    first_ = false;
+    moved_ = false;
+  }
+
   /// The labelling: Hamerly's test and a scan of the points that fail it (bounded), else a scan
-  /// of every point.
-  void queue_labelling(bool bounded, bool moved) {
+  /// of every point. In a queued run (loop), its counters are zeroed by the run and each iteration.
+  void queue_labelling(bool bounded, bool moved, const gk::Loop* loop) {
     const gk::LabelArgs a{.x = xp_,
                           .centroids = centroids_.get(),
                           .labels = labels_.get(),
@@ -244,13 +305,16 @@ class CudaLloyd final : public LloydBackend {
                           .changed = changed_count(),
                           .moved = labels_only_ ? nullptr : moved_points_.get(),  // predict() keeps no moves
                           .moved_from = moved_from_.get(),
+                          .loop = loop,
                           .n = n_,
                           .d = d_,
                           .k = k_};
     const cudaStream_t s = stream_.get();
-    check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    if (!loop) {
+      check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
+    }
     if (bounded) {
-      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), s);
+      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), loop, s);
       gk::launch_bounds(a, moved, s);
       gk::launch_scan(a, false, s);
     } else {
@@ -258,12 +322,12 @@ class CudaLloyd final : public LloydBackend {
     }
   }
 
-  /// The sums of the labels (moved: from the last ones and the moved points; else every point),
-  /// then the means and their movements, on the wager that no cluster is empty (the usual case):
-  /// they come back with the counts, so an iteration waits once. An empty cluster loses the
-  /// wager: accumulate() puts the centroids back, and the relocation and move_to() start from
-  /// them as usual.
-  void queue_sums(bool moved) {
+  /// The sums of the labels (moved: from the last ones and the moved points; else every point).
+  /// The callers then queue the update of the centroids on the wager that no cluster is empty (the
+  /// usual case): the means and their movements come back with the counts, so an iteration waits
+  /// once. An empty cluster loses the wager: accumulate() puts the centroids back, and the
+  /// relocation and move_to() start from them as usual.
+  void queue_sums(bool moved, const gk::Loop* loop) {
     const cudaStream_t s = stream_.get();
     const gk::SumArgs a{.x = xp_,
                         .labels = labels_.get(),
@@ -273,15 +337,32 @@ class CudaLloyd final : public LloydBackend {
                         .tops = tops_.get(),
                         .digits = digits_.get(),
                         .counts = counts_.get(),
+                        .loop = loop,
                         .n = n_,
                         .d = d_,
                         .k = k_};
     gk::launch_move_sums(a, sum_blocks_, s);
-    gk::launch_means(digits_.get(), tops_.get(), counts_.get(), k_, d_, sums_.get(), centroids_.get(), before_.get(), s);
-    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
-    // One copy: the shifts, the counts and the changed count lie in that order (place()).
-    check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans counts and shifts");
+  }
+
+  /// The means and their movements (into shift2, k), then `end` (a queued iteration's).
+  void queue_update(const gk::LoopEnd& end, double* shift2) {
+    gk::launch_means(update_args(shift2), end.loop, stream_.get());
+    gk::launch_shifts(update_args(shift2), end, stream_.get());
+  }
+
+  /// The update's arrays, the movements going to shift2 (k).
+  gk::UpdateArgs update_args(double* shift2) const {
+    return gk::UpdateArgs{.digits = digits_.get(),
+                          .tops = tops_.get(),
+                          .counts = counts_.get(),
+                          .sums = sums_.get(),
+                          .centroids = centroids_.get(),
+                          .before = before_.get(),
+                          .shift2 = shift2,
+                          .delta = delta_.get(),
+                          .moves = moves_.get(),
+                          .k = k_,
+                          .d = d_};
   }
 
   /// The fold tree over `k` sequences (counts on the device) of rows of `values` into roots (k x d);
@@ -304,7 +385,7 @@ class CudaLloyd final : public LloydBackend {
 
   void finish_move(std::span<double> shift2) {
     const cudaStream_t s = stream_.get();
-    gk::launch_shifts(centroids_.get(), before_.get(), k_, d_, shift2_.get(), delta_.get(), moves_.get(), s);
+    gk::launch_shifts(update_args(shift2_.get()), gk::LoopEnd{}, s);
     check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
     sync();
@@ -321,12 +402,23 @@ class CudaLloyd final : public LloydBackend {
   /// bounds kernel's list's length.
   std::uint32_t* changed_count() const { return counts_.ptr + k_; }
   std::uint32_t* list_count() const { return counts_.ptr + k_ + 1; }
-  /// The report's copy on the host: the shifts (k), then the counts and the changed count.
-  double* host_shift2() const { return host_.get(); }
-  std::uint32_t* host_counts() const { return reinterpret_cast<std::uint32_t*>(host_.get() + k_); }
+  /// The current iteration's report on the host (slot_ of host_): the shifts (k), then the counts
+  /// and the changed count.
+  double* host_shift2() { return host_.data() + slot_ * slot_doubles(); }
+  std::uint32_t* host_counts() { return reinterpret_cast<std::uint32_t*>(host_shift2() + k_); }
+  /// The queued run's control, after the kMaxRun reports of host_.
+  gk::Loop* host_loop() { return reinterpret_cast<gk::Loop*>(host_.data() + kMaxRun * slot_doubles()); }
 
   /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
   std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
+  /// A report's place in doubles (reports lie one after another, on the host and in slots_).
+  static std::size_t slot_doubles(std::size_t k) { return k + (k + 2) / 2; }
+  std::size_t slot_doubles() const { return slot_doubles(k_); }
+  /// host_: kMaxRun reports, then a gk::Loop.
+  static std::size_t host_doubles(std::size_t k) {
+    static_assert(sizeof(gk::Loop) % sizeof(double) == 0);
+    return kMaxRun * slot_doubles(k) + sizeof(gk::Loop) / sizeof(double);
+  }
 
   /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
   /// sizes them); returns the block's bytes.
@@ -355,6 +447,8 @@ class CudaLloyd final : public LloydBackend {
     shift2_ = Slice<double>{report_.ptr, k};
     counts_ = Slice<std::uint32_t>{base ? reinterpret_cast<std::uint32_t*>(report_.ptr + k) : nullptr, k};
     put(moves_, 1);
+    put(loop_, 1);
+    put(slots_, labels_only_ ? 0 : kMaxRun * slot_doubles(k));
     put(moff_, 2);  // the inertia's fold tree: one sequence (fold())
     put(offs_, std::size_t(levels_) * 2);
     put(sums_, sums_k * d);
@@ -405,18 +499,27 @@ class CudaLloyd final : public LloydBackend {
   Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
   Slice<gk::Moves> moves_;
+  Slice<gk::Loop> loop_;
+  Slice<double> slots_;  // kMaxRun reports of queued iterations, laid out as the host's (host_shift2())
   Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
   Slice<unsigned long long> first_bad_, digits_;
   DeviceArray<unsigned char> block_;  // every Slice above (place())
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
-  PinnedArray<double> host_;  // the host's copies: shifts (k), then counts and the changed count (k + 1)
+  // The host's copies: kMaxRun reports (host_shift2()), then the run's gk::Loop. Pageable: every
+  // copy into it is waited for at once anyway, and pinning memory and releasing it are slow driver
+  // calls, a large part of a small fit's time.
+  std::vector<double> host_;
   bool bounded_ = false, moved_ = false;
   bool advanced_ = false;       // accumulate() moved the centroids to the means (its wager won)
   bool summed_ = false;         // digits_ and counts_ are those of the labels before the last assign()
   bool first_ = true;           // the last assign() scanned every point (changed() is n)
   bool changed_ready_ = true;   // the changed count has reached host_counts()[k_]
+  bool from_run_ = false;       // the current iteration ran in a queued run (its report is slot_)
+  std::size_t slot_ = 0;        // the current iteration's report in host_
+  std::size_t queued_ = 0;      // iterations of the last run that the host has not taken yet
+  std::size_t run_length_ = 2;  // the next run's iterations at most: doubles up to kMaxRun
 };
 
 }  // namespace

@@ -63,6 +63,7 @@ __device__ __forceinline__ void add_halves(int* cell, float v, std::uint32_t top
 template <bool Shared>
 __global__ void __launch_bounds__(kThreads) move_sums_kernel(SumArgs a) {
   extern __shared__ int table[];
+  if (a.loop != nullptr && a.loop->stop != 0) return;  // a queued iteration after the loop stopped
   const std::uint64_t items = a.moved ? *a.moved_count : a.n, terms = items * a.d;
   // Each block takes a contiguous range of terms, a multiple of the block's threads.
   std::uint64_t per = (terms + gridDim.x - 1) / gridDim.x;
