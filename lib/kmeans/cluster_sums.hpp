@@ -29,6 +29,7 @@ namespace streamknn::detail::kmeans {
 
 inline constexpr int kSumDigits = 5;      ///< 24-bit digits of a sum
 inline constexpr int kDigitBits = 24;
+inline constexpr int kHalfBits = kDigitBits / 2;  ///< half_terms' pieces
 inline constexpr std::int64_t kDigitMask = (std::int64_t(1) << kDigitBits) - 1;
 
 STREAMKNN_SUM_HD std::uint32_t float_bits(float v) {
@@ -48,6 +49,27 @@ STREAMKNN_SUM_HD std::uint32_t exponent_field(float v) {
   return e == 0 ? 1u : e;
 }
 
+/// v (finite, of a feature whose top is `top`) as +-m x 2^sh units of 2^(top - 246): m its
+/// significand (below 2^24), sh <= 96 the place of its lowest bit (negative: bits below the unit).
+struct Scaled {
+  std::uint64_t m;
+  int sh;
+  bool negative;
+};
+STREAMKNN_SUM_HD Scaled scaled(float v, std::uint32_t top) {
+  const std::uint32_t bits = float_bits(v), e = (bits >> 23) & 0xffu;
+  return Scaled{(bits & 0x7fffffu) | (e != 0 ? 0x800000u : 0u), int(e != 0 ? e : 1u) - int(top) + 96,
+                (bits >> 31) != 0};
+}
+
+/// m x 2^-drop (drop >= 1) rounded to a whole number of units: to nearest, ties to even.
+STREAMKNN_SUM_HD std::uint64_t round_to_unit(std::uint64_t m, int drop) {
+  if (drop > kDigitBits) return 0;  // m < 2^24 <= half of 2^drop
+  const std::uint64_t q = m >> drop, rest = m & ((std::uint64_t(1) << drop) - 1);
+  const std::uint64_t half = std::uint64_t(1) << (drop - 1);
+  return q + ((rest > half || (rest == half && (q & 1u) != 0)) ? 1u : 0u);
+}
+
 /// What one value adds to a sum's digits: `low` to digit `at`, `high` to digit at + 1 (zero when
 /// at is the last digit).
 struct DigitTerms {
@@ -57,20 +79,28 @@ struct DigitTerms {
 
 /// v (finite, of a feature whose top is `top`) in units of 2^(top - 246).
 STREAMKNN_SUM_HD DigitTerms digit_terms(float v, std::uint32_t top) {
-  const std::uint32_t bits = float_bits(v), e = (bits >> 23) & 0xffu;
-  const std::uint64_t m = (bits & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-  const int sh = int(e != 0 ? e : 1u) - int(top) + 96;
-  const std::int64_t sign = (bits >> 31) != 0 ? -1 : 1;
-  if (sh >= 0) {
-    const std::uint64_t t = m << (sh % kDigitBits);
-    return DigitTerms{sh / kDigitBits, sign * std::int64_t(t & std::uint64_t(kDigitMask)),
+  const Scaled s = scaled(v, top);
+  const std::int64_t sign = s.negative ? -1 : 1;
+  if (s.sh >= 0) {
+    const std::uint64_t t = s.m << (s.sh % kDigitBits);
+    return DigitTerms{s.sh / kDigitBits, sign * std::int64_t(t & std::uint64_t(kDigitMask)),
                       sign * std::int64_t(t >> kDigitBits)};
   }
-  const int drop = -sh;  // bits below the unit: round to nearest, ties to even
-  if (drop > kDigitBits) return DigitTerms{0, 0, 0};  // m < 2^24 <= half of 2^drop
-  const std::uint64_t q = m >> drop, rest = m & ((std::uint64_t(1) << drop) - 1), half = std::uint64_t(1) << (drop - 1);
-  const std::uint64_t rounded = q + ((rest > half || (rest == half && (q & 1u) != 0)) ? 1u : 0u);
-  return DigitTerms{0, sign * std::int64_t(rounded), 0};
+  return DigitTerms{0, sign * std::int64_t(round_to_unit(s.m, -s.sh)), 0};
+}
+
+/// The same integer as digit_terms in the form of the CUDA kernel's shared table of 12-bit halves
+/// (sum_kernels.cu): +-t x 2^(12 h) units, t below 2^36, so three 12-bit pieces from half h (at
+/// h = 8, sh = 96, t is below 2^24: two pieces, the last half 9).
+struct HalfTerms {
+  int h;
+  std::uint64_t t;
+  bool negative;
+};
+STREAMKNN_SUM_HD HalfTerms half_terms(float v, std::uint32_t top) {
+  const Scaled s = scaled(v, top);
+  if (s.sh >= 0) return HalfTerms{s.sh / kHalfBits, s.m << (s.sh % kHalfBits), s.negative};
+  return HalfTerms{0, round_to_unit(s.m, -s.sh), s.negative};
 }
 
 /// Adds (sign 1) or takes away (sign -1) the row x (d values) to a cluster's digits (d x

@@ -524,6 +524,22 @@ TEST_CASE("kmeans: centroid sums are exact, whatever the order (cluster_sums.hpp
     CHECK(std::bit_cast<std::uint64_t>(sum) == std::bit_cast<std::uint64_t>(exact_sum(v, top)));
     std::shuffle(v.begin(), v.end(), g);
     CHECK(digits_of(v, top) == digits);
+    // The CUDA kernel's shared table adds half_terms' 12-bit pieces: the same integer, in its halves.
+    for (const float e : v) {
+      const km::DigitTerms d = km::digit_terms(e, top);
+      const km::HalfTerms h = km::half_terms(e, top);
+      const __int128 want = (__int128(d.low) << (km::kDigitBits * d.at)) +
+                            (__int128(d.high) << (km::kDigitBits * (d.at + 1)));
+      const std::uint64_t pieces[3] = {h.t & 0xfffu, (h.t >> 12) & 0xfffu, h.t >> 24};
+      __int128 got = 0;
+      for (int i = 0; i < 3; ++i) {
+        if (pieces[i] == 0) continue;
+        CHECK(h.h + i < 2 * km::kSumDigits);
+        CHECK(pieces[i] < 4096u);
+        got += __int128(pieces[i]) << (km::kHalfBits * (h.h + i));
+      }
+      CHECK(bool((h.negative ? -got : got) == want));
+    }
   }
   // Where the exact sum is a float64 it is the sum (integers, binary fractions, cancellation);
   // bits below the unit, 2^-120 of the feature's bound 2^(top - 126), are rounded to it.

@@ -346,8 +346,9 @@ class CudaLloyd final : public LloydBackend {
 
   /// The means and their movements (into shift2, k), then `end` (a queued iteration's).
   void queue_update(const gk::LoopEnd& end, double* shift2) {
-    gk::launch_means(update_args(shift2), end.loop, stream_.get());
-    gk::launch_shifts(update_args(shift2), end, stream_.get());
+    const gk::UpdateArgs u = update_args(shift2);
+    gk::launch_means(u, end.loop, stream_.get());
+    gk::launch_shifts(u, end, stream_.get());
   }
 
   /// The update's arrays, the movements going to shift2 (k).

@@ -31,32 +31,21 @@ __device__ __forceinline__ void add_terms(unsigned long long* cell, const km::Di
 }
 
 /// A block's table in shared memory keeps each digit as two 12-bit halves in 32-bit words, for
-/// 32-bit shared atomics (the 64-bit ones are slower). A value is t x
-/// 2^(12 h) units, t below 2^36: three 12-bit pieces, each added to its half. A half takes at
-/// most kBlockItems pieces of magnitude below 2^12 from a block: no overflow. The halves' digits
-/// are the same integer as digit_terms' (the flush adds half 2b + 2^12 x half 2b + 1 to digit b),
-/// and a sum's value depends on that integer only.
+/// 32-bit shared atomics (the 64-bit ones are slower): a value's half_terms (cluster_sums.hpp)
+/// are three 12-bit pieces, each added to its half. A half takes at most kBlockItems pieces of
+/// magnitude below 2^12 from a block: no overflow. The halves' digits are the same integer as
+/// digit_terms' (the flush adds half 2b + 2^12 x half 2b + 1 to digit b), and a sum's value
+/// depends on that integer only.
 constexpr int kHalves = 2 * km::kSumDigits;
 constexpr std::uint64_t kBlockItems = std::uint64_t(1) << 18;
 
 __device__ __forceinline__ void add_halves(int* cell, float v, std::uint32_t top, int sign) {
-  const std::uint32_t bits = __float_as_uint(v), e = (bits >> 23) & 0xffu;
-  const std::uint32_t m = (bits & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-  const int sh = int(e != 0 ? e : 1u) - int(top) + 96;  // the value's lowest bit in units (<= 96)
-  int h = 0;
-  std::uint64_t t = 0;
-  if (sh >= 0) {
-    h = sh / 12;
-    t = std::uint64_t(m) << (sh - 12 * h);  // h = 8 only at sh = 96: t below 2^24, two pieces
-  } else {  // bits below the unit: digit_terms rounds them (to digit 0 alone)
-    const std::int64_t low = km::digit_terms(v, top).low;
-    t = std::uint64_t(low < 0 ? -low : low);
-  }
-  const int s = (bits >> 31) != 0 ? -sign : sign;
-  const int p0 = int(t & 0xfffu), p1 = int((t >> 12) & 0xfffu), p2 = int(t >> 24);
-  if (p0 != 0) atomicAdd(cell + h, s * p0);
-  if (p1 != 0) atomicAdd(cell + h + 1, s * p1);
-  if (p2 != 0) atomicAdd(cell + h + 2, s * p2);
+  const km::HalfTerms t = km::half_terms(v, top);
+  const int s = t.negative ? -sign : sign;
+  const int p0 = int(t.t & 0xfffu), p1 = int((t.t >> 12) & 0xfffu), p2 = int(t.t >> 24);
+  if (p0 != 0) atomicAdd(cell + t.h, s * p0);
+  if (p1 != 0) atomicAdd(cell + t.h + 1, s * p1);
+  if (p2 != 0) atomicAdd(cell + t.h + 2, s * p2);
 }
 
 /// Shared: the block's table is k x d cells of kHalves 32-bit halves, then k counts.
