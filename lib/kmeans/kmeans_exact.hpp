@@ -48,9 +48,19 @@ STREAMKNN_KM_HD double lower_sq(float r, const ex::ScreenBound& b) {
 STREAMKNN_KM_HD double upper_dist(float r, const ex::ScreenBound& b) { return round_up(ex::sqrt64(upper_sq(r, b))); }
 STREAMKNN_KM_HD double lower_dist(float r, const ex::ScreenBound& b) { return round_down(ex::sqrt64(lower_sq(r, b))); }
 
-/// The float32 screen value of a pair (any summation order is covered by the bound; eight
-/// partial sums let the compiler vectorise without reassociating).
+/// The float32 screen value of a pair (any summation order is covered by the bound). On the host
+/// eight partial sums let the compiler vectorise without reassociating; on the device one
+/// register takes fused multiply-adds in dimension order, as the scan kernels form theirs (eight
+/// partial sums indexed at a dimension the compiler does not know would live in local memory).
 STREAMKNN_KM_HD float screen(const float* x, const float* c, std::uint32_t d) {
+#if defined(__CUDA_ARCH__)
+  float sum = 0;
+  for (std::uint32_t j = 0; j < d; ++j) {
+    const float t = x[j] - c[j];
+    sum = fmaf(t, t, sum);
+  }
+  return sum;
+#else
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::uint32_t i = 0;
   for (; i + 8 <= d; i += 8) {
@@ -64,6 +74,7 @@ STREAMKNN_KM_HD float screen(const float* x, const float* c, std::uint32_t d) {
     acc[l] += t * t;
   }
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+#endif
 }
 
 /// The float64 squared distance of a pair (exact_rank.hpp's key: fused multiply-adds in dimension

@@ -5,7 +5,8 @@
 // and their relocation), clusters of more than 32,768 points, sums over values of every magnitude,
 // k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
 // relocations, bad floats anywhere in the staged copy of the points, and the iterations the CUDA
-// backend queues ahead stopping where the host's loop stops (by max_iter, tol, unchanged labels).
+// backend queues ahead (one-step kernels, or the run kernel) stopping where the host's loop stops
+// (by max_iter, tol, unchanged labels).
 #include <algorithm>
 
 #include "gpu/kmeans_cases.hpp"
@@ -254,31 +255,42 @@ TEST_CASE("kmeans gpu: empty clusters again and again, relocated alike") {
 }
 
 TEST_CASE("kmeans gpu: iterations queued ahead stop where the loop stops") {
-  // Queued runs are 2, 4, 8, then 16 iterations: stops by max_iter at every place in a run, by tol
-  // at a spread of iterations, and by unchanged labels. (An empty cluster stops a run where it
-  // occurs: "empty clusters again and again" has one in every iteration.)
+  // Queued runs of the one-step kernels are 2, 4, 8, then 16 iterations; the run kernel's (at most
+  // 64 clusters and 256 cells, as here) are 64: stops by max_iter at every place of the first runs
+  // and about the run kernel's second, by tol at a spread of iterations, and by unchanged labels.
+  // (An empty cluster stops a run where it occurs: "empty clusters again and again" has one in
+  // every iteration.)
   auto g = rng(207);
-  const std::size_t n = 20000, d = 2, k = 16;
-  const auto x = clustered(g, n, d, 6, false);
-  std::size_t unlimited = 0;
-  {
-    auto c = first_points(x, d, k, 300);
-    c.tol = 0;
-    c.backend = BackendKind::Cpu;
-    unlimited = KMeans(c).fit(x, d).iterations;
-    REQUIRE(unlimited > 31);  // past the first three runs (2 + 4 + 8 after the first iteration)
-    check_same(c, x, d);
-  }
-  for (std::size_t max_iter = 1; max_iter <= 33; ++max_iter) {
-    CAPTURE(max_iter);
-    auto c = first_points(x, d, k, max_iter);
-    c.tol = 0;
-    check_same(c, x, d);
-  }
-  for (const double tol : {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 1e-5, 1e-6}) {
-    CAPTURE(tol);
-    auto c = first_points(x, d, k, 300);
-    c.tol = tol;
-    check_same(c, x, d);
+  for (const std::size_t n : {20000u, 200000u}) {
+    const std::size_t d = 2, k = 16;
+    const auto x = clustered(g, n, d, 6, false);
+    CAPTURE(n);
+    std::size_t unlimited = 0;
+    {
+      auto c = first_points(x, d, k, 300);
+      c.tol = 0;
+      c.backend = BackendKind::Cpu;
+      unlimited = KMeans(c).fit(x, d).iterations;
+      CAPTURE(unlimited);
+      REQUIRE(unlimited > 31);  // past the first three runs (2 + 4 + 8 after the first iteration)
+      check_same(c, x, d);
+    }
+    std::vector<std::size_t> limits;
+    for (std::size_t max_iter = 1; max_iter <= 33; ++max_iter) limits.push_back(max_iter);
+    for (const std::size_t max_iter : {63u, 64u, 65u, 66u, 127u, 128u, 129u}) {
+      if (max_iter < unlimited) limits.push_back(max_iter);
+    }
+    for (const std::size_t max_iter : limits) {
+      CAPTURE(max_iter);
+      auto c = first_points(x, d, k, max_iter);
+      c.tol = 0;
+      check_same(c, x, d);
+    }
+    for (const double tol : {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 1e-5, 1e-6}) {
+      CAPTURE(tol);
+      auto c = first_points(x, d, k, 300);
+      c.tol = tol;
+      check_same(c, x, d);
+    }
   }
 }

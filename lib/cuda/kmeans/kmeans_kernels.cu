@@ -10,14 +10,12 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "cuda/kmeans/point_rules.cuh"
 #include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
 
 namespace streamknn::detail::gpu::kmeans {
-
-namespace km = streamknn::detail::kmeans;
-namespace ex = streamknn::detail::exact;
 
 namespace {
 
@@ -29,11 +27,6 @@ constexpr int kTileD = 128;  // dimensions per shared-memory tile
 
 unsigned blocks_for(std::size_t n, int threads) { return unsigned((n + std::size_t(threads) - 1) / std::size_t(threads)); }
 
-__device__ void write_bounds(const LabelArgs& a, std::uint32_t i, double u, double l) {
-  a.upper[i] = __double2float_ru(u);
-  a.lower[i] = __double2float_rd(l);
-}
-
 /// True in a queued iteration after the loop stopped: the kernel returns at once.
 __device__ __forceinline__ bool stopped(const Loop* loop) { return loop != nullptr && loop->stop != 0; }
 
@@ -42,18 +35,9 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
   if (i >= a.n || stopped(a.loop)) return;
   const std::uint32_t c = a.labels[i];
   double u = a.upper[i], l = a.lower[i];
-  if (moved) {
-    u = km::round_up(u + a.delta[c]);
-    l = km::round_down(l - (c == a.moves->argmax ? a.moves->max2 : a.moves->max1));
-    if (!(l > 0)) l = 0;
-  }
-  const double keep = fmax(double(a.half_gap[c]), l);
-  if (!(u < keep)) {
-    const float r = km::screen(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d);
-    u = km::upper_dist(r, ex::screen_bound(a.d));
-  }
-  if (u < keep) {
-    write_bounds(a, i, u, l);
+  if (moved) move_bounds(u, l, c, a.delta[c], *a.moves);
+  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, a.half_gap[c], l, u)) {
+    write_bounds(a.upper, a.lower, i, u, l);
     return;
   }
   a.list[atomicAdd(a.list_count, 1u)] = i;
@@ -69,8 +53,7 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   const bool active = t < count;
   const std::uint32_t i = active ? (all ? t : a.list[t]) : 0;
   const float* x = a.x + std::size_t(i) * a.d;
-  float r1 = 1.0f / 0.0f, r2 = 1.0f / 0.0f;
-  std::uint32_t j1 = 0;
+  Nearest2 near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kTileC) {
     float acc[kTileC];
 #pragma unroll
@@ -109,19 +92,13 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
 #pragma unroll
     for (int c = 0; c < kTileC; ++c) {
       if (c0 + c >= a.k) break;
-      if (acc[c] < r1) {
-        r2 = r1;
-        r1 = acc[c];
-        j1 = c0 + c;
-      } else if (acc[c] < r2) {
-        r2 = acc[c];
-      }
+      near.take(acc[c], c0 + c);
     }
   }
   if (!active) return;
   std::uint32_t best;
   double u, l;
-  km::settle(x, a.centroids, a.k, a.d, ex::screen_bound(a.d), r1, j1, r2, best, u, l);
+  km::settle(x, a.centroids, a.k, a.d, ex::screen_bound(a.d), near.r1, near.j1, near.r2, best, u, l);
   if (!all && a.labels[i] != best) {
     const std::uint32_t at = atomicAdd(a.changed, 1u);
     if (a.moved) {
@@ -130,7 +107,7 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
     }
   }
   a.labels[i] = best;
-  write_bounds(a, i, u, l);
+  write_bounds(a.upper, a.lower, i, u, l);
 }
 
 __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap,

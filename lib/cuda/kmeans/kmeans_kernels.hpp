@@ -113,6 +113,48 @@ struct LoopEnd {
   std::uint32_t* report_counts = nullptr;  ///< k + 1: the counts, then the changed count
 };
 
+/// run_kernel.cu: a queued run of Lloyd iterations as one cooperative kernel, for fits of at most
+/// 64 clusters and 256 cells (k x d) whose points' labels and bounds fit in the resident blocks'
+/// shared memory (plan_run). Each iteration labels
+/// (Hamerly's test and a full scan of the points that fail it, as launch_bounds and launch_scan),
+/// moves the changed points' exact sums, then updates the centroids (as launch_means and
+/// launch_shifts), with one grid-wide barrier between; it writes its report as LoopEnd does and
+/// stops where the host's loop stops. At the end (the stop, or `count` iterations) the fit's
+/// arrays hold what the one-step kernels would have left: labels, bounds, digits, counts, sums,
+/// centroids, before, delta and moves.
+struct RunArgs {
+  const float* x = nullptr;           ///< n x d points
+  std::uint32_t* labels = nullptr;    ///< n
+  float* upper = nullptr;             ///< n
+  float* lower = nullptr;             ///< n
+  const std::uint32_t* tops = nullptr;   ///< d
+  unsigned long long* digits = nullptr;  ///< k x d x kSumDigits, those of the labels
+  std::uint32_t* counts = nullptr;    ///< k
+  float* centroids = nullptr;         ///< k x d
+  float* before = nullptr;            ///< k x d
+  double* sums = nullptr;             ///< k x d
+  double* delta = nullptr;            ///< k: the last movement bounds
+  Moves* moves = nullptr;             ///< their largest two
+  unsigned long long* moved_sums = nullptr;  ///< run_moved_words(k, d), zeroed by launch_run
+  double* reports = nullptr;          ///< count reports, report_doubles apart (shift2, counts, changed)
+  std::size_t report_doubles = 0;
+  Loop* loop = nullptr;               ///< out: ran and stop
+  double tol = 0;
+  std::uint32_t count = 0;            ///< iterations at most
+  std::uint32_t n = 0, d = 0, k = 0;
+};
+/// The run kernel's launch for a fit: blocks = 0 where it does not serve (too many clusters or
+/// cells for shared memory, no cooperative launch on the device, too many points a block).
+struct RunPlan {
+  unsigned blocks = 0, threads = 0;
+  std::size_t shared_bytes = 0;
+};
+RunPlan plan_run(std::uint32_t n, std::uint32_t k, std::uint32_t d);
+/// 64-bit words of the run's moved sums: three tables, each an iteration's changes of the digits
+/// and the counts, then its changed count.
+std::size_t run_moved_words(std::uint32_t k, std::uint32_t d);
+void launch_run(const RunArgs& a, const RunPlan& plan, cudaStream_t stream);
+
 /// sums[c * d + j] = the float64 value of the digits; before = centroids, then centroids[c * d + j]
 /// = mean(sums, counts[c]) (every count non-zero).
 void launch_means(const UpdateArgs& u, const Loop* loop, cudaStream_t stream);

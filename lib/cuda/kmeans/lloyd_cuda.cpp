@@ -1,15 +1,16 @@
 // The CUDA backend of K-means (lib/kmeans/lloyd_backend.hpp): the points copied to the device
 // once, through pinned buffers, and checked as they are copied (staged_upload.hpp), or read in
-// place where the caller's are on the device (checked by a kernel); per
-// iteration the bounds and scan kernels label (the scan listing the points whose label changed),
-// the sums kernel moves those points' exact digit sums between clusters (every point after a
-// start: sum_kernels.cu), and one copy brings the counts, the changed-label count and the
-// movements to the host. Once the bounds exist, a labelling queues a run of iterations (2, 4, 8,
-// then 16 at most) without waiting between them: each one's last kernel decides as the host's
-// loop will (loop_stop, an empty cluster) and stops the rest, and the host takes the iterations'
-// reports from one copy. An empty-cluster relocation gets the far points from a sort of the costs
-// on the device. Same arithmetic as the CPU backend
-// (lib/kmeans/kmeans_exact.hpp), so the same results.
+// place where the caller's are on the device (checked by a kernel); per iteration the bounds and
+// scan kernels label (the scan listing the points whose label changed), the sums kernel moves
+// those points' exact digit sums between clusters (every point after a start: sum_kernels.cu),
+// and one copy brings the counts, the changed-label count and the movements to the host. Once
+// the bounds exist, a labelling queues a run of iterations without waiting between them: where
+// the run kernel serves (run_kernel.cu: few clusters and cells, the points' state in shared
+// memory), up to 64 iterations in one cooperative launch; else the one-step kernels of 2, 4, 8,
+// then 16 iterations at most. Each iteration decides as the host's loop will (loop_stop, an empty
+// cluster) and stops the rest, and the host takes the iterations' reports from one copy. An
+// empty-cluster relocation gets the far points from a sort of the costs on the device. Same
+// arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so the same results.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -68,6 +69,9 @@ class CudaLloyd final : public LloydBackend {
   /// microseconds each, so runs begin at 2 iterations and double, and a fit that stops early
   /// wastes few.
   static constexpr std::size_t kMaxRun = 16;
+  /// The same for the run kernel (run_kernel.cu), which stops where the loop stops at no cost: a
+  /// run is as long as the reports' one copy back keeps cheap.
+  static constexpr std::size_t kMaxKernelRun = 64;
 
  public:
   /// Leaves check.first at the first float beyond check.bound, with the upload stopped there
@@ -76,8 +80,10 @@ class CudaLloyd final : public LloydBackend {
   /// in one vector: a fit's fixed cost is a few calls, not one per array.
   CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
-        levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
-        block_(place(nullptr), "kmeans arrays"), host_(host_doubles(s.k)) {
+        levels_(fold_levels_for(s.n)), labels_only_(s.labels_only),
+        plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
+        max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
+        block_(place(nullptr), "kmeans arrays"), host_(host_doubles(s.k, max_run_)) {
     place(block_.get());
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
@@ -105,7 +111,7 @@ class CudaLloyd final : public LloydBackend {
     summed_ = false;
     queued_ = 0;
     slot_ = 0;
-    run_length_ = 2;
+    run_length_ = plan_.blocks != 0 ? max_run_ : 2;
   }
 
   std::size_t changed() override {
@@ -124,7 +130,7 @@ class CudaLloyd final : public LloydBackend {
     from_run_ = ahead.iterations > 0 && bounded_ && moved_ && summed_ && !labels_only_;
     if (from_run_) {
       run_iterations(std::min(ahead.iterations, run_length_), ahead.tol);
-      run_length_ = std::min(2 * run_length_, kMaxRun);
+      run_length_ = std::min(2 * run_length_, max_run_);
       return;
     }
     slot_ = 0;
@@ -258,10 +264,31 @@ class CudaLloyd final : public LloydBackend {
   }
 
   /// A run of `count` iterations queued at once, from bounds that exist and centroids that moved:
-  /// each labels, sums, and moves the centroids, and its shifts kernel writes its report (slot i)
-  /// and stops the rest where the host's loop stops (kmeans_kernels.hpp's LoopEnd). One copy
+  /// each labels, sums, and moves the centroids, writes its report (slot i) and stops the rest
+  /// where the host's loop stops: the run kernel where it serves (plan_), else the one-step
+  /// kernels of each iteration, whose last one decides (kmeans_kernels.hpp's LoopEnd). One copy
   /// brings the reports; the host then takes them an iteration at a time (slot_, queued_).
   void run_iterations(std::size_t count, double tol) {
+    const cudaStream_t s = stream_.get();
+    if (plan_.blocks != 0) {
+      gk::launch_run(run_args(count, tol), plan_, s);
+    } else {
+      queue_run(count, tol);
+    }
+    check_cuda(cudaMemcpyAsync(host_.data(), slots_.get(), count * slot_doubles() * sizeof(double),
+                               cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans iteration reports");
+    check_cuda(cudaMemcpyAsync(host_loop(), loop_.get(), sizeof(gk::Loop), cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync", "kmeans loop control");
+    sync();
+    slot_ = 0;
+    queued_ = host_loop()->ran - 1;  // ran >= 1: the first iteration always runs
+    first_ = false;
+    moved_ = false;
+  }
+
+  /// The one-step kernels of `count` iterations, each skipping its work once the loop stopped.
+  void queue_run(std::size_t count, double tol) {
     const cudaStream_t s = stream_.get();
     *host_loop() = gk::Loop{0, 0, tol};
     check_cuda(cudaMemcpyAsync(loop_.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
@@ -277,16 +304,30 @@ class CudaLloyd final : public LloydBackend {
                                .report_counts = reinterpret_cast<std::uint32_t*>(report + k_)},
                    report);
     }
-    check_cuda(cudaMemcpyAsync(host_.data(), slots_.get(), count * slot_doubles() * sizeof(double),
-                               cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans iteration reports");
-    check_cuda(cudaMemcpyAsync(host_loop(), loop_.get(), sizeof(gk::Loop), cudaMemcpyDeviceToHost, s),
-               "cudaMemcpyAsync", "kmeans loop control");
-    sync();
-    slot_ = 0;
-    queued_ = host_loop()->ran - 1;  // ran >= 1: the first iteration always runs
-    first_ = false;
-    moved_ = false;
+  }
+
+  gk::RunArgs run_args(std::size_t count, double tol) const {
+    return gk::RunArgs{.x = xp_,
+                       .labels = labels_.get(),
+                       .upper = upper_.get(),
+                       .lower = lower_.get(),
+                       .tops = tops_.get(),
+                       .digits = digits_.get(),
+                       .counts = counts_.get(),
+                       .centroids = centroids_.get(),
+                       .before = before_.get(),
+                       .sums = sums_.get(),
+                       .delta = delta_.get(),
+                       .moves = moves_.get(),
+                       .moved_sums = moved_sums_.get(),
+                       .reports = slots_.get(),
+                       .report_doubles = slot_doubles(),
+                       .loop = loop_.get(),
+                       .tol = tol,
+                       .count = std::uint32_t(count),
+                       .n = n_,
+                       .d = d_,
+                       .k = k_};
   }
 
   /// The labelling: Hamerly's test and a scan of the points that fail it (bounded), else a scan
@@ -407,18 +448,18 @@ class CudaLloyd final : public LloydBackend {
   /// and the changed count.
   double* host_shift2() { return host_.data() + slot_ * slot_doubles(); }
   std::uint32_t* host_counts() { return reinterpret_cast<std::uint32_t*>(host_shift2() + k_); }
-  /// The queued run's control, after the kMaxRun reports of host_.
-  gk::Loop* host_loop() { return reinterpret_cast<gk::Loop*>(host_.data() + kMaxRun * slot_doubles()); }
+  /// The queued run's control, after the max_run_ reports of host_.
+  gk::Loop* host_loop() { return reinterpret_cast<gk::Loop*>(host_.data() + max_run_ * slot_doubles()); }
 
   /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
   std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
   /// A report's place in doubles (reports lie one after another, on the host and in slots_).
   static std::size_t slot_doubles(std::size_t k) { return k + (k + 2) / 2; }
   std::size_t slot_doubles() const { return slot_doubles(k_); }
-  /// host_: kMaxRun reports, then a gk::Loop.
-  static std::size_t host_doubles(std::size_t k) {
+  /// host_: max_run reports, then a gk::Loop.
+  static std::size_t host_doubles(std::size_t k, std::size_t max_run) {
     static_assert(sizeof(gk::Loop) % sizeof(double) == 0);
-    return kMaxRun * slot_doubles(k) + sizeof(gk::Loop) / sizeof(double);
+    return max_run * slot_doubles(k) + sizeof(gk::Loop) / sizeof(double);
   }
 
   /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
@@ -449,7 +490,8 @@ class CudaLloyd final : public LloydBackend {
     counts_ = Slice<std::uint32_t>{base ? reinterpret_cast<std::uint32_t*>(report_.ptr + k) : nullptr, k};
     put(moves_, 1);
     put(loop_, 1);
-    put(slots_, labels_only_ ? 0 : kMaxRun * slot_doubles(k));
+    put(slots_, labels_only_ ? 0 : max_run_ * slot_doubles(k));
+    put(moved_sums_, plan_.blocks != 0 ? gk::run_moved_words(k_, d_) : 0);
     put(moff_, 2);  // the inertia's fold tree: one sequence (fold())
     put(offs_, std::size_t(levels_) * 2);
     put(sums_, sums_k * d);
@@ -494,6 +536,8 @@ class CudaLloyd final : public LloydBackend {
   gpu::Stream stream_;
   std::uint32_t n_, d_, k_, levels_;
   bool labels_only_;  // LloydShape::labels_only
+  gk::RunPlan plan_;  // the run kernel's launch (blocks 0: runs of the one-step kernels)
+  std::size_t max_run_;  // a run's iterations at most
   unsigned sum_blocks_ = 1;  // the sums kernel's grid (move_sums_blocks)
   DeviceArray<float> x_;   // the points' copy (host points), else empty
   const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
@@ -501,14 +545,14 @@ class CudaLloyd final : public LloydBackend {
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
   Slice<gk::Moves> moves_;
   Slice<gk::Loop> loop_;
-  Slice<double> slots_;  // kMaxRun reports of queued iterations, laid out as the host's (host_shift2())
+  Slice<double> slots_;  // max_run_ reports of queued iterations, laid out as the host's (host_shift2())
   Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
-  Slice<unsigned long long> first_bad_, digits_;
+  Slice<unsigned long long> first_bad_, digits_, moved_sums_;
   DeviceArray<unsigned char> block_;  // every Slice above (place())
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
-  // The host's copies: kMaxRun reports (host_shift2()), then the run's gk::Loop. Pageable: every
+  // The host's copies: max_run_ reports (host_shift2()), then the run's gk::Loop. Pageable: every
   // copy into it is waited for at once anyway, and pinning memory and releasing it are slow driver
   // calls, a large part of a small fit's time.
   std::vector<double> host_;
@@ -520,7 +564,7 @@ class CudaLloyd final : public LloydBackend {
   bool from_run_ = false;       // the current iteration ran in a queued run (its report is slot_)
   std::size_t slot_ = 0;        // the current iteration's report in host_
   std::size_t queued_ = 0;      // iterations of the last run that the host has not taken yet
-  std::size_t run_length_ = 2;  // the next run's iterations at most: doubles up to kMaxRun
+  std::size_t run_length_ = 2;  // the next run's iterations at most: doubles up to max_run_
 };
 
 }  // namespace

@@ -5,18 +5,17 @@
 // later iterations touch only the points whose label changed (a few per thousand once the
 // clusters settle). A term is one (point, feature) pair, consecutive threads taking consecutive
 // features of a point. Where the k x d digit table fits in shared memory each block adds its terms
-// there (in 12-bit pieces, below) and then adds its table's non-zero digits to the global one;
-// otherwise terms go to the global table directly.
+// there (in 12-bit pieces, point_rules.cuh) and then adds its table's non-zero digits to the
+// global one; otherwise terms go to the global table directly.
 #include <algorithm>
 #include <cstdint>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "cuda/kmeans/point_rules.cuh"
 #include "kmeans/cluster_sums.hpp"
 
 namespace streamknn::detail::gpu::kmeans {
-
-namespace km = streamknn::detail::kmeans;
 
 namespace {
 
@@ -28,24 +27,6 @@ constexpr std::size_t kSharedTableBytes = 48 * 1024;  // no opt-in needed on any
 __device__ __forceinline__ void add_terms(unsigned long long* cell, const km::DigitTerms& t, std::int64_t sign) {
   atomicAdd(cell + t.at, static_cast<unsigned long long>(sign * t.low));
   if (t.high != 0) atomicAdd(cell + t.at + 1, static_cast<unsigned long long>(sign * t.high));
-}
-
-/// A block's table in shared memory keeps each digit as two 12-bit halves in 32-bit words, for
-/// 32-bit shared atomics (the 64-bit ones are slower): a value's half_terms (cluster_sums.hpp)
-/// are three 12-bit pieces, each added to its half. A half takes at most kBlockItems pieces of
-/// magnitude below 2^12 from a block: no overflow. The halves' digits are the same integer as
-/// digit_terms' (the flush adds half 2b + 2^12 x half 2b + 1 to digit b), and a sum's value
-/// depends on that integer only.
-constexpr int kHalves = 2 * km::kSumDigits;
-constexpr std::uint64_t kBlockItems = std::uint64_t(1) << 18;
-
-__device__ __forceinline__ void add_halves(int* cell, float v, std::uint32_t top, int sign) {
-  const km::HalfTerms t = km::half_terms(v, top);
-  const int s = t.negative ? -sign : sign;
-  const int p0 = int(t.t & 0xfffu), p1 = int((t.t >> 12) & 0xfffu), p2 = int(t.t >> 24);
-  if (p0 != 0) atomicAdd(cell + t.h, s * p0);
-  if (p1 != 0) atomicAdd(cell + t.h + 1, s * p1);
-  if (p2 != 0) atomicAdd(cell + t.h + 2, s * p2);
 }
 
 /// Shared: the block's table is k x d cells of kHalves 32-bit halves, then k counts.
@@ -99,8 +80,7 @@ __global__ void __launch_bounds__(kThreads) move_sums_kernel(SumArgs a) {
   if (!Shared) return;
   __syncthreads();
   for (std::size_t w = threadIdx.x; w < cells * km::kSumDigits; w += kThreads) {
-    const int* half = table + (w / km::kSumDigits) * kHalves + 2 * (w % km::kSumDigits);
-    const std::int64_t digit = std::int64_t(half[0]) + std::int64_t(half[1]) * 4096;
+    const std::int64_t digit = half_digit(table + (w / km::kSumDigits) * kHalves, int(w % km::kSumDigits));
     if (digit != 0) atomicAdd(a.digits + w, static_cast<unsigned long long>(digit));
   }
   for (std::uint32_t c = threadIdx.x; c < a.k; c += kThreads) {
