@@ -109,14 +109,15 @@ STREAMKNN_KM_HD void settle(const float* x, const float* centroids, std::uint32_
     if (lower_sq(screen(x, cj, d), b) > top) continue;
     if (exact_closer(x, cj, j, centroids + std::size_t(best) * d, best, d)) best = j;
   }
-  double second = 1.0 / 0.0;
+  // lower_dist is non-decreasing in the screen: the smallest bound is that of the smallest screen.
+  float nearest_other = 1.0f / 0.0f;
   for (std::uint32_t j = 0; j < k; ++j) {
     if (j == best) continue;
-    const double lj = lower_dist(screen(x, centroids + std::size_t(j) * d, d), b);
-    second = lj < second ? lj : second;
+    const float r = screen(x, centroids + std::size_t(j) * d, d);
+    nearest_other = r < nearest_other ? r : nearest_other;
   }
   u = upper_dist(screen(x, centroids + std::size_t(best) * d, d), b);
-  l = second;
+  l = lower_dist(nearest_other, b);
 }
 
 /// Squared movement of a centroid (float64 of the float32 values, fused multiply-adds in dimension

@@ -53,11 +53,8 @@ __host__ __device__ std::size_t table_words(std::uint32_t k, std::uint32_t d) {
   return std::size_t(k) * d * km::kSumDigits + k + 1;
 }
 
-/// Points a block takes: a whole number of blockDim.
-__host__ __device__ std::uint32_t block_span(std::uint32_t n, unsigned blocks) {
-  const std::uint32_t per = (n + blocks - 1) / blocks;
-  return (per + kRunThreads - 1) / kRunThreads * kRunThreads;
-}
+/// Points a block takes (the last block fewer).
+__host__ __device__ std::uint32_t block_span(std::uint32_t n, unsigned blocks) { return (n + blocks - 1) / blocks; }
 
 /// A block's shared memory (sizes in elements; `base` null: only the bytes).
 struct RunShared {
