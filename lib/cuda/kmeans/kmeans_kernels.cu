@@ -237,13 +237,7 @@ __global__ void __launch_bounds__(kShiftThreads) shifts_kernel(UpdateArgs u, Loo
     const double b = km::movement_bound(s, u.d);
     u.shift2[c] = s;
     u.delta[c] = b;
-    if (b > m.max1) {
-      m.max2 = m.max1;
-      m.max1 = b;
-      m.argmax = c;
-    } else if (b > m.max2) {
-      m.max2 = b;
-    }
+    take_move(m, b, c);
   }
   part[threadIdx.x] = m;
   for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {

@@ -306,6 +306,7 @@ class CudaLloyd final : public LloydBackend {
     }
   }
 
+  /// The run kernel's arguments: the fit's arrays, at most `count` iterations, the loop's tol.
   gk::RunArgs run_args(std::size_t count, double tol) const {
     return gk::RunArgs{.x = xp_,
                        .labels = labels_.get(),

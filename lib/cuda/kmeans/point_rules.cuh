@@ -29,6 +29,18 @@ __device__ __forceinline__ void move_bounds(double& u, double& l, std::uint32_t 
   if (!(l > 0)) l = 0;
 }
 
+/// Adds centroid c's movement bound b to the largest two so far, as the host's loop in index
+/// order: the first of equal largest is argmax, max2 the largest of the others.
+__device__ __forceinline__ void take_move(Moves& m, double b, std::uint32_t c) {
+  if (b > m.max1) {
+    m.max2 = m.max1;
+    m.max1 = b;
+    m.argmax = c;
+  } else if (b > m.max2) {
+    m.max2 = b;
+  }
+}
+
 /// Hamerly's test of the point x labelled with `centroid`: true (the label stays, u and l are its
 /// bounds) when u is below the centroid's half gap or l; where it is not at first, u is tightened
 /// to a fresh screen of the distance before the second look.

@@ -43,7 +43,7 @@ constexpr std::uint32_t kRunMaxClusters = 64;
 constexpr std::uint32_t kRunMaxCells = 256;
 constexpr int kTables = 3;                     // the moved sums' tables in turn
 constexpr int kScanGroup = 8;                  // centroids a rescan screens at once
-constexpr int kRunMaxBlocksPerSm = 4;
+constexpr int kRunMaxBlocksPerSm = 4;             // more add to the barrier, not to the speed
 constexpr std::uint32_t kMaxSpan = 65536;  // the list's 16-bit places
 // A block's halves take at most kBlockItems moved points between flushes (point_rules.cuh).
 static_assert(kMaxSpan <= kBlockItems);
@@ -253,14 +253,7 @@ __device__ void update(const RunArgs& a, const RunShared& sh, RunScalars& v, std
     Moves m{0.0, 0.0, 0u};  // in index order, as the host's loop
     bool empty = false;
     for (std::uint32_t c = 0; c < a.k; ++c) {
-      const double b = sh.delta[c];
-      if (b > m.max1) {
-        m.max2 = m.max1;
-        m.max1 = b;
-        m.argmax = c;
-      } else if (b > m.max2) {
-        m.max2 = b;
-      }
+      take_move(m, sh.delta[c], c);
       empty = empty || sh.counts[c] == 0;
     }
     v.moves = m;
