@@ -115,13 +115,12 @@ struct LoopEnd {
 
 /// run_kernel.cu: a queued run of Lloyd iterations as one cooperative kernel, for fits of at most
 /// 64 clusters and 256 cells (k x d) whose points' labels and bounds fit in the resident blocks'
-/// shared memory (plan_run). Each iteration labels
-/// (Hamerly's test and a full scan of the points that fail it, as launch_bounds and launch_scan),
-/// moves the changed points' exact sums, then updates the centroids (as launch_means and
-/// launch_shifts), with one grid-wide barrier between; it writes its report as LoopEnd does and
-/// stops where the host's loop stops. At the end (the stop, or `count` iterations) the fit's
-/// arrays hold what the one-step kernels would have left: labels, bounds, digits, counts, sums,
-/// centroids, before, delta and moves.
+/// shared memory (plan_run). Each iteration labels (Hamerly's test and a full scan of the points
+/// that fail it, as launch_bounds and launch_scan), moves the changed points' exact sums, then
+/// updates the centroids (as launch_means and launch_shifts), with one grid-wide barrier between;
+/// it writes its report as LoopEnd does and stops where the host's loop stops. At the end (the
+/// stop, or `count` iterations) the fit's arrays hold what the one-step kernels would have left:
+/// labels, bounds, digits, counts, sums, centroids, before, delta and moves.
 struct RunArgs {
   const float* x = nullptr;           ///< n x d points
   std::uint32_t* labels = nullptr;    ///< n
