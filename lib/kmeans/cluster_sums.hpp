@@ -103,6 +103,12 @@ STREAMKNN_SUM_HD HalfTerms half_terms(float v, std::uint32_t top) {
   return HalfTerms{0, round_to_unit(s.m, -s.sh), s.negative};
 }
 
+inline constexpr int kHalfPieces = 3;  ///< a HalfTerms' pieces
+/// Piece i (below 2^12) of t, added to half t.h + i.
+STREAMKNN_SUM_HD int half_piece(const HalfTerms& t, int i) {
+  return int((t.t >> (kHalfBits * i)) & ((std::uint64_t(1) << kHalfBits) - 1));
+}
+
 /// Adds (sign 1) or takes away (sign -1) the row x (d values) to a cluster's digits (d x
 /// kSumDigits), feature j in units of tops[j]: exact, so the order of additions never matters.
 inline void add_row(std::int64_t* digits, const float* x, const std::uint32_t* tops, std::size_t d, std::int64_t sign) {

@@ -530,13 +530,14 @@ TEST_CASE("kmeans: centroid sums are exact, whatever the order (cluster_sums.hpp
       const km::HalfTerms h = km::half_terms(e, top);
       const __int128 want = (__int128(d.low) << (km::kDigitBits * d.at)) +
                             (__int128(d.high) << (km::kDigitBits * (d.at + 1)));
-      const std::uint64_t pieces[3] = {h.t & 0xfffu, (h.t >> 12) & 0xfffu, h.t >> 24};
+      CHECK((h.t >> (km::kHalfBits * km::kHalfPieces)) == 0u);  // every bit in some piece
       __int128 got = 0;
-      for (int i = 0; i < 3; ++i) {
-        if (pieces[i] == 0) continue;
+      for (int i = 0; i < km::kHalfPieces; ++i) {
+        const int piece = km::half_piece(h, i);
+        if (piece == 0) continue;
         CHECK(h.h + i < 2 * km::kSumDigits);
-        CHECK(pieces[i] < 4096u);
-        got += __int128(pieces[i]) << (km::kHalfBits * (h.h + i));
+        CHECK(piece < 4096);
+        got += __int128(piece) << (km::kHalfBits * (h.h + i));
       }
       CHECK(bool((h.negative ? -got : got) == want));
     }

@@ -36,7 +36,8 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
   const std::uint32_t c = a.labels[i];
   double u = a.upper[i], l = a.lower[i];
   if (moved) move_bounds(u, l, c, a.delta[c], *a.moves);
-  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, a.half_gap[c], l, u)) {
+  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, ex::screen_bound(a.d),
+                  a.half_gap[c], l, u)) {
     write_bounds(a.upper, a.lower, i, u, l);
     return;
   }
@@ -112,20 +113,19 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
 
 __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap,
                                 const Loop* loop) {
-  __shared__ double best[kThreads / 32];
+  __shared__ float best[kThreads / 32];
   if (stopped(loop)) return;
   const std::uint32_t c = blockIdx.x;
-  const ex::ScreenBound b = ex::screen_bound(d);
-  double m = 1.0 / 0.0;
+  float m = 1.0f / 0.0f;  // the smallest screen to another centroid (half_gap_of)
   for (std::uint32_t o = threadIdx.x; o < k; o += blockDim.x) {
-    if (o != c) m = fmin(m, km::lower_dist(km::screen(centroids + std::size_t(c) * d, centroids + std::size_t(o) * d, d), b));
+    if (o != c) m = fminf(m, km::screen(centroids + std::size_t(c) * d, centroids + std::size_t(o) * d, d));
   }
-  for (int s = 16; s > 0; s /= 2) m = fmin(m, __shfl_down_sync(0xffffffffu, m, s));
+  for (int s = 16; s > 0; s /= 2) m = fminf(m, __shfl_down_sync(0xffffffffu, m, s));
   if (threadIdx.x % 32 == 0) best[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x / 32); ++w) m = fmin(m, best[w]);
-    half_gap[c] = __double2float_rd(km::round_down(0.5 * m));
+    for (int w = 1; w < int(blockDim.x / 32); ++w) m = fminf(m, best[w]);
+    half_gap[c] = half_gap_of(m, ex::screen_bound(d));
   }
 }
 
@@ -214,8 +214,7 @@ __device__ void end_iteration(const LoopEnd& e, const double* shift2, std::uint3
   if (threadIdx.x != 0) return;
   const std::uint32_t changed = e.counters[0];
   e.report_counts[k] = changed;
-  // A queued iteration is never a run's first (which labels every point): `it` = 1.
-  const bool stop = empty != 0 || km::loop_stop(1, changed, shift2, k, e.loop->tol) != km::LoopStop::Continue;
+  const bool stop = queued_stop(empty != 0, changed, shift2, k, e.loop->tol);
   e.loop->ran += 1;
   if (stop) {
     e.loop->stop = 1;

@@ -43,13 +43,26 @@ __device__ __forceinline__ void take_move(Moves& m, double b, std::uint32_t c) {
 
 /// Hamerly's test of the point x labelled with `centroid`: true (the label stays, u and l are its
 /// bounds) when u is below the centroid's half gap or l; where it is not at first, u is tightened
-/// to a fresh screen of the distance before the second look.
-__device__ __forceinline__ bool keeps_label(const float* x, const float* centroid, std::uint32_t d, float half_gap,
-                                            double l, double& u) {
+/// to a fresh screen of the distance (b: screen_bound(d)) before the second look.
+__device__ __forceinline__ bool keeps_label(const float* x, const float* centroid, std::uint32_t d,
+                                            const ex::ScreenBound& b, float half_gap, double l, double& u) {
   const double keep = fmax(double(half_gap), l);
   if (u < keep) return true;
-  u = km::upper_dist(km::screen(x, centroid, d), ex::screen_bound(d));
+  u = km::upper_dist(km::screen(x, centroid, d), b);
   return u < keep;
+}
+
+/// A centroid's half gap (rounded down) from its smallest screen to another centroid: lower_dist
+/// is non-decreasing in the screen, so that screen's bound is the smallest of the bounds.
+__device__ __forceinline__ float half_gap_of(float nearest_screen, const ex::ScreenBound& b) {
+  return __double2float_rd(km::round_down(0.5 * km::lower_dist(nearest_screen, b)));
+}
+
+/// Whether a queued iteration ends the loop: an empty cluster (the host relocates), or loop_stop.
+/// A queued iteration is never a run's first (which labels every point): its `it` is 1.
+__device__ __forceinline__ bool queued_stop(bool empty, std::uint32_t changed, const double* shift2, std::uint32_t k,
+                                            double tol) {
+  return empty || km::loop_stop(1, changed, shift2, k, tol) != km::LoopStop::Continue;
 }
 
 /// A full scan's nearest two screens: r1 at centroid j1, r2 the smallest of the others (the first
@@ -81,10 +94,11 @@ constexpr std::uint64_t kBlockItems = std::uint64_t(1) << 18;
 __device__ __forceinline__ void add_halves(int* cell, float v, std::uint32_t top, int sign) {
   const km::HalfTerms t = km::half_terms(v, top);
   const int s = t.negative ? -sign : sign;
-  const int p0 = int(t.t & 0xfffu), p1 = int((t.t >> 12) & 0xfffu), p2 = int(t.t >> 24);
-  if (p0 != 0) atomicAdd(cell + t.h, s * p0);
-  if (p1 != 0) atomicAdd(cell + t.h + 1, s * p1);
-  if (p2 != 0) atomicAdd(cell + t.h + 2, s * p2);
+#pragma unroll
+  for (int i = 0; i < km::kHalfPieces; ++i) {
+    const int piece = km::half_piece(t, i);
+    if (piece != 0) atomicAdd(cell + t.h + i, s * piece);
+  }
 }
 
 /// Digit b of a cell's halves.

@@ -111,9 +111,8 @@ struct RunScalars {
   int stop;
 };
 
-/// half_gap[c] as half_gap_kernel computes it: lower_dist is non-decreasing in the screen, so
-/// the smallest lower_dist to another centroid is that of the smallest screen.
-__device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d) {
+/// half_gap[c] as half_gap_kernel computes it (half_gap_of the smallest screen to another centroid).
+__device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d, const ex::ScreenBound& b) {
   for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) sh.gap_bits[c] = __float_as_uint(1.0f / 0.0f);
   __syncthreads();
   for (std::uint32_t p = threadIdx.x; p < k * k; p += blockDim.x) {
@@ -124,15 +123,15 @@ __device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d)
   }
   __syncthreads();
   for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
-    const double m = km::lower_dist(__uint_as_float(sh.gap_bits[c]), ex::screen_bound(d));
-    sh.half_gap[c] = __double2float_rd(km::round_down(0.5 * m));
+    sh.half_gap[c] = half_gap_of(__uint_as_float(sh.gap_bits[c]), b);
   }
   __syncthreads();
 }
 
 /// The full scan of the block's point at place e (of `lo` + e) against the shared centroids; a
 /// changed label moves its sums.
-__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t lo, std::uint32_t e) {
+__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b, std::uint32_t lo,
+                       std::uint32_t e) {
   const float* x = a.x + std::size_t(lo + e) * a.d;
   Nearest2 near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kScanGroup) {  // kScanGroup independent sums at once
@@ -154,7 +153,7 @@ __device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, std
   }
   std::uint32_t best;
   double u, l;
-  km::settle(x, sh.centroids, a.k, a.d, ex::screen_bound(a.d), near.r1, near.j1, near.r2, best, u, l);
+  km::settle(x, sh.centroids, a.k, a.d, b, near.r1, near.j1, near.r2, best, u, l);
   const std::uint32_t from = sh.labels[e];
   if (from != best) {
     atomicAdd(&v.changed, 1u);
@@ -173,13 +172,13 @@ __device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, std
 /// The labelling of the block's points, lo + [0, count): Hamerly's test of every point, the
 /// failing ones listed; then every thread of the block rescans listed points, so a few failing
 /// points cost one rescan's time, not one each.
-__device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t lo,
-                             std::uint32_t count) {
+__device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b,
+                             std::uint32_t lo, std::uint32_t count) {
   for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
     const std::uint32_t c = sh.labels[e];
     double u = sh.upper[e], l = sh.lower[e];
     move_bounds(u, l, c, sh.delta[c], v.moves);
-    if (keeps_label(a.x + std::size_t(lo + e) * a.d, sh.centroids + c * a.d, a.d, sh.half_gap[c], l, u)) {
+    if (keeps_label(a.x + std::size_t(lo + e) * a.d, sh.centroids + c * a.d, a.d, b, sh.half_gap[c], l, u)) {
       write_bounds(sh.upper, sh.lower, e, u, l);
     } else {
       sh.list[atomicAdd(&v.fill, 1u)] = std::uint16_t(e);
@@ -187,7 +186,7 @@ __device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& 
   }
   __syncthreads();
   const std::uint32_t listed = v.fill;
-  for (std::uint32_t f = threadIdx.x; f < listed; f += blockDim.x) rescan(a, sh, v, lo, sh.list[f]);
+  for (std::uint32_t f = threadIdx.x; f < listed; f += blockDim.x) rescan(a, sh, v, b, lo, sh.list[f]);
 }
 
 /// Adds the block's table to the iteration's global one (out) and zeroes it for the next.
@@ -225,16 +224,20 @@ __device__ void take_moves(const RunArgs& a, const RunShared& sh, RunScalars& v,
   if (threadIdx.x == 0) v.total = static_cast<std::uint32_t>(__ldcg(in + words + a.k));
 }
 
+/// The float64 value of cell t's exact sum.
+__device__ __forceinline__ double cell_sum(const RunShared& sh, std::uint32_t t, std::uint32_t d) {
+  return km::digits_value(sh.digits + std::size_t(t) * km::kSumDigits, km::sum_unit(sh.tops[t % d]));
+}
+
 /// The means and their movements (means_kernel, shifts_kernel), the report of iteration `it`
 /// (block 0) and the decision to stop (loop_stop, an empty cluster), in every block alike.
 __device__ void update(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t it) {
   const std::uint32_t cells = a.k * a.d;
   const bool writer = blockIdx.x == 0;
   for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) {
-    const double sum = km::digits_value(sh.digits + std::size_t(t) * km::kSumDigits, km::sum_unit(sh.tops[t % a.d]));
+    const double sum = cell_sum(sh, t, a.d);
     sh.before[t] = sh.centroids[t];
     sh.centroids[t] = km::mean(sum, sh.counts[t / a.d]);
-    if (writer) a.sums[t] = sum;
   }
   __syncthreads();
   double* report = a.reports + std::size_t(it) * a.report_doubles;
@@ -257,8 +260,7 @@ __device__ void update(const RunArgs& a, const RunShared& sh, RunScalars& v, std
       empty = empty || sh.counts[c] == 0;
     }
     v.moves = m;
-    // Never a run's first iteration (which labels every point): `it` = 1, as LoopEnd.
-    v.stop = empty || km::loop_stop(1, v.total, sh.shift2, a.k, a.tol) != km::LoopStop::Continue;
+    v.stop = queued_stop(empty, v.total, sh.shift2, a.k, a.tol);
     if (writer) report_counts[a.k] = v.total;
   }
   __syncthreads();
@@ -282,6 +284,7 @@ __device__ void write_state(const RunArgs& a, const RunShared& sh, const RunScal
   for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) {
     a.centroids[t] = sh.centroids[t];
     a.before[t] = sh.before[t];
+    a.sums[t] = cell_sum(sh, t, a.d);
   }
   for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) {
     a.counts[c] = sh.counts[c];
@@ -301,6 +304,7 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a) {
   const RunShared sh = carve(raw, a.k, a.d, span);
   const std::uint32_t lo = std::min(a.n, blockIdx.x * span), count = std::min(a.n - lo, span);
   const std::uint32_t cells = a.k * a.d, words = cells * km::kSumDigits;
+  const ex::ScreenBound bound = ex::screen_bound(a.d);
   for (std::uint32_t w = threadIdx.x; w < words; w += blockDim.x) sh.digits[w] = std::int64_t(a.digits[w]);
   for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) sh.centroids[t] = a.centroids[t];
   for (std::uint32_t w = threadIdx.x; w < cells * kHalves + a.k; w += blockDim.x) sh.halves[w] = 0;
@@ -316,11 +320,11 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a) {
   }
   if (threadIdx.x == 0) v = RunScalars{*a.moves, 0, 0, 0, 0};
   __syncthreads();
-  half_gaps(sh, a.k, a.d);
+  half_gaps(sh, a.k, a.d, bound);
   const std::size_t table = table_words(a.k, a.d);
   cg::grid_group grid = cg::this_grid();
   for (std::uint32_t it = 0; it < a.count; ++it) {
-    label_points(a, sh, v, lo, count);
+    label_points(a, sh, v, bound, lo, count);
     __syncthreads();
     unsigned long long* moved = a.moved_sums + (it % kTables) * table;
     flush_moves(a, sh, v, moved);
@@ -337,7 +341,7 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a) {
       if (blockIdx.x == 0) write_state(a, sh, v, it + 1);
       return;
     }
-    half_gaps(sh, a.k, a.d);
+    half_gaps(sh, a.k, a.d, bound);
   }
 }
 
