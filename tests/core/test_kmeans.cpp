@@ -431,10 +431,12 @@ TEST_CASE("kmeans: the level-by-level tree of the CUDA kernels (fold_layout.hpp)
   namespace km = streamknn::detail::kmeans;
   auto g = rng(108);
   for (int round = 0; round < 4; ++round) {
-    const std::uint32_t k = 1 + std::uint32_t(g() % 40), d = 1 + std::uint32_t(g() % 3);
+    // round 0: two big clusters (so k >= 2); the others: 1 to 40 clusters
+    const std::uint32_t k = std::max(round == 0 ? 2u : 1u, 1 + std::uint32_t(g() % 40));
+    const std::uint32_t d = 1 + std::uint32_t(g() % 3);
     const std::uint32_t n = round == 0 ? 70000 : 1 + std::uint32_t(g() % 5000);
     std::vector<std::uint32_t> labels(n);
-    for (auto& l : labels) l = std::uint32_t(g() % (round == 0 ? 2 : k));  // round 0: two big clusters
+    for (auto& l : labels) l = std::uint32_t(g() % (round == 0 ? 2 : k));
     std::vector<double> x(std::size_t(n) * d);
     std::uniform_real_distribution<double> unit(-1, 1);
     for (auto& v : x) v = std::ldexp(unit(g), int(g() % 60) - 30);  // wide exponents: the order shows
