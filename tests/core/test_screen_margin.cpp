@@ -1,4 +1,4 @@
-// The dense screen's tensor-core margin (tensor_screen_bounds, kernels/scan.cu), checked on the
+// The dense screen's tensor-core margin (tensor_screen_bounds, kernels/screen.cpp), checked on the
 // host against a model of the tensor product's arithmetic: operands rounded to TF32 (cvt.rna),
 // and per mma.sync m16n8k8 the accumulator and 8 exact products aligned to the largest with 24
 // bits kept, truncated, summed, and truncated to a float: the arithmetic the proof's per-instruction

@@ -226,7 +226,7 @@ __device__ __forceinline__ float rank_of(float acc) {
 
 /// The dot-product screen's limit before its C |x|^2 term: A T - B |q|^2 + slack for a bound T
 /// and a query's squared norm qn, evaluated in double and rounded up to float (screen_bounds in
-/// scan.cu has the proof), so that it is at least the real bound. The scan's screen, the dense
+/// screen.cpp has the proof), so that it is at least the real bound. The scan's screen, the dense
 /// screen and the query-resident scan share it.
 __device__ __forceinline__ float screen_limit(const ScreenBounds& b, float threshold, float qn) {
   return __double2float_ru(b.bound_scale * double(threshold) - b.query_scale * double(qn) + b.slack);

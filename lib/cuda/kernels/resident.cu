@@ -25,7 +25,7 @@
 // rounds once; write V = fl(N - 2 P') for the last one, where 2 (P' - x.q) collects the first
 // w - 1 roundings, each at most u (1 + u)^4 (N + 2 |x||q|): |2 (P' - x.q)| <= 3.1 u (N + 2 |x||q|).
 // So N - 2 P' = d^2 - Qn + e with |e| <= |N - X| + 2 |P' - x.q| <= 7.3 u X + 6.2 u |x||q|, within
-// the g (X + 2 |x||q|) that screen_bounds' proof (scan.cu) allows for a padded dimension of 4
+// the g (X + 2 |x||q|) that screen_bounds' proof (screen.cpp) allows for a padded dimension of 4
 // (g = 12 u / (1 - 12 u)). The rest of that proof (one rounding of N - 2 P, the exact rank's
 // relation to d^2, qn a float sum) holds unchanged: a pair whose exact rank is at most T passes
 // V <= A T - B qn + C N, and C N <= C max(N) over the staged tile, which is the test here (rounded

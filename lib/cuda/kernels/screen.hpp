@@ -1,4 +1,4 @@
-// The dot-product screen's proven margins (kernels/scan.cu computes them; the scan, the dense screen and
+// The dot-product screen's proven margins (kernels/screen.cpp computes them; the scan, the dense screen and
 // the query-resident scan apply them).
 // Plain declarations for host code: no device code, no CUDA headers beyond the runtime API's types.
 #pragma once
