@@ -5,16 +5,18 @@
 //   bench_kmeans --large [--backend cuda]   10,000,000 x 128, 1,024 clusters, 20 iterations
 //   bench_kmeans --cpu                      100,000 x 32, 64 clusters on the CPU backend
 //   bench_kmeans --n N --d D --k K [--iters I]   one shape
-//   common: [--repeats 3] [--warmup 1] [--seed 1] [--threads 0] [--csv kmeans.csv]
+//   common: [--repeats 3] [--warmup 1] [--warmup-ms 200] [--seed 1] [--threads 0] [--csv kmeans.csv]
 //           [--input host|device|both]   where the points are handed over (GPU runs): host memory
 //                                        (fit, which copies them to the device) or device memory
 //                                        (fit_device, read in place; the copy there is untimed)
 //
 // Data and starts come from a counter-based generator (splitmix64) that bench/peers_kmeans.py
 // reproduces bit for bit, so the peers cluster the same points from the same centroids. Each
-// shape runs `warmup` fits untimed, then `repeats` timed ones (CUDA events on the GPU, steady
-// clock on the CPU); the table and the CSV give the median and the minimum, the iterations run
-// and, for the grid, the seed study's own time for the cell. Public API only.
+// shape runs untimed fits until both `warmup` fits and `warmup-ms` milliseconds have passed (one
+// fit of a few milliseconds does not bring an idle device and a new process to a steady state),
+// then `repeats` timed ones (CUDA events on the GPU, steady clock on the CPU); the table and the
+// CSV give the median and the minimum, the iterations run and, for the grid, the seed study's
+// own time for the cell. Public API only.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -143,8 +145,24 @@ class DeviceCopy {
   float* p_ = nullptr;
 };
 
+/// Untimed fits until at least `fits` of them and `ms` milliseconds have passed.
+void warm_up(const std::function<void()>& fit, std::size_t fits, double ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t w = 0;; ++w) {
+    const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (w >= fits && elapsed >= ms) return;
+    fit();
+  }
+}
+
+struct Timing {
+  std::size_t warmup = 1;    // untimed fits, at least
+  double warmup_ms = 200;    // untimed milliseconds, at least
+  std::size_t repeats = 3;   // timed fits
+};
+
 Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind backend, bool on_device,
-        std::size_t threads, std::size_t warmup, std::size_t repeats, std::uint64_t seed) {
+        std::size_t threads, const Timing& timing, std::uint64_t seed) {
   streamknn::KMeansConfig c;
   c.clusters = s.k;
   c.max_iter = s.iters;
@@ -158,10 +176,10 @@ Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind back
   std::unique_ptr<DeviceCopy> dev;
   if (on_device) dev = std::make_unique<DeviceCopy>(x);
   const auto fit = [&] { r = on_device ? km.fit_device(dev->get(), s.n, s.d) : km.fit(x, s.d); };
-  for (std::size_t w = 0; w < warmup; ++w) fit();
+  warm_up(fit, timing.warmup, timing.warmup_ms);
   std::vector<double> times;
   const bool gpu = backend != streamknn::BackendKind::Cpu && streamknn::cuda_available();
-  for (std::size_t i = 0; i < repeats; ++i) times.push_back(timed(fit, gpu));
+  for (std::size_t i = 0; i < timing.repeats; ++i) times.push_back(timed(fit, gpu));
   Row row;
   row.shape = s;
   row.backend = r.backend == streamknn::BackendKind::Cuda ? "cuda" : "cpu";
@@ -178,10 +196,10 @@ Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind back
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> args = {{"--backend", "auto"}, {"--repeats", "3"}, {"--warmup", "1"},
-                                             {"--seed", "1"},       {"--threads", "0"}, {"--csv", "kmeans.csv"},
-                                             {"--n", "0"},          {"--d", "0"},       {"--k", "0"},
-                                             {"--iters", "300"},    {"--input", "host"}};
+  std::map<std::string, std::string> args = {
+      {"--backend", "auto"}, {"--repeats", "3"},  {"--warmup", "1"},          {"--warmup-ms", "200"},
+      {"--seed", "1"},       {"--threads", "0"},  {"--csv", "kmeans.csv"},    {"--n", "0"},
+      {"--d", "0"},          {"--k", "0"},        {"--iters", "300"},         {"--input", "host"}};
   std::vector<Shape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -236,12 +254,12 @@ int main(int argc, char** argv) {
                     "seed_study_s,speedup_vs_seed\n");
   std::printf("%-6s %-5s %-6s %10s %5s %5s %6s %5s %10s %10s %10s %10s %9s\n", "mode", "back", "input", "n", "d", "k",
               "iters", "conv", "median s", "min s", "ms/iter", "seed s", "vs seed");
+  const Timing timing{std::stoul(args["--warmup"]), std::stod(args["--warmup-ms"]), std::stoul(args["--repeats"])};
   for (const Shape& s : shapes) {
     const std::uint64_t seed = std::stoull(args["--seed"]);
     const auto x = make_points(s.n, s.d, s.k, seed);
     for (const bool on_device : inputs) {
-      const Row r = run(s, x, backend, on_device, std::stoul(args["--threads"]), std::stoul(args["--warmup"]),
-                        std::stoul(args["--repeats"]), seed);
+      const Row r = run(s, x, backend, on_device, std::stoul(args["--threads"]), timing, seed);
       const double per = r.median / double(r.iterations) * 1e3;
       const double speedup = r.seed > 0 ? r.seed / r.median : 0.0;
       std::printf("%-6s %-5s %-6s %10zu %5zu %5zu %6zu %5s %10.4f %10.4f %10.3f %10.3f %8.1fx\n", s.mode.c_str(),

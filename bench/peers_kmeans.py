@@ -4,12 +4,13 @@
     /usr/bin/python3 bench/peers_kmeans.py --grid  [--csv kmeans-peers.csv]   PyTorch Lloyd on the GPU
     /usr/bin/python3 bench/peers_kmeans.py --large                             PyTorch, 10,000,000 x 128
     /usr/bin/python3 bench/peers_kmeans.py --cpu                               scikit-learn and FAISS, 2 threads
-    common: [--repeats 3] [--warmup 1] [--seed 1] [--threads 2]
+    common: [--repeats 3] [--warmup 1] [--warmup-ms 200] [--seed 1] [--threads 2]
 
 PyTorch's Lloyd is the usual one: distances |x|^2 - 2 x.c + |c|^2 by a matrix product (FP32; TF32
 only if --tf32), argmin, the new centroids by index_add_ and bincount, a centroid without points
 kept; it stops when the labels do not change, or after max_iter, as bench_kmeans does with tol=0.
-Timed with CUDA events after a warm-up, points already on the device. scikit-learn runs
+Timed with CUDA events after a warm-up (--warmup fits and --warmup-ms milliseconds, as
+bench_kmeans), points already on the device. scikit-learn runs
 KMeans(algorithm='lloyd', tol=0) and FAISS faiss.Kmeans (every point used, as many iterations as
 scikit-learn ran), both on `--threads` threads. The data generator is bench/kmeans.cpp's
 (splitmix64), reproduced here bit for bit. Each row: the median and minimum seconds, iterations.
@@ -96,8 +97,12 @@ def time_torch(shape, args):
     x = torch.from_numpy(xh).cuda()
     c0 = torch.from_numpy(make_start(xh, k, args.seed)).cuda()
     chunk = max(1, min(n, (1 << 31) // (4 * k)))  # at most 2 GiB of distances at a time
-    for _ in range(args.warmup):
+    # as bench_kmeans: untimed fits until both --warmup fits and --warmup-ms have passed
+    t0, done = time.perf_counter(), 0
+    while done < args.warmup or (time.perf_counter() - t0) * 1e3 < args.warmup_ms:
         torch_lloyd(torch, x, c0.clone(), iters, chunk)
+        torch.cuda.synchronize()
+        done += 1
     times, it, inertia = [], 0, 0.0
     for _ in range(args.repeats):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -157,6 +162,7 @@ def main():
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--warmup-ms", type=float, default=200.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tf32", action="store_true")
