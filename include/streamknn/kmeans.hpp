@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -34,6 +35,15 @@ enum class KMeansInit : unsigned char {
   KMeansPlusPlus,  ///< greedy k-means++ (2 + floor(ln k) trials per centroid, as scikit-learn), seeded
   Random,          ///< `clusters` distinct points drawn uniformly, seeded
   Given,           ///< KMeansConfig::initial_centroids (then n_init must be 1)
+};
+
+/// One Lloyd iteration, as a fit reports it to KMeansConfig::on_iteration.
+struct KMeansIteration {
+  std::size_t start = 0;      ///< which of the n_init starts, from 0
+  std::size_t iteration = 0;  ///< from 1 within the start
+  std::size_t changed = 0;    ///< labels this iteration's labelling changed (every point in the first)
+  double shift = 0;           ///< sum over centroids of their squared movement in this iteration's update
+  bool last = false;          ///< the start stops after it (converged, within tol, or max_iter)
 };
 
 struct KMeansConfig {
@@ -53,6 +63,11 @@ struct KMeansConfig {
   /// backend, the CUDA backend's checked copy of the points), the calling thread included (at most
   /// kMaxCpuThreads); 0 = one per hardware thread. Results do not depend on it.
   std::size_t cpu_threads = 0;
+  /// Progress of long fits: called on the thread that called fit after every Lloyd iteration of
+  /// every start (on the CUDA backend the iterations of a queued run reach the host together,
+  /// after the run). It only observes: results do not depend on it. An exception it throws ends
+  /// the fit and propagates to fit's caller. Empty: nothing is called.
+  std::function<void(const KMeansIteration&)> on_iteration;
 };
 
 struct KMeansResult {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <system_error>
 
@@ -185,8 +186,9 @@ std::future<void> size_result(KMeansResult& r, std::size_t n, std::size_t k, std
 
 /// One Lloyd run from `start` (k x d): scikit-learn's loop (labels, then the means; stop on an
 /// unchanged labelling or a total squared movement <= tol; relabel after a stop by tol or max_iter).
+/// `report` (KMeansConfig::on_iteration), where set, hears of each iteration of start `run`.
 KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<const float> start, std::size_t max_iter,
-                   double tol) {
+                   double tol, const std::function<void(const KMeansIteration&)>& report, std::size_t run) {
   const std::size_t k = s.k, d = s.d;
   KMeansResult r;
   r.clusters = k;
@@ -217,6 +219,10 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
       be.move_to(next, shift2);
     }
     const km::LoopStop stop = km::loop_stop(it, changed, shift2.data(), std::uint32_t(k), tol);
+    if (report) {
+      const double shift = std::accumulate(shift2.begin(), shift2.end(), 0.0);
+      report(KMeansIteration{run, it + 1, changed, shift, stop != km::LoopStop::Continue || it + 1 == max_iter});
+    }
     if (stop == km::LoopStop::Unchanged) {
       strict = true;
       break;
@@ -319,7 +325,7 @@ KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, Backend
   std::vector<float> host_copy;
   for (std::size_t run = 0; run < c.n_init; ++run) {
     const std::vector<float> start = start_for(c, run, s, *be, pool, host_copy);
-    KMeansResult r = lloyd(*be, s, start, c.max_iter, tol);
+    KMeansResult r = lloyd(*be, s, start, c.max_iter, tol, c.on_iteration, run);
     if (!have || r.inertia < best.inertia) {
       best = std::move(r);
       have = true;

@@ -46,21 +46,24 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     Parameters follow scikit-learn's ``KMeans``: ``n_clusters``, ``init`` ('k-means++', 'random',
     an array (n_clusters, n_features) or a callable ``init(X, n_clusters, random_state)``),
     ``n_init`` ('auto': 1 for 'k-means++' and given centroids, 10 for 'random'), ``max_iter``,
-    ``tol``, ``random_state``; plus ``backend`` ('auto', 'cpu', 'cuda') and ``cpu_threads``
-    (0: one per hardware thread; results do not depend on it).
+    ``tol``, ``random_state``, ``verbose`` (above 0: a line on stdout after every Lloyd iteration
+    of every start, with the labels it changed and the centroids' squared movement; the results do
+    not depend on it); plus ``backend`` ('auto', 'cpu', 'cuda') and ``cpu_threads`` (0: one per
+    hardware thread; results do not depend on it).
 
     Attributes: ``cluster_centers_``, ``labels_``, ``inertia_``, ``n_iter_``, ``n_features_in_``,
     ``backend_`` (the backend that ran).
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
-                 random_state=None, backend="auto", cpu_threads=0):
+                 random_state=None, verbose=0, backend="auto", cpu_threads=0):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.verbose = verbose
         self.backend = backend
         self.cpu_threads = cpu_threads
 
@@ -74,6 +77,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"max_iter={self.max_iter!r} must be an integer >= 1")
         if not isinstance(self.tol, numbers.Real) or not np.isfinite(self.tol) or self.tol < 0:
             raise ValueError(f"tol={self.tol!r} must be a finite number >= 0")
+        if not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
+            raise ValueError(f"verbose={self.verbose!r} must be an integer >= 0")
         if self.backend not in _BACKENDS:
             raise ValueError(f"backend={self.backend!r} must be one of {_BACKENDS}")
         given = not isinstance(self.init, str)
@@ -117,8 +122,20 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         kind, given, seed = self._start(X, random_state)
         result = _streamknn.kmeans_fit(
             X32, self.n_clusters, max_iter=self.max_iter, tol=float(self.tol), n_init=n_init, init=kind,
-            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads)
+            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads,
+            on_iteration=self._progress())
         return self._fitted(result, X.dtype)
+
+    def _progress(self):
+        """The library's on_iteration for ``verbose`` (None when quiet): one line per iteration."""
+        if not self.verbose:
+            return None
+
+        def report(start, iteration, changed, shift, last):
+            end = " (last)" if last else ""
+            print(f"Start {start}, iteration {iteration}: {changed} labels changed, "
+                  f"centroid shift {shift:.6g}{end}", flush=True)
+        return report
 
     def _start(self, X, random_state):
         """(init kind, given centroids or None, seed) for the library."""
@@ -143,7 +160,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         result = _streamknn.kmeans_fit_device(
             ptr, int(rows.shape[0]), int(rows.shape[1]), stream, self.n_clusters, max_iter=self.max_iter,
             tol=float(self.tol), n_init=n_init, init=kind, init_centroids=given, seed=seed, backend=self.backend,
-            cpu_threads=self.cpu_threads, cuda_device=device)
+            cpu_threads=self.cpu_threads, cuda_device=device, on_iteration=self._progress())
         del rows  # alive until the fit has returned (it reads the rows in place)
         return self._fitted(result, dtype)
 

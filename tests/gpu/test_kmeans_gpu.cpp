@@ -6,8 +6,9 @@
 // k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
 // relocations, bad floats anywhere in the staged copy of the points, and the iterations the CUDA
 // backend queues ahead (one-step kernels, or the run kernel) stopping where the host's loop stops
-// (by max_iter, tol, unchanged labels).
+// (by max_iter, tol, unchanged labels), reporting the CPU's iterations to on_iteration.
 #include <algorithm>
+#include <array>
 
 #include "gpu/kmeans_cases.hpp"
 #include "streamknn/kmeans.hpp"
@@ -291,6 +292,33 @@ TEST_CASE("kmeans gpu: iterations queued ahead stop where the loop stops") {
       auto c = first_points(x, d, k, 300);
       c.tol = tol;
       check_same(c, x, d);
+    }
+  }
+}
+
+TEST_CASE("kmeans gpu: on_iteration hears the CPU's reports, through queued runs and the run kernel") {
+  // The host's loop reports both backends' iterations; the CUDA backend's come from its queued
+  // runs (the run kernel at 16 clusters x 2, the one-step kernels at 40 x 16), so each report's
+  // labels changed and squared movement must equal the CPU's, bit for bit.
+  auto g = rng(208);
+  for (const auto& [n, d, k] : {std::array<std::size_t, 3>{20000, 2, 16}, std::array<std::size_t, 3>{8000, 16, 40}}) {
+    CAPTURE(d);
+    const auto x = clustered(g, n, d, 6, false);
+    auto c = first_points(x, d, k, 300);
+    c.tol = 0;
+    std::vector<KMeansIteration> heard[2];
+    for (const int b : {0, 1}) {
+      c.on_iteration = [&heard, b](const KMeansIteration& it) { heard[b].push_back(it); };
+      run(c, b == 0 ? BackendKind::Cpu : BackendKind::Cuda, x, d);
+    }
+    REQUIRE(heard[0].size() == heard[1].size());
+    REQUIRE(heard[0].size() > 1);
+    for (std::size_t i = 0; i < heard[0].size(); ++i) {
+      CAPTURE(i);
+      CHECK(heard[1][i].iteration == heard[0][i].iteration);
+      CHECK(heard[1][i].changed == heard[0][i].changed);
+      CHECK(heard[1][i].shift == heard[0][i].shift);
+      CHECK(heard[1][i].last == heard[0][i].last);
     }
   }
 }

@@ -91,6 +91,38 @@ def test_bad_input():
         streamknn.KMeans(2, init=np.zeros((2, 2)), n_init=3, backend=BACKEND).fit(X)
 
 
+def test_verbose_reports_every_iteration_and_changes_nothing(capsys):
+    X, _ = make_blobs(n_samples=2000, n_features=4, centers=6, random_state=4)
+    quiet = streamknn.KMeans(6, init="random", n_init=3, tol=0, random_state=2, backend=BACKEND).fit(X)
+    loud = streamknn.KMeans(6, init="random", n_init=3, tol=0, random_state=2, verbose=1, backend=BACKEND).fit(X)
+    lines = capsys.readouterr().out.splitlines()
+    np.testing.assert_array_equal(loud.labels_, quiet.labels_)
+    np.testing.assert_array_equal(loud.cluster_centers_, quiet.cluster_centers_)
+    assert loud.inertia_ == quiet.inertia_
+    assert lines[0] == "Start 0, iteration 1: 2000 labels changed, centroid shift " + lines[0].split()[-1]
+    last = [line for line in lines if line.endswith("(last)")]
+    assert [line.split(",")[0] for line in last] == ["Start 0", "Start 1", "Start 2"]
+    assert f"iteration {loud.n_iter_}:" in " ".join(last)
+    with pytest.raises(ValueError, match="verbose"):
+        streamknn.KMeans(2, verbose=-1, backend=BACKEND).fit(X)
+
+
+def test_on_iteration_reports_and_its_exception_ends_the_fit():
+    X = make_blobs(n_samples=500, n_features=3, centers=4, random_state=1)[0].astype(np.float32)
+    heard = []
+    result = _streamknn.kmeans_fit(X, 4, seed=5, backend=BACKEND, on_iteration=lambda *a: heard.append(a))
+    assert [h[1] for h in heard] == list(range(1, result[3] + 1))
+    assert heard[0][:3] == (0, 1, 500) and heard[-1][4] and not any(h[4] for h in heard[:-1])
+
+    def stop(start, iteration, changed, shift, last):
+        if iteration == 2:
+            raise KeyError("stopped at 2")
+    with pytest.raises(KeyError, match="stopped at 2"):
+        _streamknn.kmeans_fit(X, 4, seed=5, tol=0, backend=BACKEND, on_iteration=stop)
+    with pytest.raises(streamknn.InvalidArgument, match="on_iteration must be callable"):
+        _streamknn.kmeans_fit(X, 4, backend=BACKEND, on_iteration=3)
+
+
 def test_over_a_reference_set_snapshot():
     X, _ = make_blobs(n_samples=400, n_features=3, centers=4, random_state=1)
     X32 = X.astype(np.float32)
