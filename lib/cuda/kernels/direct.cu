@@ -45,6 +45,89 @@ constexpr int kFilteredBlocksPerSm = 3;
 /// The key of no point (an empty group, an erased or filtered slot, a NaN rank): above every rank.
 constexpr std::uint32_t kNoKey = 0xffffffffu;
 
+/// This thread's points of the segment from slot `first` of a store of `slots` slots (its
+/// vectors, valid flags and ids): point i is slot first + i * kThreads + threadIdx.x, so each
+/// warp's i-th points are one 32-slot group. Slots past the store are dead points; ids are loaded
+/// for the filtered kernels only (kNoId otherwise).
+template <int kWidth, bool kFiltered>
+__device__ __forceinline__ void load_segment(const void* vectors, const std::uint8_t* valid, const std::uint64_t* ids,
+                                             std::uint32_t slots, std::uint32_t first, float4 (&vector)[kPerThread],
+                                             bool (&live)[kPerThread], std::uint64_t (&id)[kPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+    vector[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    live[i] = false;
+    id[i] = kNoId;
+    if (slot < slots) {
+      if constexpr (kWidth == 2) {  // one float2 per slot (StoreView::chunk_floats)
+        const float2 v = __ldg(static_cast<const float2*>(vectors) + slot);
+        vector[i] = make_float4(v.x, v.y, 0.0f, 0.0f);
+      } else {
+        vector[i] = __ldg(static_cast<const float4*>(vectors) + slot);
+      }
+      live[i] = __ldg(valid + slot) != 0;
+      if constexpr (kFiltered) id[i] = __ldg(ids + slot);
+    }
+  }
+}
+
+/// Appends this thread's points of the segment whose key is within `limit` to the block's list
+/// (`count` entries so far), a warp's admitted points of each group together (lane: this
+/// thread's, lanes_below: the mask of the lanes before it).
+template <bool kFiltered>
+__device__ __forceinline__ void append_admitted(const std::uint32_t (&key)[kPerThread], const float (&rank)[kPerThread],
+                                                const std::uint64_t (&id)[kPerThread], std::uint32_t limit,
+                                                std::uint32_t first, const std::uint64_t* ids, Candidate* list,
+                                                std::uint32_t& count, std::uint32_t lane, unsigned lanes_below) {
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const bool admit = key[i] != kNoKey && key[i] <= limit;
+    const unsigned admitted = __ballot_sync(kFullMask, admit);
+    if (admitted == 0) continue;
+    std::uint32_t at = 0;
+    if (lane == 0) at = atomicAdd(&count, std::uint32_t(__popc(admitted)));
+    at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & lanes_below);
+    if (admit) {
+      const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+      list[at] = Candidate{rank[i], slot, kFiltered ? id[i] : __ldg(ids + slot)};
+    }
+  }
+}
+
+/// The block's first segment, while the grid-wide bound is still loose: the k-th smallest of its
+/// 64 group minima (ties by group index), four threads per group counting the minima below their
+/// group's; an empty group's kNoKey bounds nothing. Lowers the grid-wide bound to it and returns
+/// it (block-uniform). Every thread calls it.
+/// group_min and segment_bound: the block's shared memory for it.
+__device__ __forceinline__ std::uint32_t first_segment_bound(const std::uint32_t (&key)[kPerThread], std::uint32_t k,
+                                                             std::uint32_t* grid_bound, std::uint32_t* group_min,
+                                                             std::uint32_t& segment_bound, std::uint32_t lane,
+                                                             std::uint32_t warp) {
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const std::uint32_t smallest = __reduce_min_sync(kFullMask, key[i]);
+    if (lane == 0) group_min[i * (kThreads / 32) + warp] = smallest;
+  }
+  __syncthreads();
+  const std::uint32_t g = threadIdx.x / 4, part = threadIdx.x % 4;
+  const std::uint32_t mine = group_min[g];
+  std::uint32_t before = 0;
+#pragma unroll
+  for (std::uint32_t j = part; j < kGroups; j += 4) {
+    const std::uint32_t other = group_min[j];
+    before += other < mine || (other == mine && j < g);
+  }
+  before += __shfl_xor_sync(kFullMask, before, 1);
+  before += __shfl_xor_sync(kFullMask, before, 2);
+  if (part == 0 && before == k - 1) {
+    segment_bound = mine;
+    if (mine != kNoKey) atomicMin(grid_bound, mine);
+  }
+  __syncthreads();
+  return segment_bound;
+}
+
 template <int kWidth, bool kInnerProduct, bool kFiltered>
 __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : kUnfilteredBlocksPerSm) direct_kernel(ScanParams p) {
   start_chained_kernel();
@@ -89,28 +172,11 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
   const std::uint32_t segments = (slots + kDirectSegment - 1) / kDirectSegment;
   for (std::uint32_t segment = blockIdx.x; segment < segments; segment += gridDim.x) {
     const std::uint32_t first = segment * kDirectSegment;
-    // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
-    // are one 32-slot group. Every load first, then the arithmetic.
+    // Every load first, then the arithmetic.
     float4 vector[kPerThread];
     bool live[kPerThread];
     std::uint64_t id[kPerThread];
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-      vector[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      live[i] = false;
-      id[i] = kNoId;
-      if (slot < slots) {
-        if constexpr (kWidth == 2) {  // one float2 per slot (StoreView::chunk_floats)
-          const float2 v = __ldg(static_cast<const float2*>(vectors) + slot);
-          vector[i] = make_float4(v.x, v.y, 0.0f, 0.0f);
-        } else {
-          vector[i] = __ldg(static_cast<const float4*>(vectors) + slot);
-        }
-        live[i] = __ldg(valid + slot) != 0;
-        if constexpr (kFiltered) id[i] = __ldg(ids + slot);
-      }
-    }
+    load_segment<kWidth, kFiltered>(vectors, valid, ids, slots, first, vector, live, id);
     // The grid-wide bound, read after the loads were issued (a bound read early is still one).
     std::uint32_t limit = min(own_bound, __ldcg(grid_bound));
     float rank[kPerThread];
@@ -133,32 +199,8 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
         if (key[i] != kNoKey && key[i] <= limit && !attributes_pass(p.predicates[q], *p.store, slot)) key[i] = kNoKey;
       }
     }
-    if (segment == blockIdx.x) {
-      // The block's first segment, while the grid-wide bound is still loose: the k-th smallest
-      // of its group minima (ties by group index), four threads per group counting the minima
-      // below their group's; an empty group's kNoKey bounds nothing.
-#pragma unroll
-      for (int i = 0; i < kPerThread; ++i) {
-        const std::uint32_t smallest = __reduce_min_sync(kFullMask, key[i]);
-        if (lane == 0) group_min[i * (kThreads / 32) + warp] = smallest;
-      }
-      __syncthreads();
-      const std::uint32_t g = threadIdx.x / 4, part = threadIdx.x % 4;
-      const std::uint32_t mine = group_min[g];
-      std::uint32_t before = 0;
-#pragma unroll
-      for (std::uint32_t j = part; j < kGroups; j += 4) {
-        const std::uint32_t other = group_min[j];
-        before += other < mine || (other == mine && j < g);
-      }
-      before += __shfl_xor_sync(kFullMask, before, 1);
-      before += __shfl_xor_sync(kFullMask, before, 2);
-      if (part == 0 && before == k - 1) {
-        segment_bound = mine;
-        if (mine != kNoKey) atomicMin(grid_bound, mine);
-      }
-      __syncthreads();
-      limit = min(limit, segment_bound);
+    if (segment == blockIdx.x) {  // while the grid-wide bound is still loose
+      limit = min(limit, first_segment_bound(key, k, grid_bound, group_min, segment_bound, lane, warp));
     }
     // Every thread has read the list's length of the last segment before this barrier, and no
     // thread appends before it; a segment with nothing to admit (most, once the bound is tight)
@@ -167,19 +209,7 @@ __global__ void __launch_bounds__(kThreads, kFiltered ? kFilteredBlocksPerSm : k
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) any |= key[i] != kNoKey && key[i] <= limit;
     if (!__syncthreads_or(any)) continue;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const bool admit = key[i] != kNoKey && key[i] <= limit;
-      const unsigned admitted = __ballot_sync(kFullMask, admit);
-      if (admitted == 0) continue;
-      std::uint32_t at = 0;
-      if (lane == 0) at = atomicAdd(&count, std::uint32_t(__popc(admitted)));
-      at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & lanes_below);
-      if (admit) {
-        const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-        list[at] = Candidate{rank[i], slot, kFiltered ? id[i] : __ldg(ids + slot)};
-      }
-    }
+    append_admitted<kFiltered>(key, rank, id, limit, first, ids, list, count, lane, lanes_below);
     __syncthreads();
     const std::uint32_t n = count;
     if (n > kListCapacity - kDirectSegment) cut_to_k(n);  // the next segment fits after it
