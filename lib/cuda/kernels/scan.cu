@@ -281,6 +281,113 @@ constexpr int max_threads() {
 constexpr int kNarrowThreads = 256;
 constexpr int kNarrowBlocksPerSm = 3;
 
+/// The end of scan_kernel, after its last barrier: the block's merge of its warps' lists into one
+/// sorted list per query (p.candidates), truncated at k and at the bound; kept[j] counts query
+/// j's entries once the block has passed a barrier. kept and bound: the block's shared arrays for
+/// it (QG entries, at least 16).
+template <int QG, bool kGlobalLists, int kOneChunk>
+__device__ __forceinline__ void merge_block_lists(const ScanParams& p, const unsigned char* shared,
+                                                  const SharedLayout& layout, const Candidate* block_lists,
+                                                  std::uint32_t warps, std::uint32_t k, std::uint32_t q0,
+                                                  std::uint32_t nq, std::uint32_t* kept, std::uint32_t* bound) {
+  // The bound, one value per block: the grid-wide bound as it stands now, or for one query over a
+  // one-chunk store the smallest of the warps' thresholds (each the k-th of a full list or a
+  // grid-wide bound read earlier), from shared memory. Re-reading the grid-wide bound was an L2
+  // round trip (clock64 stamps: 0.6-1.0 us of the 9 us scan at 100,000 x 2, Q = 1); elsewhere
+  // the change altered the kernels' register allocation (new spills in the multi-chunk one-query
+  // kernel), so they keep the read.
+  if (threadIdx.x < QG) {
+    kept[threadIdx.x] = 0;
+    if constexpr (QG == 1 && kOneChunk != 0) {
+      float smallest = CUDART_INF_F;
+      for (std::uint32_t w = 0; w < warps; ++w) {
+        smallest = fminf(smallest, reinterpret_cast<const float*>(shared + layout.warp_base + w * layout.warp_bytes +
+                                                                  layout.thresholds)[0]);
+      }
+      bound[0] = ordered_bits(smallest);
+    } else {
+      bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;
+    }
+  }
+  __syncthreads();
+  if constexpr (QG == 1 && kOneChunk == 0) {
+    static_assert(!kGlobalLists, "one query keeps its warps' lists in shared memory");
+    merge_one_query(shared + layout.warp_base, layout.warp_bytes, layout.lists, layout.counts, warps, k, bound[0],
+                    p.candidates + (std::size_t(q0) * gridDim.x + blockIdx.x) * k, &kept[0]);
+  } else {
+    // One query over a one-chunk store keeps this loop: merge_one_query's preamble and call cost
+    // 1.01-1.05x on the low-dimension shapes' Q = 1-16.
+    auto list_of = [&](std::uint32_t w, std::uint32_t j) {
+      if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
+      return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
+             std::size_t(j) * k;
+    };
+    auto count_of = [&](std::uint32_t w, std::uint32_t j) {
+      return reinterpret_cast<const std::uint32_t*>(shared + layout.warp_base + w * layout.warp_bytes +
+                                                    layout.counts)[j];
+    };
+    // 32-bit index arithmetic (at most 16 queries x 32 warps x 4096 entries): 64-bit divisions
+    // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
+    // Entry-major: consecutive threads take the same place i of consecutive (query, warp) lists.
+    // After a sample pass a list holds a few entries, and list-major order gave the threads with
+    // i = 0 (one in k) every list's first entries, one merge chain after another while the block
+    // waited (GoogleNews-like K = 128 Q = 12: 48 entries per such thread, barrier stalls at the
+    // block's end 4x those at K = 64; SASS stall samples). H100 A/B against list-major (two
+    // rounds): ImageNet-like K = 128 Q = 12-64 0.84-0.93x, K = 64 0.95-0.96x, GoogleNews-like
+    // K = 128 Q = 8-64 0.89-0.98x, the other rows 0.95-1.02x.
+    const std::uint32_t lists_n = nq * warps, entries = lists_n * k;
+    constexpr std::uint32_t kSearchTogether = 8;
+    const std::uint32_t top_step = floor_pow2(k);
+    for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
+      const std::uint32_t i = e / lists_n, list = e - i * lists_n;
+      const std::uint32_t j = list / warps, w = list - j * warps;
+      if (i >= count_of(w, j)) continue;
+      const Candidate c = list_of(w, j)[i];
+      if (ordered_bits(c.rank) > bound[j]) continue;
+      // Its position: i plus the entries closer than it in each other list. One query over a
+      // one-chunk store steps the binary searches of kSearchTogether lists together, so their loads
+      // are in flight at once: one search after another was a chain of about 5 x 7 dependent loads
+      // per entry (clock64 stamps: the merge took 3 us of the 9 us scan at 100,000 x 2, Q = 1). A/B
+      // against the plain searches: 100,000 x 2 Q = 1-4 0.95-0.96x. Elsewhere the stepped searches
+      // changed the kernels' code: MNIST-like Q = 1 1.04x slower, larger groups up to 92 bytes of
+      // new spills; they keep the plain searches.
+      std::uint32_t at = i;
+      if constexpr (QG == 1 && kOneChunk != 0) {
+        for (std::uint32_t first = 0; first < warps; first += kSearchTogether) {
+          std::uint32_t pos[kSearchTogether], length[kSearchTogether];
+#pragma unroll
+          for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
+            const std::uint32_t other = first + u;
+            length[u] = other < warps && other != w ? count_of(other, j) : 0;
+            pos[u] = 0;
+          }
+          // Binary lifting: pos[u] grows to the number of entries closer than c (a prefix: sorted).
+          for (std::uint32_t step = top_step; step > 0; step >>= 1) {
+#pragma unroll
+            for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
+              const std::uint32_t probe = pos[u] + step;
+              if (probe <= length[u]) {
+                const Candidate probed = list_of(first + u, j)[probe - 1];
+                if (closer(probed.rank, probed.id, c.rank, c.id)) pos[u] = probe;
+              }
+            }
+          }
+#pragma unroll
+          for (std::uint32_t u = 0; u < kSearchTogether; ++u) at += pos[u];
+        }
+      } else {
+        for (std::uint32_t other = 0; other < warps && at < k; ++other) {
+          if (other != w) at += count_closer(list_of(other, j), count_of(other, j), c);
+        }
+      }
+      if (at < k) {
+        p.candidates[(std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k + at] = c;
+        atomicAdd(&kept[j], 1u);
+      }
+    }
+  }
+}
+
 template <int QG, bool kInnerProduct, bool kFiltered, bool kGlobalLists, int kOneChunk, bool kTiled,
           bool kScreen = false, bool kNarrow = false>
 __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kScreen>(), kNarrow ? kNarrowBlocksPerSm : 0)
@@ -858,102 +965,7 @@ __global__ void __launch_bounds__(kNarrow ? kNarrowThreads : max_threads<QG, kSc
   // of entries of the other lists closer than it. Entries beyond k, or beyond the grid-wide
   // bound (worse than some list's k-th, so not in the answer), are dropped.
   __shared__ std::uint32_t kept[QG > 16 ? QG : 16], bound[QG > 16 ? QG : 16];
-  // The bound, one value per block: the grid-wide bound as it stands now, or for one query over a
-  // one-chunk store the smallest of the warps' thresholds (each the k-th of a full list or a
-  // grid-wide bound read earlier), from shared memory. Re-reading the grid-wide bound was an L2
-  // round trip (clock64 stamps: 0.6-1.0 us of the 9 us scan at 100,000 x 2, Q = 1); elsewhere
-  // the change altered the kernels' register allocation (new spills in the multi-chunk one-query
-  // kernel), so they keep the read.
-  if (threadIdx.x < QG) {
-    kept[threadIdx.x] = 0;
-    if constexpr (QG == 1 && kOneChunk != 0) {
-      float smallest = CUDART_INF_F;
-      for (std::uint32_t w = 0; w < warps; ++w) {
-        smallest = fminf(smallest, reinterpret_cast<const float*>(shared + layout.warp_base + w * layout.warp_bytes +
-                                                                  layout.thresholds)[0]);
-      }
-      bound[0] = ordered_bits(smallest);
-    } else {
-      bound[threadIdx.x] = threadIdx.x < nq ? __ldcg(&p.threshold[q0 + threadIdx.x]) : kNoBound;
-    }
-  }
-  __syncthreads();
-  if constexpr (QG == 1 && kOneChunk == 0) {
-    static_assert(!kGlobalLists, "one query keeps its warps' lists in shared memory");
-    merge_one_query(shared + layout.warp_base, layout.warp_bytes, layout.lists, layout.counts, warps, k, bound[0],
-                    p.candidates + (std::size_t(q0) * gridDim.x + blockIdx.x) * k, &kept[0]);
-  } else {
-    // One query over a one-chunk store keeps this loop: merge_one_query's preamble and call cost
-    // 1.01-1.05x on the low-dimension shapes' Q = 1-16.
-    auto list_of = [&](std::uint32_t w, std::uint32_t j) {
-      if constexpr (kGlobalLists) return static_cast<const Candidate*>(block_lists + (std::size_t(w) * QG + j) * k);
-      return reinterpret_cast<const Candidate*>(shared + layout.warp_base + w * layout.warp_bytes + layout.lists) +
-             std::size_t(j) * k;
-    };
-    auto count_of = [&](std::uint32_t w, std::uint32_t j) {
-      return reinterpret_cast<const std::uint32_t*>(shared + layout.warp_base + w * layout.warp_bytes +
-                                                    layout.counts)[j];
-    };
-    // 32-bit index arithmetic (at most 16 queries x 32 warps x 4096 entries): 64-bit divisions
-    // were a third of this kernel's instructions on small stores (ncu, 100,000 x 2, Q = 1).
-    // Entry-major: consecutive threads take the same place i of consecutive (query, warp) lists.
-    // After a sample pass a list holds a few entries, and list-major order gave the threads with
-    // i = 0 (one in k) every list's first entries, one merge chain after another while the block
-    // waited (GoogleNews-like K = 128 Q = 12: 48 entries per such thread, barrier stalls at the
-    // block's end 4x those at K = 64; SASS stall samples). H100 A/B against list-major (two
-    // rounds): ImageNet-like K = 128 Q = 12-64 0.84-0.93x, K = 64 0.95-0.96x, GoogleNews-like
-    // K = 128 Q = 8-64 0.89-0.98x, the other rows 0.95-1.02x.
-    const std::uint32_t lists_n = nq * warps, entries = lists_n * k;
-    constexpr std::uint32_t kSearchTogether = 8;
-    const std::uint32_t top_step = floor_pow2(k);
-    for (std::uint32_t e = threadIdx.x; e < entries; e += blockDim.x) {
-      const std::uint32_t i = e / lists_n, list = e - i * lists_n;
-      const std::uint32_t j = list / warps, w = list - j * warps;
-      if (i >= count_of(w, j)) continue;
-      const Candidate c = list_of(w, j)[i];
-      if (ordered_bits(c.rank) > bound[j]) continue;
-      // Its position: i plus the entries closer than it in each other list. One query over a
-      // one-chunk store steps the binary searches of kSearchTogether lists together, so their loads
-      // are in flight at once: one search after another was a chain of about 5 x 7 dependent loads
-      // per entry (clock64 stamps: the merge took 3 us of the 9 us scan at 100,000 x 2, Q = 1). A/B
-      // against the plain searches: 100,000 x 2 Q = 1-4 0.95-0.96x. Elsewhere the stepped searches
-      // changed the kernels' code: MNIST-like Q = 1 1.04x slower, larger groups up to 92 bytes of
-      // new spills; they keep the plain searches.
-      std::uint32_t at = i;
-      if constexpr (QG == 1 && kOneChunk != 0) {
-        for (std::uint32_t first = 0; first < warps; first += kSearchTogether) {
-          std::uint32_t pos[kSearchTogether], length[kSearchTogether];
-#pragma unroll
-          for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
-            const std::uint32_t other = first + u;
-            length[u] = other < warps && other != w ? count_of(other, j) : 0;
-            pos[u] = 0;
-          }
-          // Binary lifting: pos[u] grows to the number of entries closer than c (a prefix: sorted).
-          for (std::uint32_t step = top_step; step > 0; step >>= 1) {
-#pragma unroll
-            for (std::uint32_t u = 0; u < kSearchTogether; ++u) {
-              const std::uint32_t probe = pos[u] + step;
-              if (probe <= length[u]) {
-                const Candidate probed = list_of(first + u, j)[probe - 1];
-                if (closer(probed.rank, probed.id, c.rank, c.id)) pos[u] = probe;
-              }
-            }
-          }
-#pragma unroll
-          for (std::uint32_t u = 0; u < kSearchTogether; ++u) at += pos[u];
-        }
-      } else {
-        for (std::uint32_t other = 0; other < warps && at < k; ++other) {
-          if (other != w) at += count_closer(list_of(other, j), count_of(other, j), c);
-        }
-      }
-      if (at < k) {
-        p.candidates[(std::size_t(q0 + j) * gridDim.x + blockIdx.x) * k + at] = c;
-        atomicAdd(&kept[j], 1u);
-      }
-    }
-  }
+  merge_block_lists<QG, kGlobalLists, kOneChunk>(p, shared, layout, block_lists, warps, k, q0, nq, kept, bound);
   __syncthreads();
   if (threadIdx.x < nq) p.lengths[std::size_t(q0 + threadIdx.x) * gridDim.x + blockIdx.x] = kept[threadIdx.x];
 }
