@@ -78,11 +78,12 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
                       std::to_string(it->second + 1));
     }
   }
-  if (header.size() < 2) {
+  if (header.size() < 2 && options.targets) {
     throw DataError(path + ", line " + std::to_string(header_line) + ": the header has " +
                     std::to_string(header.size()) + " column; at least one feature and the target are needed");
   }
-  std::size_t target = header.size() - 1;
+  constexpr std::size_t kNone = std::size_t(-1);  // no target column
+  std::size_t target = options.targets ? header.size() - 1 : kNone;
   if (!options.target.empty()) {
     const auto it = column_of.find(options.target);
     if (it == column_of.end()) {
@@ -95,7 +96,8 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
   SourceInfo info;
   info.name = path;
   info.task = options.task;
-  info.target_name = header[target];
+  info.has_targets = options.targets;
+  if (target != kNone) info.target_name = header[target];
   const std::vector<std::size_t> word_columns =
       attribute_columns(path, header_line, header, column_of, options.attributes, target);
   info.attribute_names = options.attributes;
@@ -108,6 +110,9 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
   info.dim = feature_columns.size();
   if (info.dim == 0) {
     throw UsageError(path + ": no feature column is left once the target and --attributes columns are taken");
+  }
+  if (!options.targets) {
+    info.notes = target == kNone ? "every column a feature" : "column \"" + header[target] + "\" left out";
   }
 
   std::vector<float> features;
@@ -135,6 +140,8 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
       }
       words.push_back(*word);
     }
+    lines.push_back(record.line);
+    if (!options.targets) continue;
     const std::string& cell = record.cells[target];
     const std::string where_target = place(path, record.cell_lines[target], target + 1, header[target]);
     if (options.task == Task::Regress) {
@@ -147,7 +154,6 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
       }
       class_cells.push_back(cell);
     }
-    lines.push_back(record.line);
   }
   if (lines.empty()) {
     throw DataError(path + ", line " + std::to_string(header_line + 1) + ": no data rows after the header (line " +
@@ -155,7 +161,9 @@ std::unique_ptr<Source> open_csv(const std::string& path, const CsvOptions& opti
   }
 
   std::vector<std::int32_t> labels;
-  if (options.task == Task::Classify) {
+  if (!options.targets) {
+    // the notes are set above
+  } else if (options.task == Task::Classify) {
     const std::string what = path + ", column " + std::to_string(target + 1) + " (\"" + header[target] + "\")";
     std::vector<std::int64_t> integers(class_cells.size());
     bool all_integers = true;

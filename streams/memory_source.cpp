@@ -18,7 +18,8 @@ MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::ve
   }
   size_ = features_.size() / info_.dim;
   const std::size_t targets = info_.task == Task::Classify ? labels_.size() : values_.size();
-  if (targets != size_) {
+  const bool fits = info_.has_targets ? targets == size_ : labels_.empty() && values_.empty();
+  if (!fits) {
     throw std::logic_error("MemorySource: " + std::to_string(targets) + " targets for " + std::to_string(size_) + " rows");
   }
   if (attributes_.size() != size_ * info_.attribute_names.size()) {
@@ -31,10 +32,21 @@ MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::ve
 std::size_t MemorySource::read(std::size_t max, Chunk& out) {
   out.clear();
   const std::size_t n = std::min(max, size_ - next_);
+  if (next_ == 0 && n == size_) {  // everything at once: nothing is read again, so move it out
+    out.features = std::move(features_);
+    out.labels = std::move(labels_);
+    out.values = std::move(values_);
+    out.attributes = std::move(attributes_);
+    out.size = n;
+    next_ = n;
+    return n;
+  }
   const auto dim = static_cast<std::ptrdiff_t>(info_.dim);
   const auto first = static_cast<std::ptrdiff_t>(next_), last = static_cast<std::ptrdiff_t>(next_ + n);
   out.features.assign(features_.begin() + first * dim, features_.begin() + last * dim);
-  if (info_.task == Task::Classify) {
+  if (!info_.has_targets) {
+    // no targets to hand out
+  } else if (info_.task == Task::Classify) {
     out.labels.assign(labels_.begin() + first, labels_.begin() + last);
   } else {
     out.values.assign(values_.begin() + first, values_.begin() + last);

@@ -18,14 +18,16 @@ class MemorySource final : public Source {
  public:
   using Locator = std::function<std::string(std::size_t index, std::optional<std::size_t> column)>;
 
-  /// labels (classification) or values (regression) hold one entry per row of features;
-  /// attributes, one row of info.attribute_names.size() words per row (or none without them).
+  /// labels (classification) or values (regression) hold one entry per row of features (none
+  /// where !info.has_targets); attributes, one row of info.attribute_names.size() words per row
+  /// (or none without them). A read of every point at once, as the first read, moves them out.
   MemorySource(SourceInfo info, std::vector<float> features, std::vector<std::int32_t> labels,
                std::vector<float> values, Locator locator, std::vector<std::uint32_t> attributes = {});
 
   const SourceInfo& info() const noexcept override { return info_; }
   std::size_t read(std::size_t max, Chunk& out) override;
   std::string where(std::size_t index, std::optional<std::size_t> column) const override;
+  bool in_memory() const noexcept override { return true; }
 
  private:
   SourceInfo info_;

@@ -44,11 +44,33 @@ void check_writable(const std::string& what, const std::string& path) {
 
 }  // namespace
 
+std::string lower_extension(const std::string& path) { return lower(fs::path(path).extension().string()); }
+
+void check_output_paths(const std::vector<NamedPath>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      const bool same = outputs[i].path == outputs[j].path || fs::equivalent(outputs[i].path, outputs[j].path, ec);
+      if (same) throw UsageError(outputs[j].option + " and " + outputs[i].option + " both name " + outputs[i].path);
+    }
+  }
+  for (const auto& [option, path] : outputs) check_writable(option + " " + path, path);
+}
+
+void check_input_paths(const std::vector<NamedPath>& inputs) {
+  for (const auto& [option, path] : inputs) {
+    std::error_code ec;
+    if (!path.empty() && fs::is_directory(path, ec)) {
+      throw DataError(option + " " + path + ": is a directory, not a file");
+    }
+  }
+}
+
 std::string plot_scratch_path(const std::string& plot) { return plot + ".predictions.csv"; }
 
 void check_outputs(const RunOptions& o) {
   if (!o.plot.empty()) {
-    const std::string extension = lower(fs::path(o.plot).extension().string());
+    const std::string extension = lower_extension(o.plot);
     if (std::find(std::begin(kPlotFormats), std::end(kPlotFormats), extension) == std::end(kPlotFormats)) {
       std::string formats;
       for (const char* f : kPlotFormats) formats += std::string(formats.empty() ? "" : ", ") + f;
@@ -56,35 +78,18 @@ void check_outputs(const RunOptions& o) {
                        formats);
     }
   }
-  std::vector<std::pair<std::string, std::string>> outputs;  // (option, path)
-  if (!o.report.empty()) outputs.emplace_back("--report", o.report);
-  if (!o.predictions.empty()) outputs.emplace_back("--predictions", o.predictions);
-  if (!o.plot.empty()) outputs.emplace_back("--plot", o.plot);
-  if (!o.checkpoint.empty()) outputs.emplace_back("--checkpoint", o.checkpoint);
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      std::error_code ec;
-      const bool same = outputs[i].second == outputs[j].second || fs::equivalent(outputs[i].second, outputs[j].second, ec);
-      if (same) {
-        throw UsageError(outputs[j].first + " and " + outputs[i].first + " both name " + outputs[i].second);
-      }
-    }
-  }
-  for (const auto& [option, path] : outputs) check_writable(option + " " + path, path);
+  std::vector<NamedPath> outputs;
+  if (!o.report.empty()) outputs.push_back({"--report", o.report});
+  if (!o.predictions.empty()) outputs.push_back({"--predictions", o.predictions});
+  if (!o.plot.empty()) outputs.push_back({"--plot", o.plot});
+  if (!o.checkpoint.empty()) outputs.push_back({"--checkpoint", o.checkpoint});
+  check_output_paths(outputs);
   if (!o.plot.empty() && o.predictions.empty()) {
     check_writable("--plot " + o.plot + " (its predictions file " + plot_scratch_path(o.plot) + ")",
                    plot_scratch_path(o.plot));
   }
 }
 
-void check_inputs(const RunOptions& o) {
-  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--input", o.input},
-                                     std::pair<const char*, const std::string&>{"--labels", o.labels}}) {
-    std::error_code ec;
-    if (!path.empty() && fs::is_directory(path, ec)) {
-      throw DataError(std::string(option) + " " + path + ": is a directory, not a file");
-    }
-  }
-}
+void check_inputs(const RunOptions& o) { check_input_paths({{"--input", o.input}, {"--labels", o.labels}}); }
 
 }  // namespace streamknn::streams

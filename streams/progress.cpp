@@ -14,12 +14,25 @@ ProgressBar::ProgressBar(bool enabled, std::optional<std::size_t> total)
 
 ProgressBar::~ProgressBar() { finish(); }
 
+bool ProgressBar::due(std::chrono::steady_clock::time_point now) {
+  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return false;
+  last_draw_ = now;
+  drawn_ = true;
+  return true;
+}
+
+void ProgressBar::show(const std::string& text) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!due(now)) return;
+  std::fprintf(stderr, "\r%s  %.1fs\033[K", text.c_str(), std::chrono::duration<double>(now - start_).count());
+  std::fflush(stderr);
+}
+
 void ProgressBar::update(std::size_t done, const std::string& score) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-  last_draw_ = now;
-  drawn_ = true;
+  if (!due(now)) return;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? double(done) / elapsed : 0;
   constexpr int kWidth = 30;

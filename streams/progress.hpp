@@ -23,6 +23,9 @@ class ProgressBar {
 
   /// `done` points so far; `score` a short running score ("accuracy 0.912").
   void update(std::size_t done, const std::string& score);
+  /// A line of its own instead of the points ("start 1/3, iteration 37, 1,234 labels changed"),
+  /// followed by the time since the bar was made; redrawn as update() is.
+  void show(const std::string& text);
   void finish() noexcept;
 
  private:
@@ -30,6 +33,9 @@ class ProgressBar {
   std::optional<std::size_t> total_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
+
+  /// True when a redraw is due now (none drawn yet, or 100 ms since the last).
+  bool due(std::chrono::steady_clock::time_point now);
 };
 
 }  // namespace streamknn::streams

@@ -12,8 +12,6 @@
 
 namespace streamknn::streams {
 
-namespace {
-
 std::string fixed(double v, int digits) {
   if (!std::isfinite(v)) return "n/a";
   char buf[64];
@@ -62,6 +60,18 @@ std::string grouped(double v) {
   return out;
 }
 
+std::string summary_table_text(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows) {
+  std::size_t width = 0;
+  for (const auto& [name, value] : rows) width = std::max(width, name.size());
+  std::string out = title + "\n";
+  for (const auto& [name, value] : rows) {
+    out += "  " + name + std::string(width - name.size() + 2, ' ') + value + "\n";
+  }
+  return out;
+}
+
+namespace {
+
 std::string microseconds(double seconds) {
   return fixed(seconds * 1e6, seconds * 1e6 < 100 ? 1 : 0) + " us";
 }
@@ -105,13 +115,7 @@ std::string summary_table(const RunRecord& run) {
   rows.emplace_back("wall time", fixed(r.seconds, 2) + " s");
   rows.emplace_back("peak memory", fixed(run.peak_memory_mib, 0) + " MiB");
 
-  std::size_t width = 0;
-  for (const auto& [name, value] : rows) width = std::max(width, name.size());
-  std::string out = "streamknn run: prequential (test-then-train) summary\n";
-  for (const auto& [name, value] : rows) {
-    out += "  " + name + std::string(width - name.size() + 2, ' ') + value + "\n";
-  }
-  return out;
+  return summary_table_text("streamknn run: prequential (test-then-train) summary", rows);
 }
 
 std::string json_report(const RunRecord& run) {

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "streams/prequential.hpp"
 #include "streams/source.hpp"
@@ -48,6 +50,17 @@ class PredictionsWriter {
   std::vector<std::string> class_cells_;  // class names, already CSV-escaped
   std::unique_ptr<std::FILE, Closer> file_;
 };
+
+/// The summary tables' look (run's and cluster's): the title line, then `  name  value` rows
+/// with the values aligned.
+std::string summary_table_text(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows);
+
+/// Text helpers of the tables and reports: `digits` decimals ("n/a" if not finite); 1234567 ->
+/// "1,234,567"; a JSON number with 9 significant digits (null if not finite); a JSON string.
+std::string fixed(double v, int digits);
+std::string grouped(double v);
+std::string json_number(double v);
+std::string json_string(const std::string& s);
 
 /// Writes text to a file, throwing DataError naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);

@@ -106,16 +106,7 @@ int run(const RunOptions& options, const std::string& command_line) {
 }  // namespace
 
 int run_command(const RunOptions& options, const std::string& command_line) {
-  try {
-    return run(options, command_line);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "streamknn run: %s\nRun with --help for more information.\n", e.what());
-    return kExitUsageError;
-  } catch (const std::exception& e) {
-    // DataError, an output that cannot be written, a backend unavailable here, memory.
-    std::fprintf(stderr, "streamknn run: error: %s\n", e.what());
-    return kExitDataError;
-  }
+  return exit_code_of("run", [&] { return run(options, command_line); });
 }
 
 }  // namespace streamknn::streams

@@ -7,30 +7,21 @@
 #pragma once
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "streams/prequential.hpp"
+#include "streams/shared_options.hpp"
 #include "streams/source.hpp"
 
 namespace streamknn::streams {
 
-struct RunOptions {
-  // Input: a file, or a built-in generator.
-  std::string input, target, labels;
+struct RunOptions : InputOptions {
+  // Input files besides InputOptions: the labels of vector files, CSV attribute columns.
+  std::string labels;
   std::vector<std::string> attributes;  ///< --attributes: CSV columns of attribute words
-  std::string stream = "hyperplane";
-  std::size_t points = 200000;
-  std::uint64_t seed = 42;
-  std::size_t dim = 10;
-  std::size_t classes = 4;
-  std::size_t drivers = 1000;
-  double drift = 0;
-  std::set<std::string> given;  ///< the stream-specific options given on the command line
-  std::size_t limit = 0;
   // Model and evaluation.
   std::string task, metric;  ///< empty: the source's own
   std::size_t k = 5;

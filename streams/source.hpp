@@ -34,6 +34,9 @@ struct SourceInfo {
   /// The columns whose cells are the points' attribute words (CSV --attributes), one per word;
   /// empty: the points carry none.
   std::vector<std::string> attribute_names;
+  /// false: the points carry no targets (a file read for clustering): chunks hold no labels or
+  /// values, and `task`, `target_name` and `class_names` mean nothing.
+  bool has_targets = true;
 };
 
 /// A run of consecutive points: rows of features and their targets.
@@ -61,6 +64,9 @@ class Source {
   virtual std::size_t read(std::size_t max, Chunk& out) = 0;
   /// Where point `index` (column `column`, if given) comes from, for error messages.
   virtual std::string where(std::size_t index, std::optional<std::size_t> column = std::nullopt) const;
+  /// True when every point is in memory already (a file read whole): one read of all of them
+  /// then moves them out rather than copying them, so a reader that wants them all asks for all.
+  virtual bool in_memory() const noexcept { return false; }
 };
 
 }  // namespace streamknn::streams

@@ -20,6 +20,39 @@ std::string at_vector(const std::string& path, std::size_t vector, std::size_t o
 
 std::size_t component_bytes(VecsKind kind) { return kind == VecsKind::Bvecs ? 1 : 4; }
 
+/// The features of a vector file as a source's points: their info (name, dimension, feature
+/// names x0, x1, ...), their floats and the locator naming a vector's byte offset.
+struct VecsPoints {
+  SourceInfo info;
+  std::vector<float> x;
+  MemorySource::Locator locator;
+};
+
+VecsPoints vecs_points(const std::string& path, Vecs features) {
+  VecsPoints out;
+  out.info.name = path;
+  out.info.dim = features.dim;
+  for (std::size_t c = 0; c < features.dim; ++c) {
+    out.info.feature_names.push_back(std::string("x").append(std::to_string(c)));  // "x" + ... trips GCC 12's -Wrestrict
+  }
+  out.x = std::move(features.floats);
+  if (features.kind == VecsKind::Ivecs) {
+    out.x.reserve(features.ints.size());
+    for (std::int32_t v : features.ints) out.x.push_back(static_cast<float>(v));
+  }
+  const std::size_t width = component_bytes(features.kind);
+  const std::size_t record = 4 + features.dim * width;
+  out.locator = [path, width, record](std::size_t index, std::optional<std::size_t> column) {
+    std::string place = path + ", vector " + std::to_string(index);
+    if (column) {
+      place += ", component " + std::to_string(*column) + " (byte offset " +
+               std::to_string(index * record + 4 + *column * width) + ")";
+    }
+    return place;
+  };
+  return out;
+}
+
 }  // namespace
 
 VecsKind vecs_kind(const std::string& path) {
@@ -117,20 +150,10 @@ std::unique_ptr<Source> open_vecs(const std::string& features_path, const std::s
                     std::to_string(targets.count) + " labels for the " + std::to_string(features.count) +
                     " vectors of " + features_path);
   }
-  SourceInfo info;
-  info.name = features_path;
+  VecsPoints points = vecs_points(features_path, std::move(features));
+  SourceInfo& info = points.info;
   info.task = task;
-  info.dim = features.dim;
-  for (std::size_t c = 0; c < features.dim; ++c) {
-    info.feature_names.push_back(std::string("x").append(std::to_string(c)));  // "x" + ... trips GCC 12's -Wrestrict
-  }
   info.target_name = labels_path;
-
-  std::vector<float> x = std::move(features.floats);
-  if (features.kind == VecsKind::Ivecs) {
-    x.reserve(features.ints.size());
-    for (std::int32_t v : features.ints) x.push_back(static_cast<float>(v));
-  }
   std::vector<std::int32_t> labels;
   std::vector<float> values;
   if (task == Task::Classify) {
@@ -161,18 +184,15 @@ std::unique_ptr<Source> open_vecs(const std::string& features_path, const std::s
     }
     info.notes = "targets " + labels_path + ": regression";
   }
-  const std::size_t width = component_bytes(features.kind);
-  const std::size_t record = 4 + features.dim * width;
-  auto locator = [features_path, width, record](std::size_t index, std::optional<std::size_t> column) {
-    std::string out = features_path + ", vector " + std::to_string(index);
-    if (column) {
-      out += ", component " + std::to_string(*column) + " (byte offset " +
-             std::to_string(index * record + 4 + *column * width) + ")";
-    }
-    return out;
-  };
-  return std::make_unique<MemorySource>(std::move(info), std::move(x), std::move(labels), std::move(values),
-                                        std::move(locator));
+  return std::make_unique<MemorySource>(std::move(info), std::move(points.x), std::move(labels), std::move(values),
+                                        std::move(points.locator));
+}
+
+std::unique_ptr<Source> open_vecs_points(const std::string& path, std::size_t limit) {
+  VecsPoints points = vecs_points(path, read_vecs(path, limit));
+  points.info.has_targets = false;
+  return std::make_unique<MemorySource>(std::move(points.info), std::move(points.x), std::vector<std::int32_t>{},
+                                        std::vector<float>{}, std::move(points.locator));
 }
 
 }  // namespace streamknn::streams

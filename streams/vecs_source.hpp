@@ -38,4 +38,8 @@ Vecs read_vecs(const std::string& path, std::size_t max_count = 0);
 std::unique_ptr<Source> open_vecs(const std::string& features_path, const std::string& labels_path, Task task,
                                   std::size_t limit = 0);
 
+/// The vectors of a .fvecs/.bvecs/.ivecs file as points without targets (SourceInfo::has_targets
+/// false; clustering), at most `limit` of them (0 = all).
+std::unique_ptr<Source> open_vecs_points(const std::string& path, std::size_t limit = 0);
+
 }  // namespace streamknn::streams

@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """The `streamknn` command line end to end: exit codes (0 success, 1 data error, 2 usage
 error), messages that name the file, line and column, --batch invariance of the predictions
-file, and the predictions / report / plot outputs.
+file, and the predictions / report / plot outputs; then `streamknn cluster` (cluster_checks):
+its centroids, assignments and report against the data, its errors and its progress bar.
 
 Usage: cli_checks.py PATH/TO/streamknn    (standard library only; the --plot check is skipped
-where matplotlib is missing)
+where matplotlib is missing, the comparison with scikit-learn's KMeans where it is missing)
 """
 import json
+import math
 import os
+import pty
+import random
 import re
 import struct
 import subprocess
@@ -285,8 +289,250 @@ def main():
                 check("--plot output is a PNG", f.read(8) == b"\x89PNG\r\n\x1a\n")
             check("--plot leaves no scratch file behind", not os.path.exists(png + ".predictions.csv"))
 
+        cluster_checks(tmp)
+
     print(f"{len(failures)} failures" if failures else "all command-line checks passed")
     return 1 if failures else 0
+
+
+# ---- streamknn cluster ------------------------------------------------------------------------
+
+def f32(v):
+    """The float32 a value becomes (what the CSV reader keeps of a cell)."""
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def read_csv_numbers(path):
+    lines = read(path).splitlines()
+    return lines[0].split(","), [[float(x) for x in line.split(",")] for line in lines[1:]]
+
+
+def read_fvecs(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    rows, at = [], 0
+    while at < len(data):
+        (d,) = struct.unpack_from("<i", data, at)
+        rows.append(list(struct.unpack_from(f"<{d}f", data, at + 4)))
+        at += 4 + 4 * d
+    return rows
+
+
+def fvecs_bytes(rows):
+    return b"".join(struct.pack(f"<i{len(r)}f", len(r), *r) for r in rows)
+
+
+def summary_value(out, name):
+    m = re.search(rf"^  {re.escape(name)}\s+(\S+)", out, re.M)
+    return m.group(1) if m else None
+
+
+def squared(a, b):
+    return math.fsum((x - y) ** 2 for x, y in zip(a, b))
+
+
+def check_clustering(name, out, points, centroids, labels, report):
+    """The outputs of one fit against the data: each centroid is the mean of its points rounded
+    once to float32 (the fit stopped on an unchanged labelling), each label a nearest centroid,
+    and the report agrees with the summary and with the inertia of the outputs."""
+    k = len(centroids)
+    members = [[p for p, j in zip(points, labels) if j == c] for c in range(k)]
+    means_ok = all(
+        centroids[c][f] == f32(math.fsum(p[f] for p in members[c]) / len(members[c]))
+        for c in range(k) if members[c] for f in range(len(points[0])))
+    check(f"cluster {name}: each centroid is the float32 mean of its points", means_ok, centroids)
+    nearest = all(squared(p, centroids[j]) <= min(squared(p, c) for c in centroids) for p, j in zip(points, labels))
+    check(f"cluster {name}: each point's cluster is its nearest centroid", nearest)
+    inertia = math.fsum(squared(p, centroids[j]) for p, j in zip(points, labels))
+    sizes = [labels.count(c) for c in range(k)]
+    ok = (report["points"] == len(points) and report["features"] == len(points[0]) and
+          report["cluster_sizes"] == sizes and str(report["iterations"]) == summary_value(out, "iterations") and
+          abs(report["inertia"] - float(summary_value(out, "inertia"))) <= 1e-8 * report["inertia"] and
+          abs(report["inertia"] - inertia) <= 1e-9 * inertia and report["converged"] and
+          report["stopped_by"] == "unchanged labels" and report["backend"] in ("cpu", "cuda") and report["device"])
+    check(f"cluster {name}: the report matches the summary and the outputs", ok, f"{report}\n{out}\ninertia {inertia}")
+
+
+def fit_outputs(tmp, name, args, *fragments):
+    """Runs a fit writing every output; returns (stdout, centroids rows, labels, report)."""
+    cent, assign, rep = (os.path.join(tmp, f"{name}.{ext}") for ext in ("csv", "assign.csv", "json"))
+    out = expect(f"cluster ({name}): exit 0 and a summary",
+                 ["cluster", *args, "--centroids", cent, "--assignments", assign, "--report", rep], 0,
+                 "streamknn cluster: exact K-means", *fragments)
+    if not os.path.exists(rep):
+        return out, [], [], {}
+    lines = read(assign).splitlines()
+    check(f"cluster {name}: assignments are index,cluster in input order",
+          lines[0] == "index,cluster" and all(line.split(",")[0] == str(i) for i, line in enumerate(lines[1:])),
+          lines[:3])
+    centroids = [[f32(v) for v in row] for row in read_csv_numbers(cent)[1]]  # 9 digits: the float32 exactly
+    return out, centroids, [int(line.split(",")[1]) for line in lines[1:]], json.loads(read(rep))
+
+
+def blobs(tmp):
+    """400 points around 4 centres in 3 features, and a fourth column `blob` naming the centre."""
+    rng = random.Random(7)
+    centres = [(0, 0, 0), (6, 0, 0), (0, 6, 0), (0, 0, 6)]
+    rows = [[round(c + rng.gauss(0, 1), 3) for c in centres[i % 4]] + [i % 4] for i in range(400)]
+    path = write(tmp, "blobs.csv", "x,y,z,blob\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return path, [[f32(v) for v in r] for r in rows]
+
+
+def sklearn_parity(points, start, tol, labels, report):
+    """scikit-learn's Lloyd loop from the same start, on the same float32 values (as float64)."""
+    try:
+        import numpy
+        from sklearn.cluster import KMeans
+    except ImportError:
+        print(f"skip  cluster --tol {tol}: scikit-learn parity (scikit-learn is not importable)")
+        return
+    km = KMeans(n_clusters=len(start), init=numpy.array(start, dtype=numpy.float64), n_init=1, algorithm="lloyd",
+                tol=tol, max_iter=300).fit(numpy.array(points, dtype=numpy.float64))
+    check(f"cluster --init FILE --tol {tol}: labels, inertia, iterations of scikit-learn's KMeans(algorithm='lloyd')",
+          km.labels_.tolist() == labels and abs(km.inertia_ - report["inertia"]) <= 1e-7 * km.inertia_ and
+          km.n_iter_ == report["iterations"], f"sklearn {km.inertia_} in {km.n_iter_}; ours {report}")
+
+
+def cluster_file_checks(tmp):
+    data, points = blobs(tmp)
+    fixed = ["--input", data, "--clusters", "4", "--tol", "0"]  # tol 0: stopped by an unchanged labelling
+    out, cents, labels, rep = fit_outputs(tmp, "all", fixed, "400 x 4 features", "every column a feature")
+    check("cluster: the centroids' header names every column", read(os.path.join(tmp, "all.csv")).startswith(
+        "x,y,z,blob\n"))
+    check_clustering("without --target", out, points, cents, labels, rep)
+    points3 = [p[:3] for p in points]
+    out, cents, labels, rep = fit_outputs(tmp, "target", [*fixed, "--target", "blob"], "400 x 3 features",
+                                          "column \"blob\" left out")
+    check_clustering("with --target", out, points3, cents, labels, rep)
+
+    # A given start (the first point of each blob), from a CSV and from .fvecs; scikit-learn's too.
+    start = points3[:4]
+    init_csv = write(tmp, "start.csv", "x,y,z\n" + "".join(",".join(f"{v:.9g}" for v in r) + "\n" for r in start))
+    out, cents, labels, rep = fit_outputs(tmp, "given", [*fixed, "--target", "blob", "--init", init_csv],
+                                          "given: " + init_csv)
+    check_clustering("--init FILE", out, points3, cents, labels, rep)
+    sklearn_parity(points3, start, 0.0, labels, rep)
+    _, _, tol_labels, tol_rep = fit_outputs(tmp, "given_tol", ["--input", data, "--clusters", "4", "--target", "blob",
+                                                               "--init", init_csv, "--tol", "0.01"],
+                                            "yes: the centroids moved at most --tol 0.01")
+    check("cluster --tol 0.01: stopped by tol", tol_rep.get("stopped_by") == "tol", tol_rep)
+    sklearn_parity(points3, start, 0.01, tol_labels, tol_rep)
+    vecs = write(tmp, "blobs.fvecs", fvecs_bytes(points3))
+    cent_vecs = os.path.join(tmp, "given.fvecs")
+    assign_vecs = os.path.join(tmp, "given_vecs.csv")
+    expect("cluster: .fvecs input, .fvecs centroids", ["cluster", "--input", vecs, "--clusters", "4", "--tol", "0",
+                                                       "--init", write(tmp, "start.fvecs", fvecs_bytes(start)),
+                                                       "--centroids", cent_vecs, "--assignments", assign_vecs],
+           0, "400 x 3 features")
+    check("cluster: .fvecs gives the CSV's centroids and assignments",
+          read_fvecs(cent_vecs) == cents and read(assign_vecs) == read(os.path.join(tmp, "given.assign.csv")))
+    again = fit_outputs(tmp, "again", [*fixed, "--target", "blob", "--init", os.path.join(tmp, "given.csv")])
+    # From its own fixed point the fit stops after one iteration: the centroids do not move (tol 0 allows 0).
+    check("cluster: --init reads --centroids back: the same fit, settled in 1 iteration",
+          again[2] == labels and again[3].get("inertia") == rep["inertia"] and again[3].get("iterations") == 1,
+          again[3])
+    return data, vecs
+
+
+def cluster_error_checks(tmp, data, vecs):
+    usage = [
+        ("no --clusters", ["--points", "100"], "--clusters is required"),
+        ("--clusters 0", ["--clusters", "0"], "--clusters: 0 is outside [1, 2147483648]"),
+        ("--clusters 2.5", ["--clusters", "2.5"], "--clusters: 2.5 is not a whole number"),
+        ("--metric cosine", ["--clusters", "2", "--metric", "cosine"], "--metric: cosine does not fit K-means"),
+        ("--metric manhattan", ["--clusters", "2", "--metric", "manhattan"], "--metric: manhattan is not a metric"),
+        ("--centroids x.txt", ["--clusters", "2", "--centroids", "x.txt"],
+         "--centroids x.txt: the format is chosen by the extension; give a file ending in .csv or .fvecs"),
+        ("--assignments x.json", ["--clusters", "2", "--assignments", "x.json"], "--assignments x.json"),
+        ("unknown option", ["--clusters", "2", "--bogus"], "--bogus"),
+        ("--init of another kind", ["--clusters", "2", "--init", "best"], "--init: best is neither"),
+        ("--init FILE with --n-init 2", ["--clusters", "2", "--init", "s.csv", "--n-init", "2"], "--n-init 2"),
+        ("--init FILE with --kmeans-seed", ["--clusters", "2", "--init", "s.csv", "--kmeans-seed", "1"],
+         "--kmeans-seed"),
+        ("--target with vectors", ["--clusters", "2", "--input", vecs, "--target", "x"], "vector file"),
+        ("--input with --stream", ["--clusters", "2", "--input", data, "--stream", "rbf"], "excludes"),
+        ("--classes with the hyperplane", ["--clusters", "2", "--classes", "3"], "--classes does not apply"),
+        ("two outputs on one file", ["--clusters", "2", "--report", "o.csv", "--centroids", "o.csv"],
+         "--centroids and --report both name o.csv"),
+        ("negative --tol", ["--clusters", "2", "--tol", "-1"], "--tol: -1 is negative"),
+        ("--max-iter 0", ["--clusters", "2", "--max-iter", "0"], "--max-iter: 0 is outside"),
+    ]
+    for name, args, fragment in usage:
+        expect("cluster usage error: " + name, ["cluster", *args], 2, fragment)
+    start = write(tmp, "start3.csv", "x,y\n1,2\n3,4\n5,6\n")
+    nowhere = os.path.join(tmp, "no", "such", "c.csv")
+    bad = [
+        ("more clusters than points", ["--input", data, "--limit", "10", "--clusters", "11"],
+         f"--clusters 11 is more than the 10 points read from {data}"),
+        ("a bad cell", ["--input", write(tmp, "bad_cell.csv", "a,b\n1,2\n3,x\n"), "--clusters", "1"],
+         "line 3, column 2 (\"b\"): \"x\" is not a number"),
+        ("a coordinate that could overflow",
+         ["--input", write(tmp, "huge.csv", "a,b\n1,2\n1e30,1\n"), "--clusters", "1"],
+         "line 3, column 1 (\"a\"): 1e+30 exceeds"),
+        ("--init with other rows than --clusters", ["--input", data, "--clusters", "2", "--init", start],
+         f"{start}: 3 starting centroids, but --clusters 2"),
+        ("--init of another dimension", ["--input", data, "--clusters", "3", "--init", start],
+         "starting centroids of 2 features, but the points"),
+        ("a missing --init file", ["--clusters", "2", "--init", os.path.join(tmp, "none.csv")], "cannot open"),
+        ("an output in a missing folder, before a long read",
+         ["--points", "2000000000", "--clusters", "2", "--centroids", nowhere],
+         f"--centroids {nowhere}: cannot open for writing (the folder"),
+        ("a directory as --input", ["--input", tmp, "--clusters", "2"], "is a directory"),
+    ]
+    for name, args, fragment in bad:
+        expect("cluster data error: " + name, ["cluster", *args], 1, fragment)
+    rc, out, err = run("cluster", "--backend", "cuda", "--points", "200", "--clusters", "2")
+    check("cluster --backend cuda: runs on a GPU, or exit 1 saying why not",
+          (rc == 0 and "cuda" in out) or (rc == 1 and "CUDA" in err and "Traceback" not in err), out + err)
+
+
+def cluster_progress_checks():
+    def on_a_terminal(*extra):
+        master, slave = pty.openpty()
+        p = subprocess.Popen([RUNNER, "cluster", "--stream", "rbf", "--points", "5000", "--clusters", "4", *extra],
+                             stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal's other side closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        p.communicate()
+        os.close(master)
+        return p.returncode, seen.decode(errors="replace")
+
+    rc, seen = on_a_terminal()
+    check("cluster: a progress bar on a terminal, by iteration", rc == 0 and "start 1/1, iteration 1, 5,000 labels "
+          "changed" in seen and "reading" in seen and seen.endswith("\r\033[K"), repr(seen[-300:]))
+    rc, seen = on_a_terminal("--no-progress")
+    check("cluster --no-progress: nothing drawn", rc == 0 and seen == "", repr(seen[:300]))
+
+
+def cluster_checks(tmp):
+    rc, out, err = run("--help")
+    check("--help lists run and cluster", rc == 0 and re.search(r"^\s+run\s", out, re.M) is not None and
+          re.search(r"^\s+cluster\s", out, re.M) is not None, out)
+    expect("cluster --help exits 0", ["cluster", "--help"], 0, "--clusters", "--init", "--centroids", "--assignments")
+    data, vecs = cluster_file_checks(tmp)
+
+    report = os.path.join(tmp, "stream.json")
+    out = expect("cluster: a built-in stream", ["cluster", "--stream", "rbf", "--points", "3000", "--dim", "4",
+                                                "--clusters", "5", "--n-init", "3", "--report", report], 0,
+                 "3,000 x 4 features", "3 starts")
+    r = json.loads(read(report))
+    check("cluster: the stream's report", r["points"] == 3000 and r["features"] == 4 and sum(r["cluster_sizes"]) == 3000
+          and len(r["cluster_sizes"]) == 5 and r["iterations_all_starts"] >= r["iterations"] >= 1 and
+          r["config"]["n_init"] == 3 and str(r["iterations"]) == summary_value(out, "iterations"), r)
+    rc, out, err = run("cluster", "--stream", "drivers", "--points", "2000", "--drivers", "100", "--clusters", "3",
+                       "--limit", "1500")
+    check("cluster: --limit, and nothing on stderr off a terminal",
+          rc == 0 and "1,500 x 2 features" in out and err == "", out + err)
+    cluster_error_checks(tmp, data, vecs)
+    cluster_progress_checks()
 
 
 if __name__ == "__main__":

@@ -194,3 +194,53 @@ TEST_CASE("csv source: --attributes columns are attribute words, not features") 
   CHECK_THROWS_WITH_AS(open_csv(path, {"t", Task::Classify, 0, {"a", "f"}}), doctest::Contains("no feature column"),
                        UsageError);
 }
+
+TEST_CASE("csv source: without targets every column is a feature, but the one --target leaves out unread") {
+  test::ScratchDir dir;
+  CsvOptions none;
+  none.targets = false;
+  const auto all = load(dir, "a,b,c\n1,2,3\n4,5,6\n", none);
+  CHECK(!all.info.has_targets);
+  CHECK(all.info.feature_names == std::vector<std::string>{"a", "b", "c"});
+  CHECK(all.info.notes == "every column a feature");
+  CHECK(all.all.size == 2);
+  CHECK(all.all.features == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(all.all.labels.empty());
+  CHECK(all.all.values.empty());
+  CHECK(load(dir, "a\n1\n2\n", none).all.features == std::vector<float>{1, 2});  // one column is enough
+
+  CsvOptions skip = none;
+  skip.target = "id";
+  const std::string text = "id,x,y\n,1,2\nabc,3,4\n";  // the left-out cells are never parsed
+  const auto some = load(dir, text, skip);
+  CHECK(some.info.feature_names == std::vector<std::string>{"x", "y"});
+  CHECK(some.info.notes == "column \"id\" left out");
+  CHECK(some.all.features == std::vector<float>{1, 2, 3, 4});
+  auto source = open_csv(dir.write("w.csv", text), skip);
+  CHECK(source->where(1, 1) == dir.path("w.csv") + ", line 3, column 3 (\"y\")");
+
+  CHECK(data_error("a,b\n1,x\n", none).find("line 2, column 2 (\"b\"): \"x\" is not a number") != std::string::npos);
+  CHECK(data_error("a,b\n1,2,3\n", none).find("line 2, column 3: 3 fields") != std::string::npos);
+  CHECK_THROWS_WITH_AS(open_csv(dir.write("t.csv", text), {"z", Task::Classify, 0, {}, false}),
+                       doctest::Contains("no column named \"z\" for --target"), DataError);
+}
+
+TEST_CASE("memory source: a read of every point at once gives what reads in chunks give") {
+  test::ScratchDir dir;
+  const std::string path = dir.write("m.csv", "a,b,y\n1,2,x\n3,4,y\n5,6,x\n");
+  auto whole = open_csv(path, {});
+  auto parts = open_csv(path, {});
+  CHECK(whole->in_memory());
+  Chunk all, part;
+  CHECK(whole->read(100, all) == 3);
+  CHECK(whole->read(100, all) == 0);
+  std::vector<float> features;
+  std::vector<std::int32_t> labels;
+  while (parts->read(2, part) > 0) {
+    features.insert(features.end(), part.features.begin(), part.features.end());
+    labels.insert(labels.end(), part.labels.begin(), part.labels.end());
+  }
+  CHECK(features == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(labels == std::vector<std::int32_t>{0, 1, 0});
+  CHECK(whole->where(2, 1) == path + ", line 4, column 2 (\"b\")");  // the locator outlives the move
+}

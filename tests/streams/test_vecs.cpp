@@ -110,3 +110,22 @@ TEST_CASE("vecs source: labels that do not fit the vectors") {
   CHECK_THROWS_WITH_AS(open_vecs(x, dir.write("real.fvecs", record<float>({1}) + record<float>({0.5f})), Task::Classify),
                        doctest::Contains("vector 1, component 0 (byte offset 12): class 0.5"), DataError);
 }
+
+TEST_CASE("vecs source: vectors as points without targets (clustering)") {
+  test::ScratchDir dir;
+  const std::string x = dir.write("x.bvecs", record<std::uint8_t>({1, 2}) + record<std::uint8_t>({3, 4}) +
+                                                 record<std::uint8_t>({5, 6}));
+  auto points = open_vecs_points(x);
+  CHECK(!points->info().has_targets);
+  CHECK(points->info().feature_names == std::vector<std::string>{"x0", "x1"});
+  Chunk c;
+  CHECK(points->read(10, c) == 3);
+  CHECK(c.features == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(c.labels.empty());
+  CHECK(c.values.empty());
+  CHECK(points->where(2, 1) == x + ", vector 2, component 1 (byte offset 17)");
+  CHECK(open_vecs_points(x, 2)->read(10, c) == 2);
+  const std::string i = dir.write("i.ivecs", record<std::int32_t>({-7, 8}));
+  CHECK(open_vecs_points(i)->read(10, c) == 1);
+  CHECK(c.features == std::vector<float>{-7, 8});
+}
