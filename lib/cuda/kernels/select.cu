@@ -137,6 +137,28 @@ __device__ Candidate kth_of_loaded(const Candidate* s, LoadedKeys keys, std::uin
   return found_s;
 }
 
+/// The fallback of select_kernel where no loaded prefix held the k-th (heavy ties, or k near the
+/// store's size): every list's entries are the winners if there are at most k of them, else a
+/// radix select over all of them takes the k best. warp_totals: the block's shared scratch.
+__device__ __forceinline__ void gather_every_winner(const Lists& lists, std::uint32_t k, Candidate* winners,
+                                                    std::uint32_t& won, std::uint32_t* warp_totals,
+                                                    std::uint32_t lane, std::uint32_t warp, std::uint32_t warps) {
+  std::uint32_t total = 0;
+  for (std::uint32_t b = threadIdx.x; b < lists.blocks; b += blockDim.x) total += lists.length(b);
+  for (int d = 16; d > 0; d >>= 1) total += __shfl_xor_sync(kFullMask, total, d);
+  if (lane == 0) warp_totals[warp] = total;
+  __syncthreads();
+  total = 0;
+  for (std::uint32_t w = 0; w < warps; ++w) total += warp_totals[w];
+  if (total <= k) {
+    lists.for_each([&](const Candidate& c) { winners[atomicAdd(&won, 1u)] = c; });
+    __syncthreads();
+  } else {
+    radix_gather(lists, k, winners);
+    if (threadIdx.x == 0) won = k;
+  }
+}
+
 /// first_take: entries of each list the first round loads (first_take(), on the host).
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, std::uint32_t first_take) {
   start_chained_kernel();
@@ -241,23 +263,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectParams p, 
     // The next round's or the fallback's first append comes after at least one more barrier.
     if (!done && threadIdx.x == 0) won = 0;
   }
-  if (!done) {  // heavy ties or k near the store size: radix select over every candidate
-    std::uint32_t total = 0;
-    for (std::uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) total += lists.length(b);
-    for (int d = 16; d > 0; d >>= 1) total += __shfl_xor_sync(kFullMask, total, d);
-    __shared__ std::uint32_t warp_totals[kSelectThreads / 32];
-    if (lane == 0) warp_totals[warp] = total;
-    __syncthreads();
-    total = 0;
-    for (std::uint32_t w = 0; w < warps; ++w) total += warp_totals[w];
-    if (total <= k) {
-      lists.for_each([&](const Candidate& c) { winners[atomicAdd(&won, 1u)] = c; });
-      __syncthreads();
-    } else {
-      radix_gather(lists, k, winners);
-      if (threadIdx.x == 0) won = k;
-    }
-  }
+  __shared__ std::uint32_t warp_totals[kSelectThreads / 32];
+  if (!done) gather_every_winner(lists, k, winners, won, warp_totals, lane, warp, warps);
   __syncthreads();
   const std::uint32_t n = won;  // at most k winners, in no particular order
   auto emit = [&](std::uint32_t j, const Candidate& c) { emit_answer(p, q, j, c); };
