@@ -52,7 +52,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     hardware thread; results do not depend on it).
 
     Attributes: ``cluster_centers_``, ``labels_``, ``inertia_``, ``n_iter_``, ``n_features_in_``,
-    ``backend_`` (the backend that ran).
+    ``backend_`` (the backend that ran); after ``fit`` of a ``ReferenceSet``, also ``ids_`` (the
+    point of each label) and ``epoch_`` (the snapshot clustered).
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
@@ -68,11 +69,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.cpu_threads = cpu_threads
 
     # ---- parameters -------------------------------------------------------------------------
-    def _check_params(self, X):
+    def _check_params(self, n_samples):
         if not isinstance(self.n_clusters, numbers.Integral) or self.n_clusters < 1:
             raise ValueError(f"n_clusters={self.n_clusters!r} must be an integer >= 1")
-        if X.shape[0] < self.n_clusters:
-            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
+        if n_samples < self.n_clusters:
+            raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
         if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ValueError(f"max_iter={self.max_iter!r} must be an integer >= 1")
         if not isinstance(self.tol, numbers.Real) or not np.isfinite(self.tol) or self.tol < 0:
@@ -96,12 +97,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             n_init = 1
         return n_init
 
-    def _given_centroids(self, X, random_state):
+    def _given_centroids(self, X, random_state, n_features=None):
+        """The starting centroids an array or callable init gives for X (n_features: X's, where X
+        has no shape)."""
+        n_features = X.shape[1] if n_features is None else n_features
         init = self.init(X, self.n_clusters, random_state) if callable(self.init) else self.init
         centers = np.asarray(init, dtype=np.float64)
-        if centers.shape != (self.n_clusters, X.shape[1]):
+        if centers.shape != (self.n_clusters, n_features):
             raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of clusters "
-                             f"{self.n_clusters} and features {X.shape[1]}.")
+                             f"{self.n_clusters} and features {n_features}.")
         return np.ascontiguousarray(centers, dtype=np.float32)
 
     # ---- fitting ----------------------------------------------------------------------------
@@ -112,11 +116,18 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         (``KMeans::fit_device``, after the work queued on the framework's current stream), and the
         fitted attributes are NumPy arrays as for host data. ``predict``, ``transform`` and
         ``score`` take such arrays too, copied to the host once.
+
+        X may also be a ``streamknn.ReferenceSet`` (an L2 store): the points of its published
+        snapshot are clustered where they are (a CUDA store's on its device), and ``ids_`` names
+        the point of each label, ``epoch_`` the snapshot. Starts are 'k-means++', 'random' or an
+        array (a callable init is given the store).
         """
+        if isinstance(X, _streamknn.ReferenceSet):
+            return self._fit_store(X)
         if genuine_framework(X) is not None and on_device(X):
             return self._fit_device(X)
         X = _validate_data(self, X, accept_sparse=False, dtype=[np.float64, np.float32], order="C")
-        n_init = self._check_params(X)
+        n_init = self._check_params(X.shape[0])
         random_state = check_random_state(self.random_state)
         X32 = np.ascontiguousarray(X, dtype=np.float32)
         kind, given, seed = self._start(X, random_state)
@@ -154,7 +165,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_features_in_ = int(rows.shape[1])
         if hasattr(self, "feature_names_in_"):  # as scikit-learn's reset: a device array has no names
             del self.feature_names_in_
-        n_init = self._check_params(rows)
+        n_init = self._check_params(rows.shape[0])
         random_state = check_random_state(self.random_state)
         kind, given, seed = self._start(rows, random_state)
         result = _streamknn.kmeans_fit_device(
@@ -163,6 +174,27 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             cpu_threads=self.cpu_threads, cuda_device=device, on_iteration=self._progress())
         del rows  # alive until the fit has returned (it reads the rows in place)
         return self._fitted(result, dtype)
+
+    def _fit_store(self, store):
+        """fit() of a ReferenceSet's published snapshot, read in place."""
+        n, dim = len(store), store.dim
+        self.n_features_in_ = int(dim)
+        if hasattr(self, "feature_names_in_"):  # as scikit-learn's reset: a store has no feature names
+            del self.feature_names_in_
+        n_init = self._check_params(n)
+        random_state = check_random_state(self.random_state)
+        if isinstance(self.init, str):
+            kind, given = self.init, None
+        else:
+            kind, given = "given", self._given_centroids(store, random_state, n_features=dim)
+        seed = int(random_state.randint(np.iinfo(np.int32).max))
+        result = _streamknn.kmeans_fit_set(
+            store, self.n_clusters, max_iter=self.max_iter, tol=float(self.tol), n_init=n_init, init=kind,
+            init_centroids=given, seed=seed, backend=self.backend, cpu_threads=self.cpu_threads,
+            on_iteration=self._progress())
+        self._fitted(result, np.float32)
+        self.ids_, self.epoch_ = result[6], int(result[7])
+        return self
 
     def _fitted(self, result, dtype):
         centers, labels, inertia, n_iter, _, backend, _, _ = result

@@ -136,6 +136,29 @@ def test_over_a_reference_set_snapshot():
     np.testing.assert_array_equal(direct[0], centers)
 
 
+def test_estimator_fits_a_reference_set_snapshot_as_its_points():
+    X, _ = make_blobs(n_samples=600, n_features=3, centers=5, random_state=2)
+    X32 = X.astype(np.float32)
+    ids = np.arange(100, 700, dtype=np.uint64)
+    store = streamknn.ReferenceSet.from_points(ids, X32, backend=BACKEND)
+    store.erase(ids[::4])
+    store.publish()
+    store.insert(np.array([5], dtype=np.uint64), X32[:1])  # queued, not published: not clustered
+    live = np.sort(ids[np.arange(600) % 4 != 0])
+    for init in ("k-means++", X32[1:6]):
+        km = streamknn.KMeans(5, init=init, random_state=3, backend=BACKEND).fit(store)
+        assert km.epoch_ == store.epoch and km.n_features_in_ == 3
+        order = np.argsort(km.ids_)
+        np.testing.assert_array_equal(km.ids_[order], live)
+        rows = X32[(km.ids_ - 100).astype(np.int64)]
+        plain = streamknn.KMeans(5, init=init, random_state=3, backend=BACKEND).fit(rows)
+        np.testing.assert_array_equal(km.labels_, plain.labels_)
+        np.testing.assert_array_equal(km.cluster_centers_, plain.cluster_centers_)
+        assert km.inertia_ == plain.inertia_
+    with pytest.raises(ValueError, match="n_samples=450 should be >= n_clusters=451"):
+        streamknn.KMeans(451, backend=BACKEND).fit(store)
+
+
 @parametrize_with_checks([streamknn.KMeans(backend=BACKEND)])
 def test_sklearn_estimator_check(estimator, check):
     check(estimator)
