@@ -3,9 +3,10 @@
 //  * The tokenizer either returns records or throws DataError naming the input; every record
 //    has a start line per cell, and lines never go back.
 //  * Round trip: records that parsed, written back with csv_escape, parse to the same cells.
-//  * open_csv (classification and regression) either throws a streamknn error with a message
-//    or yields chunks whose features are finite, whose labels lie within the class names and
-//    whose sizes agree. Any other exception (std::out_of_range, std::invalid_argument, ...)
+//  * open_csv (classification, regression, and points without targets as `streamknn cluster`
+//    reads them) either throws a streamknn error with a message or yields chunks whose features
+//    are finite, whose labels lie within the class names and whose sizes agree; without
+//    targets, every column is a feature and no chunk carries labels or values. Any other exception (std::out_of_range, std::invalid_argument, ...)
 //    escapes and is reported by libFuzzer as a crash.
 #include <unistd.h>
 
@@ -55,20 +56,25 @@ bool tokenize(const std::string& name, const std::string& text, std::vector<std:
 
 std::string temp_path() { return "/tmp/streamknn-fuzz-csv-" + std::to_string(::getpid()) + ".csv"; }
 
-void read_source(const std::string& path, Task task) {
+/// targets false: the points alone (CsvOptions::targets), every column a feature.
+void read_source(const std::string& path, Task task, bool targets = true) {
   CsvOptions options;
   options.task = task;
+  options.targets = targets;
   try {
     const auto source = open_csv(path, options);
     const SourceInfo& info = source->info();
     if (info.feature_names.size() != info.dim) fail("feature names and dim disagree");
+    if (info.has_targets != targets) fail("has_targets is not what was asked for");
     Chunk chunk;
     for (std::size_t n; (n = source->read(7, chunk)) > 0;) {
       if (chunk.size != n || chunk.features.size() != n * info.dim) fail("a chunk's sizes disagree");
       for (float x : chunk.features) {
         if (!std::isfinite(x)) fail("a non-finite feature came through");
       }
-      if (task == Task::Classify) {
+      if (!targets) {
+        if (!chunk.labels.empty() || !chunk.values.empty()) fail("a chunk of points alone carries targets");
+      } else if (task == Task::Classify) {
         if (chunk.labels.size() != n) fail("a chunk without a label per point");
         for (std::int32_t l : chunk.labels) {
           if (l < 0 || std::size_t(l) >= info.class_names.size()) fail("a label outside the class names");
@@ -113,5 +119,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   read_source(path, Task::Classify);
   read_source(path, Task::Regress);
+  read_source(path, Task::Classify, false);
   return 0;
 }
