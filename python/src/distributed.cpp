@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
 #include "filters.hpp"
 #include "streamknn/distributed_reference_set.hpp"
 
@@ -153,32 +154,11 @@ py::dict report_dict(const PublishReport& r) {
   return d;
 }
 
-void raise(const char* type_name, const char* text) {
-  py::object type = py::module_::import("streamknn._streamknn").attr(type_name);
-  PyErr_SetString(type.ptr(), text);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_streamknn_mpi, m) {
   m.doc() = "streamknn._streamknn_mpi: the sharded store over MPI. Use streamknn.DistributedReferenceSet.";
-  py::register_local_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const InvalidArgument& e) {
-      raise("InvalidArgument", e.what());
-    } catch (const OutOfMemory& e) {
-      raise("OutOfMemory", e.what());
-    } catch (const BackendUnavailable& e) {
-      raise("BackendUnavailable", e.what());
-    } catch (const CudaError& e) {
-      raise("CudaError", e.what());
-    } catch (const CheckpointError& e) {
-      raise("CheckpointError", e.what());
-    } catch (const Error& e) {
-      raise("Error", e.what());
-    }
-  });
+  py::register_local_exception_translator(sp::translate_library_errors);
   m.def("shard_of", &shard_of, py::arg("id"), py::arg("ranks"), "The owner rank of id: splitmix64(id) % ranks.");
 
   py::class_<DistributedReferenceSet>(m, "Store")

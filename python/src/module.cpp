@@ -4,18 +4,13 @@
 #include <limits>
 
 #include "common.hpp"
+#include "errors.hpp"
 
 namespace streamknn::python {
 
 namespace {
 
 const char* const kModule = "streamknn._streamknn";
-
-/// Sets the Python error `type_name` (an attribute of this module) with `message`.
-void raise(const char* type_name, const char* message) {
-  py::object type = py::module_::import(kModule).attr(type_name);
-  PyErr_SetString(type.ptr(), message);
-}
 
 py::object new_exception(py::module_& m, const char* name, py::tuple bases, const char* doc) {
   const std::string qualified = message("streamknn.", name);
@@ -57,20 +52,8 @@ void bind_errors(py::module_& m) {
       py::object instance = type(e.what());
       instance.attr("queued") = e.queued();
       PyErr_SetObject(type.ptr(), instance.ptr());
-    } catch (const InvalidArgument& e) {
-      raise("InvalidArgument", e.what());
-    } catch (const QueueFull& e) {
-      raise("QueueFull", e.what());
-    } catch (const OutOfMemory& e) {
-      raise("OutOfMemory", e.what());
-    } catch (const BackendUnavailable& e) {
-      raise("BackendUnavailable", e.what());
-    } catch (const CudaError& e) {
-      raise("CudaError", e.what());
-    } catch (const CheckpointError& e) {
-      raise("CheckpointError", e.what());
-    } catch (const Error& e) {
-      raise("Error", e.what());
+    } catch (...) {
+      translate_library_errors(std::current_exception());
     }
   });
 }
