@@ -32,6 +32,7 @@ MemorySource::MemorySource(SourceInfo info, std::vector<float> features, std::ve
 std::size_t MemorySource::read(std::size_t max, Chunk& out) {
   out.clear();
   const std::size_t n = std::min(max, size_ - next_);
+  if (n == 0) return 0;  // the end (the rows may have been moved out by a read of them all)
   if (next_ == 0 && n == size_) {  // everything at once: nothing is read again, so move it out
     out.features = std::move(features_);
     out.labels = std::move(labels_);
