@@ -14,45 +14,32 @@
 #include "cuda/kernels.hpp"
 #include "support/exact_reference.hpp"
 #include "support/test_support.hpp"
+#include "support/twin_stores.hpp"
 
 namespace gpu_twin {
 
 using namespace test;
 
 
-/// The same store on both backends; every op goes to both.
-struct Twin {
+/// The same store on both backends (TwinStores) and its model: every op goes to both.
+struct Twin : TwinStores {
   /// The spatial index is off unless asked for: the other tests aim at the scan kernels, and
   /// under Auto large batches over stores of one or two dimensions would take the index.
   Twin(std::size_t dim, Metric metric, TargetSpec target, std::size_t queue = 1 << 16,
        SpatialIndex spatial = SpatialIndex::Off)
-      : cpu(make(dim, metric, target, BackendKind::Cpu, queue, spatial)),
-        gpu(make(dim, metric, target, BackendKind::Cuda, queue, spatial)) {
+      : TwinStores(config(dim, metric, target, queue, spatial)) {
     model.dim = dim;
   }
-  static StoreConfig make(std::size_t dim, Metric metric, TargetSpec target, BackendKind kind, std::size_t queue,
-                          SpatialIndex spatial) {
+  static StoreConfig config(std::size_t dim, Metric metric, TargetSpec target, std::size_t queue,
+                            SpatialIndex spatial) {
     StoreConfig c;
     c.spatial_index = spatial;
     c.dim = dim;
     c.metric = metric;
     c.target = target;
-    c.backend = kind;
     c.queue_capacity = queue;
-    c.debug = kind == BackendKind::Cuda;
     return c;
   }
-  void push(const Update& u) {
-    while (!cpu.try_push(u)) cpu.publish();
-    while (!gpu.try_push(u)) gpu.publish();
-  }
-  void publish() {
-    const auto a = cpu.publish(), b = gpu.publish();
-    REQUIRE(a.applied == b.applied);
-    REQUIRE(a.rejected.size() == b.rejected.size());
-    REQUIRE(a.epoch == b.epoch);
-  }
-  ReferenceSet cpu, gpu;
   Model model;
 };
 

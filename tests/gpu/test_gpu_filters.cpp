@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "support/test_support.hpp"
+#include "support/twin_stores.hpp"
 
 using namespace test;
 
@@ -21,30 +22,18 @@ namespace {
 
 constexpr std::size_t kWords = 2;
 
-StoreConfig twin_config(std::size_t dim, Metric metric, BackendKind kind, SpatialIndex spatial) {
-  StoreConfig c;
-  c.dim = dim;
-  c.metric = metric;
-  c.backend = kind;
-  c.attribute_words = kWords;
-  c.spatial_index = spatial;
-  c.debug = kind == BackendKind::Cuda;
-  return c;
-}
-
-struct Twin {
+/// The same store on both backends (TwinStores), with attribute words.
+struct Twin : TwinStores {
   Twin(std::size_t dim, Metric metric, SpatialIndex spatial = SpatialIndex::Off)
-      : cpu(twin_config(dim, metric, BackendKind::Cpu, spatial)), gpu(twin_config(dim, metric, BackendKind::Cuda, spatial)) {}
-  void push(const Update& u) {
-    while (!cpu.try_push(u)) cpu.publish();
-    while (!gpu.try_push(u)) gpu.publish();
+      : TwinStores(config(dim, metric, spatial)) {}
+  static StoreConfig config(std::size_t dim, Metric metric, SpatialIndex spatial) {
+    StoreConfig c;
+    c.dim = dim;
+    c.metric = metric;
+    c.attribute_words = kWords;
+    c.spatial_index = spatial;
+    return c;
   }
-  void publish() {
-    const PublishReport a = cpu.publish(), b = gpu.publish();
-    REQUIRE(a.applied == b.applied);
-    REQUIRE(a.epoch == b.epoch);
-  }
-  ReferenceSet cpu, gpu;
 };
 
 /// Whether the CUDA backend answers predicates; where it does not, checks that it refuses them by name.
@@ -279,7 +268,7 @@ TEST_CASE("GPU filters: votes among the points that pass, growth, and a reloaded
   // loaded on the CUDA backend (its attributes reach the device with the load's batch).
   constexpr std::size_t dim = 8, n = 30000, nq = 200, k = 9;
   auto config = [](BackendKind kind) {
-    StoreConfig c = twin_config(dim, Metric::L2, kind, SpatialIndex::Off);
+    StoreConfig c = TwinStores::on(Twin::config(dim, Metric::L2, SpatialIndex::Off), kind);
     c.target = TargetSpec::classes(5);
     c.capacity_hint = 64;
     return c;

@@ -11,6 +11,7 @@
 
 #include "support/exact_reference.hpp"
 #include "support/test_support.hpp"
+#include "support/twin_stores.hpp"
 
 using namespace test;
 
@@ -18,18 +19,16 @@ namespace {
 
 using Points = std::unordered_map<PointId, std::vector<float>>;
 
-/// The same store on the CPU backend and on the CUDA backend with the reduced screen as given;
-/// every op goes to both.
-struct Twin {
+/// The same store on the CPU backend and on the CUDA backend with the reduced screen as given
+/// (TwinStores), and its points: every op goes to both.
+struct Twin : TwinStores {
   Twin(std::size_t dim, Metric metric, ReducedScreen reduced = ReducedScreen::Always)
-      : cpu(make(dim, metric, BackendKind::Cpu, reduced)), gpu(make(dim, metric, BackendKind::Cuda, reduced)), dim(dim) {}
-  static StoreConfig make(std::size_t dim, Metric metric, BackendKind kind, ReducedScreen reduced) {
+      : TwinStores(config(dim, metric, reduced)), dim(dim) {}
+  static StoreConfig config(std::size_t dim, Metric metric, ReducedScreen reduced) {
     StoreConfig c;
     c.dim = dim;
     c.metric = metric;
-    c.backend = kind;
     c.reduced_screen = reduced;
-    c.debug = kind == BackendKind::Cuda;
     return c;
   }
   void insert(PointId id, const std::vector<float>& v) {
@@ -44,16 +43,6 @@ struct Twin {
     push(Update::erase(id));
     points.erase(id);
   }
-  void push(const Update& u) {
-    while (!cpu.try_push(u)) cpu.publish();
-    while (!gpu.try_push(u)) gpu.publish();
-  }
-  void publish() {
-    const auto a = cpu.publish(), b = gpu.publish();
-    REQUIRE(a.applied == b.applied);
-    REQUIRE(a.epoch == b.epoch);
-  }
-  ReferenceSet cpu, gpu;
   Points points;
   std::size_t dim;
 };
@@ -214,7 +203,7 @@ TEST_CASE("Auto and Off give the same answers as Always on a large store (the pl
   const auto data = gaussian(g, n * dim);
   std::vector<ReferenceSet> stores;
   for (ReducedScreen mode : {ReducedScreen::Always, ReducedScreen::Auto, ReducedScreen::Off}) {
-    stores.emplace_back(Twin::make(dim, Metric::L2, BackendKind::Cuda, mode));
+    stores.emplace_back(TwinStores::on(Twin::config(dim, Metric::L2, mode), BackendKind::Cuda));
     for (std::size_t i = 0; i < n; ++i) {
       const Update u = Update::insert(PointId(i), std::span<const float>(data).subspan(i * dim, dim));
       while (!stores.back().try_push(u)) stores.back().publish();
