@@ -147,6 +147,7 @@ struct RunArgs {
 struct RunPlan {
   unsigned blocks = 0, threads = 0;
   std::size_t shared_bytes = 0;
+  bool points_in_shared = false;  // each block's points copied to its shared memory for the run
 };
 RunPlan plan_run(std::uint32_t n, std::uint32_t k, std::uint32_t d);
 /// 64-bit words of the run's moved sums: three tables, each an iteration's changes of the digits

@@ -7,7 +7,9 @@
 // pass over the block's points, the barrier and a few microseconds of shared-memory work.
 //
 // Each block owns a contiguous range of points, whose labels and bounds it keeps in shared memory
-// for the run (read at its start, written back at its end), so the kernel serves fits whose
+// for the run (read at its start, written back at its end), and the points themselves where the
+// plan finds room at the same blocks per multiprocessor (RunPlan::points_in_shared: Hamerly's
+// tightening and the rescans then read shared memory, not L2), so the kernel serves fits whose
 // points' state fits in the resident blocks' shared memory (about two million points on a
 // 132-multiprocessor device); larger fits run the one-step kernels. It labels its points as the
 // bounds and scan kernels do (point_rules.cuh): Hamerly's test per point, the points that fail it
@@ -72,10 +74,12 @@ struct RunShared {
   float* upper;             // span
   float* lower;             // span
   std::uint16_t* list;      // span: the points failing Hamerly's test (places in the block's range)
+  float* points;            // span x d: the block's points, where the plan keeps them (else none)
   std::size_t bytes;
 };
 
-__host__ __device__ RunShared carve(unsigned char* base, std::uint32_t k, std::uint32_t d, std::uint32_t span) {
+__host__ __device__ RunShared carve(unsigned char* base, std::uint32_t k, std::uint32_t d, std::uint32_t span,
+                                    bool points) {
   const std::size_t cells = std::size_t(k) * d;
   std::size_t at = 0;
   const auto take = [&](std::size_t bytes) {
@@ -98,6 +102,7 @@ __host__ __device__ RunShared carve(unsigned char* base, std::uint32_t k, std::u
   s.upper = reinterpret_cast<float*>(take(span * sizeof(float)));
   s.lower = reinterpret_cast<float*>(take(span * sizeof(float)));
   s.list = reinterpret_cast<std::uint16_t*>(take(span * sizeof(std::uint16_t)));
+  s.points = reinterpret_cast<float*>(take(points ? std::size_t(span) * d * sizeof(float) : 0));
   s.bytes = at;
   return s;
 }
@@ -128,11 +133,11 @@ __device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d,
   __syncthreads();
 }
 
-/// The full scan of the block's point at place e (of `lo` + e) against the shared centroids; a
-/// changed label moves its sums.
-__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b, std::uint32_t lo,
+/// The full scan of the block's point at place e (its values at xs + e d) against the shared
+/// centroids; a changed label moves its sums.
+__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b, const float* xs,
                        std::uint32_t e) {
-  const float* x = a.x + std::size_t(lo + e) * a.d;
+  const float* x = xs + std::size_t(e) * a.d;
   Nearest2 near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kScanGroup) {  // kScanGroup independent sums at once
     float acc[kScanGroup];
@@ -169,16 +174,16 @@ __device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, con
   write_bounds(sh.upper, sh.lower, e, u, l);
 }
 
-/// The labelling of the block's points, lo + [0, count): Hamerly's test of every point, the
-/// failing ones listed; then every thread of the block rescans listed points, so a few failing
-/// points cost one rescan's time, not one each.
+/// The labelling of the block's `count` points (their values at xs, row-major): Hamerly's test of
+/// every point, the failing ones listed; then every thread of the block rescans listed points, so
+/// a few failing points cost one rescan's time, not one each.
 __device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b,
-                             std::uint32_t lo, std::uint32_t count) {
+                             const float* xs, std::uint32_t count) {
   for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
     const std::uint32_t c = sh.labels[e];
     double u = sh.upper[e], l = sh.lower[e];
     move_bounds(u, l, c, sh.delta[c], v.moves);
-    if (keeps_label(a.x + std::size_t(lo + e) * a.d, sh.centroids + c * a.d, a.d, b, sh.half_gap[c], l, u)) {
+    if (keeps_label(xs + std::size_t(e) * a.d, sh.centroids + c * a.d, a.d, b, sh.half_gap[c], l, u)) {
       write_bounds(sh.upper, sh.lower, e, u, l);
     } else {
       sh.list[atomicAdd(&v.fill, 1u)] = std::uint16_t(e);
@@ -186,7 +191,7 @@ __device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& 
   }
   __syncthreads();
   const std::uint32_t listed = v.fill;
-  for (std::uint32_t f = threadIdx.x; f < listed; f += blockDim.x) rescan(a, sh, v, b, lo, sh.list[f]);
+  for (std::uint32_t f = threadIdx.x; f < listed; f += blockDim.x) rescan(a, sh, v, b, xs, sh.list[f]);
 }
 
 /// Adds the block's table to the iteration's global one (out) and zeroes it for the next.
@@ -297,11 +302,12 @@ __device__ void write_state(const RunArgs& a, const RunShared& sh, const RunScal
   }
 }
 
-__global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a) {
+/// points_in_shared: RunPlan's (the block's points read from shared memory, copied at the start).
+__global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a, bool points_in_shared) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ RunScalars v;
   const std::uint32_t span = block_span(a.n, gridDim.x);
-  const RunShared sh = carve(raw, a.k, a.d, span);
+  const RunShared sh = carve(raw, a.k, a.d, span, points_in_shared);
   const std::uint32_t lo = std::min(a.n, blockIdx.x * span), count = std::min(a.n - lo, span);
   const std::uint32_t cells = a.k * a.d, words = cells * km::kSumDigits;
   const ex::ScreenBound bound = ex::screen_bound(a.d);
@@ -318,13 +324,18 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a) {
     sh.upper[e] = a.upper[lo + e];
     sh.lower[e] = a.lower[lo + e];
   }
+  const float* xs = a.x + std::size_t(lo) * a.d;
+  if (points_in_shared) {
+    for (std::size_t w = threadIdx.x; w < std::size_t(count) * a.d; w += blockDim.x) sh.points[w] = xs[w];
+    xs = sh.points;
+  }
   if (threadIdx.x == 0) v = RunScalars{*a.moves, 0, 0, 0, 0};
   __syncthreads();
   half_gaps(sh, a.k, a.d, bound);
   const std::size_t table = table_words(a.k, a.d);
   cg::grid_group grid = cg::this_grid();
   for (std::uint32_t it = 0; it < a.count; ++it) {
-    label_points(a, sh, v, bound, lo, count);
+    label_points(a, sh, v, bound, xs, count);
     __syncthreads();
     unsigned long long* moved = a.moved_sums + (it % kTables) * table;
     flush_moves(a, sh, v, moved);
@@ -358,19 +369,23 @@ RunPlan plan_run(std::uint32_t n, std::uint32_t k, std::uint32_t d) {
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
   if (cooperative == 0) return {};
   // The most blocks a multiprocessor that hold their points' state in shared memory, all resident
-  // (the barrier needs it); no more blocks than blockDim-point spans.
+  // (the barrier needs it), with the points themselves where they fit too; no more blocks than
+  // blockDim-point spans.
   const std::uint64_t spans = (std::uint64_t(n) + kRunThreads - 1) / kRunThreads;
   for (int per_sm = kRunMaxBlocksPerSm; per_sm >= 1; --per_sm) {
     const auto blocks = unsigned(std::min<std::uint64_t>(std::uint64_t(sms) * unsigned(per_sm), spans));
     const std::uint32_t span = block_span(n, blocks);
-    const std::size_t dynamic = carve(nullptr, k, d, span).bytes;
-    if (span > kMaxSpan || dynamic + sizeof(RunScalars) > std::size_t(optin)) continue;
-    check_cuda(cudaFuncSetAttribute(run_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)),
-               "cudaFuncSetAttribute", "kmeans run_kernel");
-    int resident = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, run_kernel, kRunThreads, dynamic),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "kmeans run_kernel");
-    if (std::uint64_t(resident) * unsigned(sms) >= blocks) return RunPlan{blocks, kRunThreads, dynamic};
+    if (span > kMaxSpan) continue;
+    for (const bool points : {true, false}) {
+      const std::size_t dynamic = carve(nullptr, k, d, span, points).bytes;
+      if (dynamic + sizeof(RunScalars) > std::size_t(optin)) continue;
+      check_cuda(cudaFuncSetAttribute(run_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)),
+                 "cudaFuncSetAttribute", "kmeans run_kernel");
+      int resident = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, run_kernel, kRunThreads, dynamic),
+                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "kmeans run_kernel");
+      if (std::uint64_t(resident) * unsigned(sms) >= blocks) return RunPlan{blocks, kRunThreads, dynamic, points};
+    }
   }
   return {};
 }
@@ -379,7 +394,8 @@ void launch_run(const RunArgs& a, const RunPlan& plan, cudaStream_t s) {
   check_cuda(cudaMemsetAsync(a.moved_sums, 0, run_moved_words(a.k, a.d) * sizeof(unsigned long long), s),
              "cudaMemsetAsync", "kmeans moved sums");
   RunArgs args = a;
-  void* params[] = {&args};
+  bool points = plan.points_in_shared;
+  void* params[] = {&args, &points};
   check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(run_kernel), dim3(plan.blocks),
                                          dim3(plan.threads), params, plan.shared_bytes, s),
              "cudaLaunchCooperativeKernel", "kmeans run_kernel");
