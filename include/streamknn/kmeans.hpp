@@ -7,9 +7,16 @@
 // in a fixed order (docs/kmeans.md), so results do not depend on the thread count, and both
 // backends return identical centroids, labels, inertia and iteration counts for the same start.
 //
-// Threading: a KMeans object is immutable after construction; fit() and predict() may be called
-// from any number of threads at once. Errors: bad arguments throw InvalidArgument naming the
-// argument and its value; BackendKind::Cuda without a usable device throws BackendUnavailable;
+// Threading: a KMeans object's configuration is fixed at construction; fit() and predict() may be
+// called from any number of threads at once.
+//
+// Memory: a KMeans object keeps the device memory of its last CUDA fit (its arrays, a stream and
+// the device copy of host points) for its next fit or predict, which then skips the allocations
+// (about 0.3 ms a fit on an H200, more for host points); a fit running while another holds it
+// makes its own. Copies of the object share it; release_workspace() or the last copy's
+// destruction frees it.
+//
+// Errors: bad arguments throw InvalidArgument naming the argument and its value; BackendKind::Cuda without a usable device throws BackendUnavailable;
 // OutOfMemory and CudaError as the rest of the library.
 //
 //   streamknn::KMeansConfig c;
@@ -20,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -29,6 +37,9 @@
 namespace streamknn {
 
 class ReferenceSet;
+namespace detail::kmeans {
+class WorkspaceShelf;
+}  // namespace detail::kmeans
 
 /// How the starting centroids are chosen.
 enum class KMeansInit : unsigned char {
@@ -121,10 +132,15 @@ class KMeans {
   std::vector<std::uint32_t> predict(std::span<const float> centroids, std::span<const float> points,
                                      std::size_t dim) const;
 
+  /// Frees the device memory kept from the last CUDA fit (the class comment's Memory); fits
+  /// running at the time keep theirs until they end.
+  void release_workspace() const;
+
   const KMeansConfig& config() const noexcept { return config_; }
 
  private:
   KMeansConfig config_;
+  std::shared_ptr<detail::kmeans::WorkspaceShelf> workspace_;
 };
 
 }  // namespace streamknn

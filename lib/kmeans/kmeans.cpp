@@ -70,7 +70,8 @@ BackendKind resolve(const KMeansConfig& c) {
 /// the pool. A bad point is refused (InvalidArgument) before an unusable backend is
 /// (BackendUnavailable).
 std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, BackendKind kind, const km::LloydShape& s,
-                                                  ThreadPool& pool, const char* caller, std::uintptr_t ready = 0) {
+                                                  ThreadPool& pool, const char* caller, km::WorkspaceShelf& shelf,
+                                                  std::uintptr_t ready = 0) {
   const std::span<const float> rows(s.points, s.n * s.d);
   const float bound = detail::coordinate_bound(Metric::L2, s.d);
   const auto scan = [&] {
@@ -82,7 +83,7 @@ std::unique_ptr<km::LloydBackend> checked_backend(const KMeansConfig& c, Backend
     km::RowCheck check{bound, 0};
     std::unique_ptr<km::LloydBackend> be;
     try {
-      be = km::make_cuda_lloyd(s, c.cuda_device, pool, check, ready, caller);
+      be = km::make_cuda_lloyd(s, c.cuda_device, pool, check, ready, caller, shelf.take());
     } catch (const BackendUnavailable&) {  // thrown before any point is copied
       scan();
       throw;
@@ -241,7 +242,8 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
 
 }  // namespace
 
-KMeans::KMeans(KMeansConfig config) : config_(std::move(config)) {
+KMeans::KMeans(KMeansConfig config)
+    : config_(std::move(config)), workspace_(std::make_shared<detail::kmeans::WorkspaceShelf>()) {
   const auto& c = config_;
   if (c.clusters < 1) fail_argument("KMeans: clusters=", c.clusters, " must be at least 1");
   if (c.clusters > std::numeric_limits<std::uint32_t>::max()) fail_argument("KMeans: clusters=", c.clusters, " is too large");
@@ -313,11 +315,11 @@ std::vector<float> start_for(const KMeansConfig& c, std::size_t run, const km::L
 
 /// The fit of points that passed check_shape; their rows are checked by checked_backend.
 KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, BackendKind kind, const char* caller,
-                         std::uintptr_t ready = 0) {
+                         km::WorkspaceShelf& shelf, std::uintptr_t ready = 0) {
   // Points on the device leave the host's threads idle but for a k-means++ start.
   const bool host_work = !s.on_device || c.init == KMeansInit::KMeansPlusPlus;
   ThreadPool pool(host_work ? km::pool_workers(c.cpu_threads) : 0);
-  auto be = checked_backend(c, kind, s, pool, caller, ready);
+  auto be = checked_backend(c, kind, s, pool, caller, shelf, ready);
   // tol x variance is 0 whatever the (finite) variance when tol is 0: no pass over the points.
   const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(*be, s.n, s.d);
   KMeansResult best;
@@ -332,18 +334,20 @@ KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, Backend
     }
   }
   best.backend = kind;
+  shelf.put(be->release_workspace());
   return best;
 }
 
-KMeansResult fit_host(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller) {
-  return fit_checked(c, km::LloydShape{points.data(), points.size() / dim, dim, c.clusters}, resolve(c), caller);
+KMeansResult fit_host(const KMeansConfig& c, std::span<const float> points, std::size_t dim, const char* caller,
+                      km::WorkspaceShelf& shelf) {
+  return fit_checked(c, km::LloydShape{points.data(), points.size() / dim, dim, c.clusters}, resolve(c), caller, shelf);
 }
 
 }  // namespace
 
 KMeansResult KMeans::fit(std::span<const float> points, std::size_t dim) const {
   check_shape(config_, points, dim, "KMeans::fit");
-  return fit_host(config_, points, dim, "KMeans::fit");
+  return fit_host(config_, points, dim, "KMeans::fit", *workspace_);
 }
 
 KMeansResult KMeans::fit_device(const float* points, std::size_t n, std::size_t dim, std::uintptr_t cuda_stream) const {
@@ -357,7 +361,7 @@ KMeansResult KMeans::fit_device(const float* points, std::size_t n, std::size_t 
   }
   check_shape(config_, std::span<const float>(points, n * dim), dim, caller);  // the span is never read
   return fit_checked(config_, km::LloydShape{points, n, dim, config_.clusters, true}, BackendKind::Cuda, caller,
-                     cuda_stream);
+                     *workspace_, cuda_stream);
 }
 
 KMeansResult KMeans::fit(const ReferenceSet& set) const {
@@ -376,7 +380,7 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
     const std::size_t n = rows.ids.size();
     check_shape(config_, std::span<const float>(rows.rows, n * dim), dim, caller);  // the span is never read
     KMeansResult r = fit_checked(config_, km::LloydShape{rows.rows, n, dim, config_.clusters, true},
-                                 BackendKind::Cuda, caller);
+                                 BackendKind::Cuda, caller, *workspace_);
     r.ids = std::move(rows.ids);
     r.epoch = rows.epoch;
     return r;
@@ -392,7 +396,7 @@ KMeansResult KMeans::fit(const ReferenceSet& set) const {
   }
   image.vectors.resize(live * dim);
   check_shape(config_, image.vectors, dim, caller);
-  KMeansResult r = fit_host(config_, image.vectors, dim, caller);
+  KMeansResult r = fit_host(config_, image.vectors, dim, caller, *workspace_);
   r.ids = std::move(ids);
   r.epoch = image.epoch;
   return r;
@@ -413,11 +417,14 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
   ThreadPool pool(km::pool_workers(config_.cpu_threads));
   km::LloydShape s{points.data(), labels.size(), dim, centroids.size() / dim};
   s.labels_only = true;
-  auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict");
+  auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict", *workspace_);
   be->start(centroids);
   be->assign({});
   be->fetch_labels(labels);
+  workspace_->put(be->release_workspace());
   return labels;
 }
+
+void KMeans::release_workspace() const { workspace_->put(nullptr); }
 
 }  // namespace streamknn

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -45,6 +46,34 @@ struct Lookahead {
   double tol = 0;
 };
 
+/// What a backend keeps from one fit for the next fit of the same KMeans object (the CUDA
+/// backend's stream and device arrays: lib/cuda/kmeans/workspace.hpp); the CPU backend keeps none.
+class LloydWorkspace {
+ public:
+  virtual ~LloydWorkspace() = default;
+};
+
+/// A KMeans object's idle workspace, at most one: a fit takes it (or makes its own where another
+/// fit holds it) and puts its own back when it ends, replacing any there.
+class WorkspaceShelf {
+ public:
+  std::unique_ptr<LloydWorkspace> take() {
+    const std::lock_guard lock(mutex_);
+    return std::move(idle_);
+  }
+  void put(std::unique_ptr<LloydWorkspace> w) {
+    {
+      const std::lock_guard lock(mutex_);
+      std::swap(idle_, w);
+    }
+    // the one replaced (w) is freed here, outside the lock
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<LloydWorkspace> idle_;
+};
+
 class LloydBackend {
  public:
   virtual ~LloydBackend() = default;
@@ -80,6 +109,8 @@ class LloydBackend {
   /// Sum over the points, in the fold tree's order over point indices, of the float64 squared
   /// distance to the labelled centroid.
   virtual double inertia() = 0;
+  /// What the next fit may reuse, once this backend's work is done (it is not used after).
+  virtual std::unique_ptr<LloydWorkspace> release_workspace() { return nullptr; }
   /// out (points.size() x d): the rows of the given points.
   virtual void gather(std::span<const std::uint32_t> points, std::span<float> out) = 0;
   /// One pass of the mean variance: out[c * d + j] (c < ceil(n / kVarianceChunk)) is the float64
@@ -105,8 +136,10 @@ std::unique_ptr<LloydBackend> make_cpu_lloyd(const LloydShape& shape, ThreadPool
 /// after `ready` (a cudaStream_t, 0 the legacy default stream) has done what was queued on it;
 /// a kernel tests them, and InvalidArgument (naming `caller`) refuses a pointer that is not
 /// memory of `device`.
+/// `reuse`: a workspace from an earlier fit (release_workspace()), or none.
 std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check,
-                                              std::uintptr_t ready = 0, const char* caller = "KMeans");
+                                              std::uintptr_t ready = 0, const char* caller = "KMeans",
+                                              std::unique_ptr<LloydWorkspace> reuse = nullptr);
 /// True when make_cuda_lloyd can succeed for this device.
 bool cuda_lloyd_available(int device) noexcept;
 

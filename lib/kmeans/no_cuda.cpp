@@ -5,7 +5,7 @@
 namespace streamknn::detail::kmeans {
 
 std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape&, int, ThreadPool&, RowCheck&, std::uintptr_t,
-                                              const char*) {
+                                              const char*, std::unique_ptr<LloydWorkspace>) {
   throw BackendUnavailable("KMeans: this build of streamknn has no CUDA support "
                            "(configured with STREAMKNN_CUDA=OFF or without nvcc)");
 }

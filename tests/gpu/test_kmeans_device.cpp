@@ -3,15 +3,17 @@
 // is identity (docs/kmeans.md): the same labels, centroid bits, inertia and iteration count, for
 // given, random and k-means++ starts, empty-cluster relocations (their rows gathered from the
 // device), tol's scale (the mean variance, computed on the device: a tol stop in the same
-// iteration), rows wider than one block's columns, and the points written on the caller's stream
-// just before the call. Bad floats are named as fit() names them; pointers that are not device
-// memory, backend Cpu and bad shapes are refused. Built with CUDA (links the CUDA runtime).
+// iteration), rows wider than one block's columns, the points written on the caller's stream
+// just before the call, and one object's fits from device and host memory in turn. Bad floats are
+// named as fit() names them; pointers that are not device memory, backend Cpu and bad shapes are
+// refused. Built with CUDA (links the CUDA runtime).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "gpu/kmeans_cases.hpp"
 #include "streamknn/kmeans.hpp"
@@ -117,6 +119,40 @@ TEST_CASE("kmeans fit_device: empty clusters relocated from rows on the device")
     }
     c.tol = 0;
     check_same(c, x, d);
+  }
+}
+
+TEST_CASE("kmeans fit_device: one object's fits from device and host memory share its kept memory") {
+  // The object keeps its last fit's device arrays and its copy of host points (kmeans.hpp: Memory):
+  // device fits after host fits and after larger ones (the copy and the arrays still holding
+  // their values) equal fresh CPU fits.
+  auto g = rng(305);
+  KMeansConfig c;
+  c.clusters = 8;
+  c.init = KMeansInit::Random;
+  c.seed = 11;
+  c.tol = 0;
+  c.backend = BackendKind::Cuda;
+  const KMeans gpu(c);
+  c.backend = BackendKind::Cpu;
+  const KMeans cpu(c);
+  for (const auto& [n, d, on_device] : {std::tuple<std::size_t, std::size_t, bool>{40000, 6, false},
+                                        {3000, 2, true}, {40000, 6, true}, {5000, 3, false}, {30000, 2, true}}) {
+    CAPTURE(n);
+    CAPTURE(on_device);
+    const auto x = clustered(g, n, d, 5, false);
+    const auto want = cpu.fit(x, d);
+    KMeansResult got;
+    if (on_device) {
+      const DevicePoints dev(x);
+      got = gpu.fit_device(dev.p, n, d, dev.ready());
+    } else {
+      got = gpu.fit(x, d);
+    }
+    CHECK(got.labels == want.labels);
+    CHECK(got.centroids == want.centroids);
+    CHECK(got.inertia == want.inertia);
+    CHECK(got.iterations == want.iterations);
   }
 }
 

@@ -6,9 +6,11 @@
 // k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
 // relocations, bad floats anywhere in the staged copy of the points, and the iterations the CUDA
 // backend queues ahead (one-step kernels, or the run kernel) stopping where the host's loop stops
-// (by max_iter, tol, unchanged labels), reporting the CPU's iterations to on_iteration.
+// (by max_iter, tol, unchanged labels), reporting the CPU's iterations to on_iteration, and one
+// object's fits reusing the device memory its last fit left (from one thread and from several).
 #include <algorithm>
 #include <array>
+#include <thread>
 
 #include "gpu/kmeans_cases.hpp"
 #include "streamknn/kmeans.hpp"
@@ -320,5 +322,53 @@ TEST_CASE("kmeans gpu: on_iteration hears the CPU's reports, through queued runs
       CHECK(heard[1][i].shift == heard[0][i].shift);
       CHECK(heard[1][i].last == heard[0][i].last);
     }
+  }
+}
+
+TEST_CASE("kmeans gpu: one object's fits reuse its device memory, whatever the last fit left there") {
+  // A KMeans object keeps its last CUDA fit's arrays and points (class comment: Memory). Each fit
+  // below follows one of another shape whose values are still in that memory (larger and smaller,
+  // the run kernel's and the one-step kernels', a predict's labels-only layout), and must equal a
+  // fresh object's fit on the CPU; then fits from several threads at once, each making its own
+  // where another holds the kept one.
+  auto g = rng(209);
+  struct Fit {
+    std::size_t n, d;
+  };
+  const Fit fits[] = {{20000, 8}, {1000, 2}, {50000, 2}, {3000, 16}, {20000, 8}, {700, 3}, {50000, 2}};
+  KMeansConfig c;
+  c.clusters = 16;
+  c.tol = 0;
+  c.seed = 7;
+  c.backend = BackendKind::Cuda;
+  const KMeans gpu(c);
+  c.backend = BackendKind::Cpu;
+  const KMeans cpu(c);
+  std::vector<std::vector<float>> xs;
+  for (const Fit& f : fits) xs.push_back(clustered(g, f.n, f.d, 9, false));
+  for (std::size_t i = 0; i < std::size(fits); ++i) {
+    CAPTURE(i);
+    const std::size_t d = fits[i].d;
+    const auto want = cpu.fit(xs[i], d);
+    const auto got = gpu.fit(xs[i], d);
+    CHECK(got.labels == want.labels);
+    CHECK(got.centroids == want.centroids);
+    CHECK(got.inertia == want.inertia);
+    CHECK(got.iterations == want.iterations);
+    // A predict's labels-only layout is what the next fit finds in the kept memory.
+    CHECK(gpu.predict(want.centroids, xs[i], d) == cpu.predict(want.centroids, xs[i], d));
+    if (i == 3) gpu.release_workspace();
+  }
+  std::vector<KMeansResult> want(std::size(fits)), got(std::size(fits));
+  for (std::size_t i = 0; i < std::size(fits); ++i) want[i] = cpu.fit(xs[i], fits[i].d);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < std::size(fits); ++i) {
+    threads.emplace_back([&, i] { got[i] = gpu.fit(xs[i], fits[i].d); });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < std::size(fits); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].labels == want[i].labels);
+    CHECK(got[i].centroids == want[i].centroids);
   }
 }

@@ -24,6 +24,7 @@
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
 #include "cuda/kmeans/staged_upload.hpp"
+#include "cuda/kmeans/workspace.hpp"
 #include "kmeans/cluster_sums.hpp"
 #include "kmeans/fold_layout.hpp"
 #include "kmeans/kmeans_exact.hpp"
@@ -78,27 +79,29 @@ class CudaLloyd final : public LloydBackend {
   /// (host points); `ready` is the stream device points were written on. Every array of the fit
   /// but the relocation's lives in one device allocation, and the host's copies of the reports
   /// in one vector: a fit's fixed cost is a few calls, not one per array.
-  CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready)
+  CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready,
+            std::unique_ptr<LloydWorkspace> reuse)
       : scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
         levels_(fold_levels_for(s.n)), labels_only_(s.labels_only),
         plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
-        max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun), x_(s.on_device ? 0 : s.n * s.d, "kmeans points"),
-        block_(place(nullptr), "kmeans arrays"), host_(host_doubles(s.k, max_run_)) {
-    place(block_.get());
+        max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun),
+        ws_(CudaWorkspace::take(std::move(reuse), device, place(nullptr), s.on_device ? 0 : s.n * s.d)),
+        stream_(ws_->stream.get()), host_(host_doubles(s.k, max_run_)) {
+    place(ws_->block.get());
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
-    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync",
+    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync",
                "kmeans n");
-    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream_.get());
+    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream_);
     if (s.on_device) {
       xp_ = s.points;
       check_in_place(check, ready);
     } else {
       upload(s.points, device, pool, check);
-      xp_ = x_.get();
+      xp_ = ws_->points.get();
     }
     // The exact sums' units: computed with the check for device points, after the copy else.
     if (!labels_only_ && !s.on_device && check.first == s.n * s.d) {
-      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream_.get());
+      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream_);
     }
     if (!labels_only_) sum_blocks_ = gk::move_sums_blocks(n_, k_, d_);
   }
@@ -146,7 +149,7 @@ class CudaLloyd final : public LloydBackend {
       queue_sums(summed_, nullptr);
       queue_update(gk::LoopEnd{}, shift2_.get());
       // One copy: the shifts, the counts and the changed count lie in that order (place()).
-      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream_.get()),
+      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync", "kmeans counts and shifts");
       summed_ = true;
       sync();
@@ -161,7 +164,7 @@ class CudaLloyd final : public LloydBackend {
 
   void advance(std::span<double> shift2) override {
     if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
-      gk::launch_means(update_args(shift2_.get()), nullptr, stream_.get());
+      gk::launch_means(update_args(shift2_.get()), nullptr, stream_);
       finish_move(shift2);
       return;
     }
@@ -182,7 +185,7 @@ class CudaLloyd final : public LloydBackend {
   std::vector<FarPoint> far_points(std::size_t m) override {
     // The costs sorted on the device; the screen's prefix of them, their points and labels come
     // back (usually a handful: two small copies instead of n labels and a host pass over n x d).
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     if (far_order_.size() == 0) {
       far_temp_ = DeviceArray<unsigned char>(gk::cost_sort_bytes(n_), "kmeans cost sort scratch");
       far_sorted_ = DeviceArray<double>(n_, "kmeans sorted costs");
@@ -211,7 +214,7 @@ class CudaLloyd final : public LloydBackend {
 
   void gather(std::span<const std::uint32_t> points, std::span<float> out) override {
     if (points.empty()) return;
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     DeviceArray<std::uint32_t> rows(points.size(), "kmeans gathered rows");
     DeviceArray<float> values(out.size(), "kmeans gathered values");
     check_cuda(cudaMemcpyAsync(rows.get(), points.data(), points.size_bytes(), cudaMemcpyHostToDevice, s),
@@ -221,7 +224,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void variance_pass(const double* mean, std::span<double> out) override {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     if (mean) {
       check_cuda(cudaMemcpyAsync(means_.get(), mean, means_.bytes(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
                  "kmeans feature means");
@@ -230,8 +233,13 @@ class CudaLloyd final : public LloydBackend {
     copy_out(out.data(), variance_.get(), out.size_bytes());  // waits: `mean` may go once this returns
   }
 
+  std::unique_ptr<LloydWorkspace> release_workspace() override {
+    sync();
+    return std::move(ws_);
+  }
+
   double inertia() override {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
     fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
     double out = 0;
@@ -240,16 +248,17 @@ class CudaLloyd final : public LloydBackend {
   }
 
  private:
-  /// Copies the points to x_ (staged_upload.hpp), check.first at the first float beyond
-  /// check.bound (then x_ holds no usable points), else n x d.
+  /// Copies the points to the workspace's copy (staged_upload.hpp), check.first at the first float
+  /// beyond check.bound (then the copy holds no usable points), else n x d.
   void upload(const float* points, int device, ThreadPool& pool, RowCheck& check) {
-    check.first = staged_upload(x_.get(), points, x_.size(), check.bound, device, stream_.get(), pool);
+    check.first =
+        staged_upload(ws_->points.get(), points, std::size_t(n_) * d_, check.bound, device, stream_, pool, ws_->staging);
   }
 
   /// Device points, read in place: after the caller's stream's work, one pass finds the first
   /// float beyond check.bound (check.first; n x d when none is).
   void check_in_place(RowCheck& check, std::uintptr_t ready) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     gpu::Event written;
     written.record(reinterpret_cast<cudaStream_t>(ready));
     check_cuda(cudaStreamWaitEvent(s, written.get()), "cudaStreamWaitEvent(caller's stream)");
@@ -269,7 +278,7 @@ class CudaLloyd final : public LloydBackend {
   /// kernels of each iteration, whose last one decides (kmeans_kernels.hpp's LoopEnd). One copy
   /// brings the reports; the host then takes them an iteration at a time (slot_, queued_).
   void run_iterations(std::size_t count, double tol) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     if (plan_.blocks != 0) {
       gk::launch_run(run_args(count, tol), plan_, s);
     } else {
@@ -289,7 +298,7 @@ class CudaLloyd final : public LloydBackend {
 
   /// The one-step kernels of `count` iterations, each skipping its work once the loop stopped.
   void queue_run(std::size_t count, double tol) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     *host_loop() = gk::Loop{0, 0, tol};
     check_cuda(cudaMemcpyAsync(loop_.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync", "kmeans loop control");
@@ -351,7 +360,7 @@ class CudaLloyd final : public LloydBackend {
                           .n = n_,
                           .d = d_,
                           .k = k_};
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     if (!loop) {
       check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
     }
@@ -370,7 +379,7 @@ class CudaLloyd final : public LloydBackend {
   /// once. An empty cluster loses the wager: accumulate() puts the centroids back, and the
   /// relocation and move_to() start from them as usual.
   void queue_sums(bool moved, const gk::Loop* loop) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     const gk::SumArgs a{.x = xp_,
                         .labels = labels_.get(),
                         .moved = moved ? moved_points_.get() : nullptr,
@@ -389,8 +398,8 @@ class CudaLloyd final : public LloydBackend {
   /// The means and their movements (into shift2, k), then `end` (a queued iteration's).
   void queue_update(const gk::LoopEnd& end, double* shift2) {
     const gk::UpdateArgs u = update_args(shift2);
-    gk::launch_means(u, end.loop, stream_.get());
-    gk::launch_shifts(u, end, stream_.get());
+    gk::launch_means(u, end.loop, stream_);
+    gk::launch_shifts(u, end, stream_);
   }
 
   /// The update's arrays, the movements going to shift2 (k).
@@ -412,7 +421,7 @@ class CudaLloyd final : public LloydBackend {
   /// moff_, offs_ and the levels are sized for the inertia's one sequence of n values.
   void fold(const double* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
             std::uint32_t d, double* roots) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     gk::launch_tree_tables(counts, k, levels_, moff_.get(), offs_.get(), s);
     std::size_t nodes = n_ / kFold + k + 1;
     gk::launch_fold_leaves(values, members, moff_.get(), offs_.get(), k, d, nodes, level_a_.get(), s);
@@ -427,7 +436,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void finish_move(std::span<double> shift2) {
-    const cudaStream_t s = stream_.get();
+    const cudaStream_t s = stream_;
     gk::launch_shifts(update_args(shift2_.get()), gk::LoopEnd{}, s);
     check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
@@ -513,35 +522,37 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void upload_centroids(std::span<const float> c) {
-    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_.get()),
+    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_),
                "cudaMemcpyAsync", "kmeans centroids");
     sync();  // c is pageable host memory the caller may reuse
   }
 
   void copy_on_device(void* to, const void* from, std::size_t bytes) {
-    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_.get()), "cudaMemcpyAsync",
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync",
                "kmeans device copy");
   }
 
   void copy_out(void* to, const void* from, std::size_t bytes) {
-    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream_.get()), "cudaMemcpyAsync", "kmeans copy");
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync", "kmeans copy");
     sync();
   }
 
   void sync() {
-    check_cuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize", "kmeans");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", "kmeans");
     changed_ready_ = true;
   }
 
   gpu::DeviceScope scope_;
-  gpu::Stream stream_;
   std::uint32_t n_, d_, k_, levels_;
   bool labels_only_;  // LloydShape::labels_only
   gk::RunPlan plan_;  // the run kernel's launch (blocks 0: runs of the one-step kernels)
   std::size_t max_run_;  // a run's iterations at most
   unsigned sum_blocks_ = 1;  // the sums kernel's grid (move_sums_blocks)
-  DeviceArray<float> x_;   // the points' copy (host points), else empty
-  const float* xp_ = nullptr;  // the points the kernels read: x_, or the caller's on the device
+  // The stream, every Slice below (one block: place()) and the host points' copy, from an earlier
+  // fit where the KMeans object kept one (workspace.hpp).
+  std::unique_ptr<CudaWorkspace> ws_;
+  cudaStream_t stream_;  // ws_'s
+  const float* xp_ = nullptr;  // the points the kernels read: ws_'s copy, or the caller's on the device
   Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
   Slice<gk::Moves> moves_;
@@ -549,7 +560,6 @@ class CudaLloyd final : public LloydBackend {
   Slice<double> slots_;  // max_run_ reports of queued iterations, laid out as the host's (host_shift2())
   Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
   Slice<unsigned long long> first_bad_, digits_, moved_sums_;
-  DeviceArray<unsigned char> block_;  // every Slice above (place())
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
@@ -571,12 +581,13 @@ class CudaLloyd final : public LloydBackend {
 }  // namespace
 
 std::unique_ptr<LloydBackend> make_cuda_lloyd(const LloydShape& shape, int device, ThreadPool& pool, RowCheck& check,
-                                              std::uintptr_t ready, const char* caller) {
+                                              std::uintptr_t ready, const char* caller,
+                                              std::unique_ptr<LloydWorkspace> reuse) {
   if (!cuda_device_usable(device)) {
     throw BackendUnavailable(concat("KMeans: CUDA device ", device, " is not usable (none present, or not supported)"));
   }
   if (shape.on_device) require_device_memory(shape.points, device, caller);
-  return std::make_unique<CudaLloyd>(shape, device, pool, check, ready);
+  return std::make_unique<CudaLloyd>(shape, device, pool, check, ready, std::move(reuse));
 }
 
 bool cuda_lloyd_available(int device) noexcept { return cuda_device_usable(device); }

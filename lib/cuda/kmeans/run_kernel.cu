@@ -368,6 +368,14 @@ RunPlan plan_run(std::uint32_t n, std::uint32_t k, std::uint32_t d) {
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
   if (cooperative == 0) return {};
+  // The kernel's limit is a process-wide attribute: raised once to all that the opt-in leaves
+  // beside the static state, so fits planned on several threads at once never lower it under
+  // another's launch.
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, run_kernel), "cudaFuncGetAttributes", "kmeans run_kernel");
+  const std::size_t limit = std::size_t(optin) > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
+  check_cuda(cudaFuncSetAttribute(run_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)),
+             "cudaFuncSetAttribute", "kmeans run_kernel");
   // The most blocks a multiprocessor that hold their points' state in shared memory, all resident
   // (the barrier needs it), with the points themselves where they fit too; no more blocks than
   // blockDim-point spans.
@@ -378,9 +386,7 @@ RunPlan plan_run(std::uint32_t n, std::uint32_t k, std::uint32_t d) {
     if (span > kMaxSpan) continue;
     for (const bool points : {true, false}) {
       const std::size_t dynamic = carve(nullptr, k, d, span, points).bytes;
-      if (dynamic + sizeof(RunScalars) > std::size_t(optin)) continue;
-      check_cuda(cudaFuncSetAttribute(run_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic)),
-                 "cudaFuncSetAttribute", "kmeans run_kernel");
+      if (dynamic > limit) continue;
       int resident = 0;
       check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, run_kernel, kRunThreads, dynamic),
                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "kmeans run_kernel");

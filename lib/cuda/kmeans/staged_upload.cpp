@@ -50,7 +50,7 @@ struct Upload {
   float bound;
   int device;
   cudaStream_t stream;
-  std::vector<gpu::PinnedArray<float>> stage;
+  std::vector<float*> stage;                     // per slot: its buffer (StagingRing::memory)
   std::vector<gpu::Event> emptied;               // per slot: recorded after its last queued copy
   std::vector<std::atomic<std::size_t>> queued;  // per slot: 1 + the last buffer queued from it
   std::vector<std::atomic<std::size_t>> copied;  // per slot: 1 + the last buffer seen copied out
@@ -102,7 +102,7 @@ struct Upload {
     const std::size_t lo = t * kStageBlock, len = std::min(kStageBlock, count - lo);
     const std::size_t j = lo / per, slot = j % ring;
     if (skipped(lo) || !slot_free(j, lo)) return;
-    float* staged = stage[slot].get() + (lo - j * per);
+    float* staged = stage[slot] + (lo - j * per);
     std::memcpy(staged, points + lo, len * sizeof(float));
     const std::size_t at = detail::first_beyond(std::span<const float>(staged, len), bound);  // what was copied
     if (at != len) {
@@ -113,7 +113,7 @@ struct Upload {
     if (filled[j].fetch_add(1, std::memory_order_acq_rel) + 1 != (size + kStageBlock - 1) / kStageBlock) return;
     if (skipped(begin)) return;  // refused already: nothing more is copied
     on_device();
-    check_cuda(cudaMemcpyAsync(to + begin, stage[slot].get(), size * sizeof(float), cudaMemcpyHostToDevice, stream),
+    check_cuda(cudaMemcpyAsync(to + begin, stage[slot], size * sizeof(float), cudaMemcpyHostToDevice, stream),
                "cudaMemcpyAsync", "kmeans points");
     emptied[slot].record(stream);
     queued[slot].store(j + 1, std::memory_order_release);
@@ -123,7 +123,7 @@ struct Upload {
 }  // namespace
 
 std::size_t staged_upload(float* to, const float* points, std::size_t count, float bound, int device,
-                          cudaStream_t stream, ThreadPool& pool, const StagingRing& ring) {
+                          cudaStream_t stream, ThreadPool& pool, StagingRing& ring) {
   if (count == 0) return 0;
   const std::size_t per = std::max(kStageBlock, ring.buffer_floats / kStageBlock * kStageBlock);
   const std::size_t buffers = (count + per - 1) / per, slots = std::clamp<std::size_t>(ring.buffers, 1, buffers);
@@ -141,8 +141,15 @@ std::size_t staged_upload(float* to, const float* points, std::size_t count, flo
            std::vector<std::atomic<std::size_t>>(slots),
            std::vector<std::atomic<std::size_t>>(buffers),
            {count}};
-  u.stage.reserve(slots);
-  for (std::size_t s = 0; s < slots; ++s) u.stage.emplace_back(std::min(count, per), "kmeans point staging");
+  const std::size_t slot_floats = std::min(count, per);
+  ring.memory.resize(std::max(ring.memory.size(), slots));
+  for (std::size_t s = 0; s < slots; ++s) {
+    if (ring.memory[s].size() < slot_floats) {
+      ring.memory[s] = gpu::PinnedArray<float>();  // freed before the larger one is pinned
+      ring.memory[s] = gpu::PinnedArray<float>(slot_floats, "kmeans point staging");
+    }
+    u.stage.push_back(ring.memory[s].get());
+  }
   u.emptied.resize(slots);
   const Drain drain{stream};  // destroyed before the buffers
   pool.parallel_for((count + kStageBlock - 1) / kStageBlock, [&](std::size_t t) {

@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <vector>
+
+#include "cuda/cuda_raii.hpp"
 
 namespace streamknn::detail {
 class ThreadPool;
@@ -18,12 +21,14 @@ namespace streamknn::detail::kmeans {
 /// Floats a pool task copies and tests (256 KiB: tested from the core's cache just after the copy).
 inline constexpr std::size_t kStageBlock = std::size_t(1) << 16;
 
-/// The ring of pinned buffers. Pinning costs about half a millisecond per MiB (measured on an
-/// H200 host), so the ring stays small: four buffers let the threads run up to three buffers
-/// ahead of the DMA, and 2 MiB copies still run near the link's rate.
+/// The ring of pinned buffers. Pinning costs about half a millisecond per MiB on an H200 host,
+/// more than the copy itself, so the ring stays small and its owner keeps it from one copy for
+/// the next (the CUDA backend's workspace: workspace.hpp): four buffers let the threads run up to
+/// three buffers ahead of the DMA, and 2 MiB copies still run near the link's rate.
 struct StagingRing {
   std::size_t buffers = 4;
   std::size_t buffer_floats = std::size_t(1) << 19;  ///< a multiple of kStageBlock
+  std::vector<gpu::PinnedArray<float>> memory;        ///< made or grown by the copies that need it
 };
 
 /// Copies `count` floats from `points` (host memory) to `to` (device memory of `device`) on
@@ -32,6 +37,6 @@ struct StagingRing {
 /// nothing more is copied (`to` holds no usable points), or `count` when there is none: then the
 /// points are on the device. Either way no copy from the pinned buffers runs on return.
 std::size_t staged_upload(float* to, const float* points, std::size_t count, float bound, int device,
-                          cudaStream_t stream, ThreadPool& pool, const StagingRing& ring = {});
+                          cudaStream_t stream, ThreadPool& pool, StagingRing& ring);
 
 }  // namespace streamknn::detail::kmeans
