@@ -6,6 +6,10 @@
 //   bench_kmeans --cpu                      100,000 x 32, 64 clusters on the CPU backend
 //   bench_kmeans --n N --d D --k K [--iters I]   one shape
 //   common: [--repeats 3] [--warmup 1] [--warmup-ms 200] [--seed 1] [--threads 0] [--csv kmeans.csv]
+//           [--fresh]   a new KMeans object for every fit, so each pays what a program's one fit
+//                       does (its device memory, its stream and, for host points, the pinned ring
+//                       they are staged through); without it the fits of one object reuse the
+//                       memory it keeps (streamknn/kmeans.hpp: Memory)
 //           [--input host|device|both]   where the points are handed over (GPU runs): host memory
 //                                        (fit, which copies them to the device) or device memory
 //                                        (fit_device, read in place; the copy there is untimed)
@@ -159,6 +163,7 @@ struct Timing {
   std::size_t warmup = 1;    // untimed fits, at least
   double warmup_ms = 200;    // untimed milliseconds, at least
   std::size_t repeats = 3;   // timed fits
+  bool fresh = false;        // a new KMeans object for every fit
 };
 
 Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind backend, bool on_device,
@@ -171,11 +176,20 @@ Row run(const Shape& s, const std::vector<float>& x, streamknn::BackendKind back
   c.initial_centroids = make_start(x, s.n, s.d, s.k, seed);
   c.backend = backend;
   c.cpu_threads = threads;
-  const streamknn::KMeans km(c);
+  const streamknn::KMeans kept(c);
   streamknn::KMeansResult r;
   std::unique_ptr<DeviceCopy> dev;
   if (on_device) dev = std::make_unique<DeviceCopy>(x);
-  const auto fit = [&] { r = on_device ? km.fit_device(dev->get(), s.n, s.d) : km.fit(x, s.d); };
+  const auto fit = [&] {
+    const auto fit_with = [&](const streamknn::KMeans& km) {
+      r = on_device ? km.fit_device(dev->get(), s.n, s.d) : km.fit(x, s.d);
+    };
+    if (timing.fresh) {
+      fit_with(streamknn::KMeans(c));
+    } else {
+      fit_with(kept);
+    }
+  };
   warm_up(fit, timing.warmup, timing.warmup_ms);
   std::vector<double> times;
   const bool gpu = backend != streamknn::BackendKind::Cpu && streamknn::cuda_available();
@@ -201,6 +215,7 @@ int main(int argc, char** argv) {
       {"--seed", "1"},       {"--threads", "0"},  {"--csv", "kmeans.csv"},    {"--n", "0"},
       {"--d", "0"},          {"--k", "0"},        {"--iters", "300"},         {"--input", "host"}};
   std::vector<Shape> shapes;
+  bool fresh = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--grid") {
@@ -209,6 +224,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--large") {
       shapes.push_back({"large", 10000000, 128, 1024, 20});
+    } else if (a == "--fresh") {
+      fresh = true;
     } else if (a == "--cpu") {
       shapes.push_back({"cpu", 100000, 32, 64, 300});
       args["--backend"] = "cpu";
@@ -254,7 +271,8 @@ int main(int argc, char** argv) {
                     "seed_study_s,speedup_vs_seed\n");
   std::printf("%-6s %-5s %-6s %10s %5s %5s %6s %5s %10s %10s %10s %10s %9s\n", "mode", "back", "input", "n", "d", "k",
               "iters", "conv", "median s", "min s", "ms/iter", "seed s", "vs seed");
-  const Timing timing{std::stoul(args["--warmup"]), std::stod(args["--warmup-ms"]), std::stoul(args["--repeats"])};
+  const Timing timing{std::stoul(args["--warmup"]), std::stod(args["--warmup-ms"]), std::stoul(args["--repeats"]),
+                      fresh};
   for (const Shape& s : shapes) {
     const std::uint64_t seed = std::stoull(args["--seed"]);
     const auto x = make_points(s.n, s.d, s.k, seed);

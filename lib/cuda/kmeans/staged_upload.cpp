@@ -120,12 +120,22 @@ struct Upload {
   }
 };
 
+/// Floats a buffer of the ring takes for a copy of `count` (StagingRing): with no ring yet, an
+/// eighth of each buffer's share in whole blocks; with one kept from an earlier copy, the most a
+/// buffer holds (grown once, then pinned for the copies that follow).
+std::size_t buffer_size(std::size_t count, const StagingRing& ring) {
+  const std::size_t most = std::max(kStageBlock, ring.buffer_floats / kStageBlock * kStageBlock);
+  if (!ring.memory.empty()) return most;
+  const std::size_t share = count / (std::max<std::size_t>(ring.buffers, 1) * 8);
+  return std::clamp((share + kStageBlock - 1) / kStageBlock * kStageBlock, kStageBlock, most);
+}
+
 }  // namespace
 
 std::size_t staged_upload(float* to, const float* points, std::size_t count, float bound, int device,
                           cudaStream_t stream, ThreadPool& pool, StagingRing& ring) {
   if (count == 0) return 0;
-  const std::size_t per = std::max(kStageBlock, ring.buffer_floats / kStageBlock * kStageBlock);
+  const std::size_t per = buffer_size(count, ring);
   const std::size_t buffers = (count + per - 1) / per, slots = std::clamp<std::size_t>(ring.buffers, 1, buffers);
   Upload u{to,
            points,

@@ -22,12 +22,16 @@ namespace streamknn::detail::kmeans {
 inline constexpr std::size_t kStageBlock = std::size_t(1) << 16;
 
 /// The ring of pinned buffers. Pinning costs about half a millisecond per MiB on an H200 host,
-/// more than the copy itself, so the ring stays small and its owner keeps it from one copy for
-/// the next (the CUDA backend's workspace: workspace.hpp): four buffers let the threads run up to
-/// three buffers ahead of the DMA, and 2 MiB copies still run near the link's rate.
+/// ten times what the link takes to carry a MiB, so its owner keeps the ring from one copy for the
+/// next (the CUDA backend's workspace: workspace.hpp). A copy that finds no ring (an object's
+/// first fit) pins buffers of an eighth of its share (count / buffers / 8 floats, at least one
+/// block), so that pinning costs about what the copy does; one that finds a ring grows it to
+/// buffer_floats, which the copies after it reuse: 2 MiB copies run near the link's rate, and
+/// smaller ones cost 8 MB of points about 0.3 ms. Four buffers let the threads run up to three
+/// buffers ahead of the DMA.
 struct StagingRing {
   std::size_t buffers = 4;
-  std::size_t buffer_floats = std::size_t(1) << 19;  ///< a multiple of kStageBlock
+  std::size_t buffer_floats = std::size_t(1) << 19;  ///< the most a buffer holds: a multiple of kStageBlock
   std::vector<gpu::PinnedArray<float>> memory;        ///< made or grown by the copies that need it
 };
 
