@@ -13,8 +13,8 @@
 // Memory: a KMeans object keeps the device memory of its last CUDA fit (its arrays, a stream and
 // the device copy of host points) for its next fit or predict, which then skips the allocations
 // (about 0.3 ms a fit on an H200, more for host points); a fit running while another holds it
-// makes its own. Copies of the object share it; release_workspace() or the last copy's
-// destruction frees it.
+// makes its own. Copies of the object and those made by with_config() share it;
+// release_workspace() or the last sharer's destruction frees it.
 //
 // Errors: bad arguments throw InvalidArgument naming the argument and its value; BackendKind::Cuda without a usable device throws BackendUnavailable;
 // OutOfMemory and CudaError as the rest of the library.
@@ -131,6 +131,11 @@ class KMeans {
   /// backend; InvalidArgument as fit().
   std::vector<std::uint32_t> predict(std::span<const float> centroids, std::span<const float> points,
                                      std::size_t dim) const;
+
+  /// A KMeans of `config` (validated as the constructor does) that shares this object's kept
+  /// device memory (the class comment's Memory): a search over k, or fits from other starts,
+  /// reuse it as the fits of one object do.
+  KMeans with_config(KMeansConfig config) const;
 
   /// Frees the device memory kept from the last CUDA fit (the class comment's Memory); fits
   /// running at the time keep theirs until they end.

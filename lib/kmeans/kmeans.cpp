@@ -425,6 +425,12 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
   return labels;
 }
 
+KMeans KMeans::with_config(KMeansConfig config) const {
+  KMeans other(std::move(config));
+  other.workspace_ = workspace_;
+  return other;
+}
+
 void KMeans::release_workspace() const { workspace_->put(nullptr); }
 
 }  // namespace streamknn

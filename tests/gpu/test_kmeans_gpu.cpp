@@ -329,8 +329,8 @@ TEST_CASE("kmeans gpu: one object's fits reuse its device memory, whatever the l
   // A KMeans object keeps its last CUDA fit's arrays and points (class comment: Memory). Each fit
   // below follows one of another shape whose values are still in that memory (larger and smaller,
   // the run kernel's and the one-step kernels', a predict's labels-only layout), and must equal a
-  // fresh object's fit on the CPU; then fits from several threads at once, each making its own
-  // where another holds the kept one.
+  // fresh object's fit on the CPU; then a search over k sharing the memory (with_config), and
+  // fits from several threads at once, each making its own where another holds the kept one.
   auto g = rng(209);
   struct Fit {
     std::size_t n, d;
@@ -358,6 +358,17 @@ TEST_CASE("kmeans gpu: one object's fits reuse its device memory, whatever the l
     // A predict's labels-only layout is what the next fit finds in the kept memory.
     CHECK(gpu.predict(want.centroids, xs[i], d) == cpu.predict(want.centroids, xs[i], d));
     if (i == 3) gpu.release_workspace();
+  }
+  for (const std::size_t k : {4u, 33u, 9u}) {  // a search over k, one memory (with_config)
+    CAPTURE(k);
+    KMeansConfig ck = c;
+    ck.clusters = k;
+    ck.backend = BackendKind::Cuda;
+    const auto got = gpu.with_config(ck).fit(xs[2], fits[2].d);
+    ck.backend = BackendKind::Cpu;
+    const auto want = KMeans(ck).fit(xs[2], fits[2].d);
+    CHECK(got.labels == want.labels);
+    CHECK(got.centroids == want.centroids);
   }
   std::vector<KMeansResult> want(std::size(fits)), got(std::size(fits));
   for (std::size_t i = 0; i < std::size(fits); ++i) want[i] = cpu.fit(xs[i], fits[i].d);
