@@ -16,8 +16,9 @@
 // makes its own. Copies of the object and those made by with_config() share it;
 // release_workspace() or the last sharer's destruction frees it.
 //
-// Errors: bad arguments throw InvalidArgument naming the argument and its value; BackendKind::Cuda without a usable device throws BackendUnavailable;
-// OutOfMemory and CudaError as the rest of the library.
+// Errors: bad arguments throw InvalidArgument naming the argument and its value; BackendKind::Cuda
+// without a usable device throws BackendUnavailable; OutOfMemory and CudaError as the rest of the
+// library.
 //
 //   streamknn::KMeansConfig c;
 //   c.clusters = 16;
