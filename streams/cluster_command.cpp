@@ -169,7 +169,7 @@ int cluster(const ClusterOptions& o, const std::string& command_line) {
   record.options = &o;
   record.result = &result;
   record.points = in.n;
-  record.backend = result.backend == BackendKind::Cuda ? "cuda" : "cpu";
+  record.backend = to_string(result.backend);
   record.device = device.name;
   record.command_line = command_line;
   record.peak_memory_mib = peak_memory_mib();

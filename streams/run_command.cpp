@@ -92,7 +92,7 @@ int run(const RunOptions& options, const std::string& command_line) {
   record.info = &info;
   record.options = &evaluator.options();
   record.result = &result;
-  record.backend = evaluator.backend() == BackendKind::Cuda ? "cuda" : "cpu";
+  record.backend = to_string(evaluator.backend());
   record.device = evaluator.backend_name();
   record.command_line = command_line;
   record.peak_memory_mib = peak_memory_mib();

@@ -88,10 +88,6 @@ void add_backend_option(CLI::App& app, std::string& backend, const char* group) 
       ->group(group)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
 }
 
-BackendKind parse_backend(const std::string& backend) {
-  return backend == "cpu" ? BackendKind::Cpu : backend == "cuda" ? BackendKind::Cuda : BackendKind::Auto;
-}
-
 void add_no_progress_flag(CLI::App& app, bool& no_progress, const char* group) {
   app.add_flag("--no-progress", no_progress, "never draw the progress bar (it is drawn only on a terminal anyway)")
       ->group(group);

@@ -45,9 +45,8 @@ CLI::Validator non_negative_number();
 void add_input_options(CLI::App& app, InputOptions& options, const std::string& target_help,
                        const std::function<void(CLI::Option* input)>& file_options = {});
 
-/// --backend auto|cpu|cuda in `group`, and its value as a BackendKind.
+/// --backend auto|cpu|cuda in `group` (its value as a BackendKind: streamknn::parse_backend).
 void add_backend_option(CLI::App& app, std::string& backend, const char* group);
-BackendKind parse_backend(const std::string& backend);
 
 /// --no-progress in `group`.
 void add_no_progress_flag(CLI::App& app, bool& no_progress, const char* group);

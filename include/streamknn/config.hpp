@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "streamknn/metric.hpp"
@@ -33,6 +34,12 @@ struct TargetSpec {
 
 /// Which implementation runs searches. Auto picks CUDA where a device is usable, else CPU.
 enum class BackendKind : unsigned char { Auto, Cpu, Cuda };
+
+/// "auto", "cpu", "cuda".
+std::string_view to_string(BackendKind kind) noexcept;
+
+/// Parses the names printed by to_string (case-sensitive); throws InvalidArgument listing them.
+BackendKind parse_backend(std::string_view name);
 
 /// Whether the CUDA backend searches low-dimensional stores (L2 and cosine of one or two
 /// dimensions, cosine of three, haversine; k <= 128, no visibility ranges) through a spatial index

@@ -3,6 +3,7 @@
 
 #include "core/check.hpp"
 #include "streamknn/aggregation.hpp"
+#include "streamknn/config.hpp"
 #include "streamknn/metric.hpp"
 #include "streamknn/publish_report.hpp"
 #include "streamknn/update.hpp"
@@ -51,6 +52,22 @@ RegressionAggregate parse_regression_aggregate(std::string_view name) {
     if (name == to_string(a)) return a;
   }
   detail::fail_argument("unknown regression aggregate '", name, "' (choose mean, weighted_mean or median)");
+}
+
+std::string_view to_string(BackendKind kind) noexcept {
+  switch (kind) {
+    case BackendKind::Auto: return "auto";
+    case BackendKind::Cpu: return "cpu";
+    case BackendKind::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+BackendKind parse_backend(std::string_view name) {
+  for (BackendKind b : {BackendKind::Auto, BackendKind::Cpu, BackendKind::Cuda}) {
+    if (name == to_string(b)) return b;
+  }
+  detail::fail_argument("unknown backend '", name, "' (choose auto, cpu or cuda)");
 }
 
 const char* to_string(UpdateKind kind) noexcept {

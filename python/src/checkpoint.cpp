@@ -12,18 +12,11 @@ namespace streamknn::python {
 
 namespace {
 
-BackendKind backend_named(const std::string& name) {
-  if (name == "auto") return BackendKind::Auto;
-  if (name == "cpu") return BackendKind::Cpu;
-  if (name == "cuda") return BackendKind::Cuda;
-  fail_argument("ReferenceSet.load: unknown backend '", name, "' (choose auto, cpu or cuda)");
-}
-
 LoadOptions options_of(const std::optional<std::string>& backend, std::optional<int> cuda_device,
                        std::optional<std::size_t> cpu_threads, std::optional<std::size_t> publish_threads,
                        std::optional<std::size_t> queue_capacity, const std::optional<std::string>& journal) {
   LoadOptions o;
-  if (backend) o.backend = backend_named(*backend);
+  if (backend) o.backend = parse_backend(*backend);
   o.cuda_device = cuda_device;
   o.cpu_threads = cpu_threads;
   o.publish_threads = publish_threads;

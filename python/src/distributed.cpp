@@ -31,13 +31,6 @@ using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using Ids = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>;
 using Labels = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-BackendKind parse_backend(const std::string& name) {
-  if (name == "auto") return BackendKind::Auto;
-  if (name == "cpu") return BackendKind::Cpu;
-  if (name == "cuda") return BackendKind::Cuda;
-  throw InvalidArgument("DistributedReferenceSet: unknown backend '" + name + "' (choose auto, cpu or cuda)");
-}
-
 /// Rows of `cols` floats (a 1-D array is one row per element when cols == 1).
 Floats rows_of(py::handle object, std::size_t cols, const char* what) {
   Floats a = Floats::ensure(object);

@@ -51,15 +51,7 @@ KMeansConfig make_kmeans(std::size_t clusters, std::size_t max_iter, double tol,
     const FloatRows rows = as_float_rows(a, static_cast<std::size_t>(a.shape(1)), false, "kmeans", "init_centroids");
     c.initial_centroids.assign(rows.data, rows.data + rows.rows * rows.cols);
   }
-  if (backend == "auto") {
-    c.backend = BackendKind::Auto;
-  } else if (backend == "cpu") {
-    c.backend = BackendKind::Cpu;
-  } else if (backend == "cuda") {
-    c.backend = BackendKind::Cuda;
-  } else {
-    fail_argument("kmeans: unknown backend '", backend, "' (choose auto, cpu or cuda)");
-  }
+  c.backend = parse_backend(backend);
   return c;
 }
 
@@ -70,7 +62,7 @@ py::tuple result_tuple(KMeansResult&& r) {
   py::object ids = py::none();
   if (!r.ids.empty()) ids = adopt(std::move(r.ids), {n});
   return py::make_tuple(adopt(std::move(r.centroids), {k, d}), adopt(std::move(labels), {n}), r.inertia,
-                        r.iterations, r.converged, r.backend == BackendKind::Cuda ? "cuda" : "cpu", ids, r.epoch);
+                        r.iterations, r.converged, std::string(to_string(r.backend)), ids, r.epoch);
 }
 
 }  // namespace

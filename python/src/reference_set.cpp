@@ -74,13 +74,6 @@ py::object target_count(const StoreConfig& config, TargetSpec::Kind kind) {
   return py::int_(config.target.count);
 }
 
-BackendKind parse_backend(const std::string& name) {
-  if (name == "auto") return BackendKind::Auto;
-  if (name == "cpu") return BackendKind::Cpu;
-  if (name == "cuda") return BackendKind::Cuda;
-  fail_argument("ReferenceSet: unknown backend '", name, "' (choose auto, cpu or cuda)");
-}
-
 SpatialIndex parse_spatial_index(const std::string& name) {
   if (name == "auto") return SpatialIndex::Auto;
   if (name == "always") return SpatialIndex::Always;
@@ -93,15 +86,6 @@ ReducedScreen parse_reduced_screen(const std::string& name) {
   if (name == "always") return ReducedScreen::Always;
   if (name == "off") return ReducedScreen::Off;
   fail_argument("ReferenceSet: unknown reduced_screen '", name, "' (choose auto, always or off)");
-}
-
-const char* backend_string(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::Cpu: return "cpu";
-    case BackendKind::Cuda: return "cuda";
-    case BackendKind::Auto: break;
-  }
-  return "auto";
 }
 
 StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
@@ -425,7 +409,7 @@ void bind_properties(py::class_<Store>& cls) {
   cls.def_property_readonly(
       "n_outputs", [](const Store& s) { return target_count(s.set().config(), TargetSpec::Kind::Outputs); },
       "Number of float outputs, or None when the points carry no values.");
-  cls.def_property_readonly("backend", [](const Store& s) { return std::string(backend_string(s.set().backend())); },
+  cls.def_property_readonly("backend", [](const Store& s) { return std::string(to_string(s.set().backend())); },
                             "'cpu' or 'cuda' (never 'auto').");
   cls.def_property_readonly("backend_name", [](const Store& s) { return s.set().backend_name(); });
   cls.def_property_readonly("queue_capacity", [](const Store& s) { return s.set().config().queue_capacity; });
@@ -443,7 +427,7 @@ void bind_properties(py::class_<Store>& cls) {
     if (c.target.kind == TargetSpec::Kind::Classes) target = message(", n_classes=", c.target.count);
     if (c.target.kind == TargetSpec::Kind::Outputs) target = message(", n_outputs=", c.target.count);
     return message("ReferenceSet(dim=", c.dim, ", metric='", to_string(c.metric), "'", target, ", backend='",
-                  backend_string(s.set().backend()), "', size=", s.set().size(), ", epoch=", s.set().epoch(), ")");
+                  to_string(s.set().backend()), "', size=", s.set().size(), ", epoch=", s.set().epoch(), ")");
   });
 }
 
