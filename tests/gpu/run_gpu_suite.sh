@@ -5,7 +5,8 @@
 # BIN: the binaries, either a CUDA build tree (default build) or a folder holding them side by side;
 # OUT: the folder the logs are written to (default gpu-logs).
 #     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search, test_gpu_filters,
-#                    test_kmeans_gpu, test_kmeans_device (the last four when present)
+#                    test_kmeans_gpu, test_kmeans_device, test_reduced_screen (the last five when
+#                    present; the last about 65 s on an H200)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the
@@ -77,6 +78,7 @@ fi
 [[ -x $(bin test_gpu_filters) ]] && run gpu_filters "$(bin test_gpu_filters)"
 [[ -x $(bin test_kmeans_gpu) ]] && run kmeans_gpu "$(bin test_kmeans_gpu)"
 [[ -x $(bin test_kmeans_device) ]] && run kmeans_device "$(bin test_kmeans_device)"
+[[ -x $(bin test_reduced_screen) ]] && run reduced_screen "$(bin test_reduced_screen)"
 sanitize() {  # name-suffix, binary, extra args...: the four compute-sanitizer tools
   local suffix=$1 binary=$2; shift 2
   for tool in memcheck racecheck synccheck initcheck; do
