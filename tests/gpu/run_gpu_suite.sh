@@ -19,7 +19,8 @@
 #                    and synccheck also the graph's input block read by a kernel from the mapped
 #                    staging and the exact re-rank's fallback; then test_reduced_screen's
 #                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes)
-#                    and test_kmeans_device's (K-means from device memory).
+#                    and test_kmeans_device's (K-means from device memory and one object's kept
+#                    memory; initcheck as well).
 #                    racecheck runs the small-batch scan at its own scale (the full-size case's
 #                    stores of millions of points are too slow under it) and the direct search's
 #                    case on its kernel alone; memcheck and synccheck take about 15 s each.
@@ -144,11 +145,16 @@ for arg in "$@"; do
         run "sanitizer_${tool}_reduced" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
           --error-exitcode 1 "$(bin test_reduced_screen)" -tc="the reduced screen: each path*"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_reduced.log" | sed 's/^/    /'
-        # K-means from device memory: the check, the variance passes, gathered rows, the sums.
+        # K-means from device memory: the check, the variance passes, gathered rows, the sums, and
+        # one object's fits in its kept memory.
         run "sanitizer_${tool}_kmeans" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
-          --error-exitcode 1 "$(bin test_kmeans_device)" -tc="*sanitizer-sized*"
+          --error-exitcode 1 "$(bin test_kmeans_device)" -tc="*sanitizer-sized*,*share its kept*"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS/sanitizer_${tool}_kmeans.log" | sed 's/^/    /'
-      done ;;
+      done
+      # initcheck on K-means too: no kernel reads, and no copy to the host brings, memory nothing wrote.
+      run sanitizer_initcheck_kmeans timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool initcheck \
+        --error-exitcode 1 "$(bin test_kmeans_device)" -tc="*sanitizer-sized*,*share its kept*"
+      grep -E "ERROR SUMMARY" "$LOGS/sanitizer_initcheck_kmeans.log" | sed 's/^/    /' ;;
     --sanitize-filters)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         run "sanitizer_${tool}_filters" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \

@@ -92,6 +92,12 @@ class CudaLloyd final : public LloydBackend {
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync",
                "kmeans n");
     if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream_);
+    // A run's one copy brings every report slot and the whole loop control, also those a run that
+    // stopped early or the run kernel (which leaves tol) did not write: zeroed, so none is stale.
+    check_cuda(cudaMemsetAsync(loop_.get(), 0, sizeof(gk::Loop), stream_), "cudaMemsetAsync", "kmeans loop control");
+    if (slots_.size() != 0) {
+      check_cuda(cudaMemsetAsync(slots_.get(), 0, slots_.bytes(), stream_), "cudaMemsetAsync", "kmeans reports");
+    }
     if (s.on_device) {
       xp_ = s.points;
       check_in_place(check, ready);
