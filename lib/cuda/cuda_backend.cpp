@@ -27,6 +27,7 @@
 #include "cuda/pipeline.hpp"
 #include "cuda/planner.hpp"
 #include "cuda/query_context.hpp"
+#include "cuda/snapshot_reads.hpp"
 #include "cuda/spatial_schedule.hpp"
 #include "cuda/spatial_tree.hpp"
 #include "cuda/tuning.hpp"
@@ -199,160 +200,20 @@ class CudaBackend final : public Backend {
     return {true, out.ids[entry], static_cast<std::uint32_t>(written.non_finite % T), written.bad_value};
   }
 
-  void read_snapshot(StoreImage& image) const override {
-    DeviceScope scope(device_);
-    const std::size_t outputs_n = outputs();
-    const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
-    const std::uint32_t width = chunk_floats_for(stored_dim_);
-    std::vector<float> stored;  // the device layout (device_types.hpp)
-    const Event copied;
-    {
-      std::lock_guard lock(mutex_);
-      DeviceBuffer& buffer = store_.buffer(store_.front());
-      const std::size_t n = buffer.slot_count;
-      image.epoch = buffer.epoch;
-      image.slot_count = buffer.slot_count;
-      const std::size_t floats = width == 2 ? n * 2 : (n + kTile - 1) / kTile * kTile * chunks_ * 4;
-      stored.resize(floats);
-      image.ids.resize(n);
-      image.labels.assign(classes ? n : 0, 0);
-      image.values.assign(n * outputs_n, 0.0f);
-      cudaStream_t qs = query_stream_.get();
-      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
-      auto copy = [&](void* to, const void* from, std::size_t bytes, const char* what) {
-        if (bytes) check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, qs), "cudaMemcpyAsync", what);
-      };
-      copy(stored.data(), buffer.vectors.get(), floats * 4, "checkpoint: store vectors");
-      copy(image.ids.data(), buffer.ids.get(), n * 8, "checkpoint: store ids");
-      if (classes) copy(image.labels.data(), buffer.labels.get(), n * 4, "checkpoint: store labels");
-      copy(image.values.data(), buffer.values.get(), n * outputs_n * 4, "checkpoint: store values");
-      copied.record(qs);
-      buffer.last_read.record(qs);
-    }
-    copied.wait();
-    const std::size_t n = image.slot_count;
-    image.vectors.assign(n * stored_dim_, 0.0f);
-    for (std::size_t s = 0; s < n; ++s) {
-      if (image.ids[s] == kNoId) {
-        if (classes) image.labels[s] = 0;
-        std::fill_n(image.values.data() + s * outputs_n, outputs_n, 0.0f);
-        continue;
-      }
-      float* out = image.vectors.data() + s * stored_dim_;
-      for (std::size_t d = 0; d < stored_dim_; ++d) {
-        const std::size_t c = d / 4;
-        out[d] = width == 2 ? stored[s * 2 + d] : stored[(((s / kTile) * chunks_ + c) * kTile + s % kTile) * 4 + d % 4];
-      }
-    }
-  }
-
-  /// Queues on qs the gather of `count` slots' stored vectors (slots in device memory) out of
-  /// `buffer`'s tile layout into plain rows.
-  void queue_gather(const DeviceBuffer& buffer, const std::uint32_t* slots, std::size_t count, float* rows,
-                    cudaStream_t qs) const {
-    launch_gather_rows(GatherParams{buffer.vectors.get(), chunks_, chunk_floats_for(stored_dim_),
-                                    static_cast<std::uint32_t>(stored_dim_), slots, static_cast<std::uint32_t>(count),
-                                    rows},
-                       qs);
-  }
+  void read_snapshot(StoreImage& image) const override { reads_.image(image); }
 
   bool read_vectors(std::span<const std::uint32_t> slots, std::vector<float>& out) const override {
-    DeviceScope scope(device_);
-    out.resize(slots.size() * stored_dim_);  // every row is copied over below
-    if (slots.empty()) return true;
-    // The sharded store's merge reads rows on every query batch: its device arrays are kept and
-    // grown, not allocated per call (cudaFree waits for the whole device).
-    std::lock_guard gathering(gather_.mutex);
-    fit_array(gather_.slots, slots.size(), "stored rows read back: slots");
-    fit_array(gather_.rows, out.size(), "stored rows read back: rows");
-    const Event copied;
-    {
-      std::lock_guard lock(mutex_);
-      DeviceBuffer& buffer = store_.buffer(store_.front());
-      cudaStream_t qs = query_stream_.get();
-      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
-      check_cuda(cudaMemcpyAsync(gather_.slots.get(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, qs),
-                 "cudaMemcpyAsync(stored rows read back: slots)");
-      queue_gather(buffer, gather_.slots.get(), slots.size(), gather_.rows.get(), qs);
-      check_cuda(cudaMemcpyAsync(out.data(), gather_.rows.get(), out.size() * 4, cudaMemcpyDeviceToHost, qs),
-                 "cudaMemcpyAsync(stored rows read back: rows)");
-      copied.record(qs);
-      buffer.last_read.record(qs);
-    }
-    copied.wait();
+    reads_.vectors(slots, out);
     return true;
   }
 
   bool device_rows(DeviceRows& out) const override {
-    DeviceScope scope(device_);
-    std::vector<std::uint32_t> live;
-    DeviceArray<std::uint32_t> slots;  // freed after the wait below, not while the gather reads it
-    auto rows = std::make_shared<DeviceArray<float>>();
-    const Event copied;
-    {
-      std::lock_guard lock(mutex_);
-      DeviceBuffer& buffer = store_.buffer(store_.front());
-      cudaStream_t qs = query_stream_.get();
-      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
-      std::vector<PointId> ids(buffer.slot_count);
-      check_cuda(cudaMemcpyAsync(ids.data(), buffer.ids.get(), ids.size() * 8, cudaMemcpyDeviceToHost, qs),
-                 "cudaMemcpyAsync(snapshot rows: ids)");
-      check_cuda(cudaStreamSynchronize(qs), "cudaStreamSynchronize(snapshot rows: ids)");
-      for (std::uint32_t slot = 0; slot < ids.size(); ++slot) {
-        if (ids[slot] == kInvalidId) continue;
-        live.push_back(slot);
-        out.ids.push_back(ids[slot]);
-      }
-      slots = DeviceArray<std::uint32_t>(live.size(), "snapshot rows: slots");
-      *rows = DeviceArray<float>(live.size() * stored_dim_, "snapshot rows");
-      if (!live.empty()) {
-        check_cuda(cudaMemcpyAsync(slots.get(), live.data(), live.size() * 4, cudaMemcpyHostToDevice, qs),
-                   "cudaMemcpyAsync(snapshot rows: slots)");
-        queue_gather(buffer, slots.get(), live.size(), rows->get(), qs);
-      }
-      copied.record(qs);
-      buffer.last_read.record(qs);
-    }
-    copied.wait();  // `live` is pageable memory its copy reads; then the rows are ready for any stream
-    out.rows = rows->get();
-    out.owner = std::move(rows);
+    reads_.rows(out);
     return true;
   }
 
   void read_targets(std::span<const std::uint32_t> slots, ResolvedBatch& batch) const override {
-    StoreImage image;  // targets only: the rows of every slot, then those asked for
-    DeviceScope scope(device_);
-    const std::size_t outputs_n = outputs();
-    const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
-    const Event copied;
-    {
-      std::lock_guard lock(mutex_);
-      DeviceBuffer& buffer = store_.buffer(store_.front());
-      const std::size_t n = buffer.slot_count;
-      image.labels.resize(classes ? n : 0);
-      image.values.resize(n * outputs_n);
-      cudaStream_t qs = query_stream_.get();
-      check_cuda(cudaStreamWaitEvent(qs, buffer.written.get()), "cudaStreamWaitEvent(front buffer written)");
-      if (classes && n) {
-        check_cuda(cudaMemcpyAsync(image.labels.data(), buffer.labels.get(), n * 4, cudaMemcpyDeviceToHost, qs),
-                   "cudaMemcpyAsync", "journal: store labels");
-      }
-      if (outputs_n && n) {
-        check_cuda(cudaMemcpyAsync(image.values.data(), buffer.values.get(), n * outputs_n * 4, cudaMemcpyDeviceToHost, qs),
-                   "cudaMemcpyAsync", "journal: store values");
-      }
-      copied.record(qs);
-      buffer.last_read.record(qs);
-    }
-    copied.wait();
-    batch.target_slots.assign(slots.begin(), slots.end());
-    batch.labels.clear();
-    batch.values.clear();
-    for (const std::uint32_t s : slots) {
-      if (classes) batch.labels.push_back(image.labels[s]);
-      batch.values.insert(batch.values.end(), image.values.begin() + std::ptrdiff_t(s * outputs_n),
-                          image.values.begin() + std::ptrdiff_t((s + 1) * outputs_n));
-    }
+    reads_.targets(slots, batch);
   }
 
  private:
@@ -502,23 +363,15 @@ class CudaBackend final : public Backend {
     return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
   }
 
-  template <class T>
-  static void fit_array(DeviceArray<T>& a, std::size_t n, const char* what) {
-    if (a.size() >= n) return;
-    const std::size_t grown = std::max(n, a.size() * 2);
-    a = DeviceArray<T>();  // free first: the device may not hold both
-    a = DeviceArray<T>(grown, what);
-  }
-
   /// lookup_and_update's arrays for nq states at k.
   void fit_knnq(std::uint32_t nq, std::uint32_t k) {
     try {
-      fit_array(knnq_.slots, std::size_t(nq) * k, "KNN-Q neighbour slots");
-      fit_array(knnq_.q_before, std::size_t(nq) * outputs(), "KNN-Q estimates");
-      fit_array(knnq_.increment, nq, "KNN-Q increments");
-      fit_array(knnq_.targets, nq, "KNN-Q targets");
-      fit_array(knnq_.actions, nq, "KNN-Q actions");
-      fit_array(knnq_.non_finite, 1, "KNN-Q non-finite flag");
+      grow(knnq_.slots, std::size_t(nq) * k, "KNN-Q neighbour slots");
+      grow(knnq_.q_before, std::size_t(nq) * outputs(), "KNN-Q estimates");
+      grow(knnq_.increment, nq, "KNN-Q increments");
+      grow(knnq_.targets, nq, "KNN-Q targets");
+      grow(knnq_.actions, nq, "KNN-Q actions");
+      grow(knnq_.non_finite, 1, "KNN-Q non-finite flag");
     } catch (const OutOfMemory& e) {
       throw OutOfMemory(concat("ReferenceSet::lookup_and_update: ", nq, " states, k=", k, ": ", e.what()));
     }
@@ -626,12 +479,7 @@ class CudaBackend final : public Backend {
   mutable Stream query_stream_;
   mutable DeviceStore store_;
   mutable std::mutex mutex_;       // front buffer choice + ordering of work on the query stream
-  struct GatherWorkspace {         // read_vectors' arrays, held under their own mutex until its copy is done
-    std::mutex mutex;
-    DeviceArray<std::uint32_t> slots;
-    DeviceArray<float> rows;
-  };
-  mutable GatherWorkspace gather_;
+  SnapshotReads reads_{config_, device_, stored_dim_, store_, mutex_, query_stream_};
   std::shared_ptr<ContextPool> pool_ = std::make_shared<ContextPool>();
   mutable std::map<std::tuple<int, int, bool, bool, bool, bool, bool, std::uint32_t>, int> scan_occupancy_;  // under mutex_
   mutable std::map<std::pair<std::uint32_t, std::uint32_t>, int> reduced_occupancy_;  // under mutex_

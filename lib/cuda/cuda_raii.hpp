@@ -46,6 +46,17 @@ class DeviceArray {
   std::size_t count_ = 0;
 };
 
+/// Makes `a` hold at least `count` elements, its contents not kept: freed first (the device may
+/// not hold both), then made with room for max(count, twice its old size), so an array that grows
+/// call by call is made a few times only.
+template <class T>
+void grow(DeviceArray<T>& a, std::size_t count, const char* what) {
+  if (a.size() >= count) return;
+  const std::size_t grown = count > 2 * a.size() ? count : 2 * a.size();
+  a = DeviceArray<T>();
+  a = DeviceArray<T>(grown, what);
+}
+
 template <class T>
 class PinnedArray {
  public:
