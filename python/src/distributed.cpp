@@ -19,6 +19,7 @@
 
 #include "errors.hpp"
 #include "filters.hpp"
+#include "store_config.hpp"
 #include "streamknn/distributed_reference_set.hpp"
 
 namespace py = pybind11;
@@ -159,18 +160,9 @@ PYBIND11_MODULE(_streamknn_mpi, m) {
                        std::optional<std::uint32_t> n_classes, std::optional<std::uint32_t> n_outputs,
                        const std::string& backend, std::size_t capacity_hint, std::size_t queue_capacity,
                        std::size_t cpu_threads, std::size_t publish_threads, std::size_t attribute_words) {
-             StoreConfig c;
-             c.dim = dim;
-             c.metric = parse_metric(metric);
-             if (n_classes && n_outputs) throw InvalidArgument("DistributedReferenceSet: give n_classes or n_outputs, not both");
-             if (n_classes) c.target = TargetSpec::classes(*n_classes);
-             if (n_outputs) c.target = TargetSpec::outputs(*n_outputs);
-             c.backend = parse_backend(backend);
-             c.capacity_hint = capacity_hint;
-             c.queue_capacity = queue_capacity;
-             c.cpu_threads = cpu_threads;
-             c.publish_threads = publish_threads;
-             c.attribute_words = attribute_words;
+             const StoreConfig c =
+                 sp::store_config("DistributedReferenceSet", dim, metric, n_classes, n_outputs, backend, capacity_hint,
+                                  queue_capacity, cpu_threads, publish_threads, attribute_words);
              const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
              py::gil_scoped_release nogil;
              return std::make_unique<DistributedReferenceSet>(comm, c);

@@ -12,6 +12,7 @@
 #include "batches.hpp"
 #include "common.hpp"
 #include "filters.hpp"
+#include "store_config.hpp"
 #include "streamknn/device.hpp"
 
 namespace streamknn::python {
@@ -91,20 +92,10 @@ ReducedScreen parse_reduced_screen(const std::string& name) {
 StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                         std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                         std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
-                        std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words = 0) {
-  StoreConfig config;
-  config.attribute_words = attribute_words;
-  config.dim = dim;
-  config.metric = parse_metric(metric);
-  if (n_classes && n_outputs) fail_argument("ReferenceSet: give n_classes or n_outputs, not both");
-  if (n_classes) config.target = TargetSpec::classes(*n_classes);
-  if (n_outputs) config.target = TargetSpec::outputs(*n_outputs);
-  config.backend = parse_backend(backend);
-  config.capacity_hint = capacity_hint;
-  config.queue_capacity = queue_capacity;
+                        std::size_t publish_threads, const std::string& spatial_index, std::size_t attribute_words) {
+  StoreConfig config = store_config("ReferenceSet", dim, metric, n_classes, n_outputs, backend, capacity_hint,
+                                    queue_capacity, cpu_threads, publish_threads, attribute_words);
   config.cuda_device = cuda_device;
-  config.cpu_threads = cpu_threads;
-  config.publish_threads = publish_threads;
   config.spatial_index = parse_spatial_index(spatial_index);
   return config;
 }
