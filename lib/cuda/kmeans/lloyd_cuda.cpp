@@ -86,17 +86,17 @@ class CudaLloyd final : public LloydBackend {
         plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
         max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun),
         ws_(CudaWorkspace::take(std::move(reuse), device, place(nullptr), s.on_device ? 0 : s.n * s.d)),
-        stream_(ws_->stream.get()), host_(host_doubles(s.k, max_run_)) {
+        host_(host_doubles(s.k, max_run_)) {
     place(ws_->block.get());
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
-    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync",
+    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync",
                "kmeans n");
-    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream_);
+    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream());
     // A run's one copy brings every report slot and the whole loop control, also those a run that
     // stopped early or the run kernel (which leaves tol) did not write: zeroed, so none is stale.
-    check_cuda(cudaMemsetAsync(loop_.get(), 0, sizeof(gk::Loop), stream_), "cudaMemsetAsync", "kmeans loop control");
+    check_cuda(cudaMemsetAsync(loop_.get(), 0, sizeof(gk::Loop), stream()), "cudaMemsetAsync", "kmeans loop control");
     if (slots_.size() != 0) {
-      check_cuda(cudaMemsetAsync(slots_.get(), 0, slots_.bytes(), stream_), "cudaMemsetAsync", "kmeans reports");
+      check_cuda(cudaMemsetAsync(slots_.get(), 0, slots_.bytes(), stream()), "cudaMemsetAsync", "kmeans reports");
     }
     if (s.on_device) {
       xp_ = s.points;
@@ -107,7 +107,7 @@ class CudaLloyd final : public LloydBackend {
     }
     // The exact sums' units: computed with the check for device points, after the copy else.
     if (!labels_only_ && !s.on_device && check.first == s.n * s.d) {
-      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream_);
+      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream());
     }
     if (!labels_only_) sum_blocks_ = gk::move_sums_blocks(n_, k_, d_);
   }
@@ -155,7 +155,7 @@ class CudaLloyd final : public LloydBackend {
       queue_sums(summed_, nullptr);
       queue_update(gk::LoopEnd{}, shift2_.get());
       // One copy: the shifts, the counts and the changed count lie in that order (place()).
-      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream_),
+      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream()),
                  "cudaMemcpyAsync", "kmeans counts and shifts");
       summed_ = true;
       sync();
@@ -170,7 +170,7 @@ class CudaLloyd final : public LloydBackend {
 
   void advance(std::span<double> shift2) override {
     if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
-      gk::launch_means(update_args(shift2_.get()), nullptr, stream_);
+      gk::launch_means(update_args(shift2_.get()), nullptr, stream());
       finish_move(shift2);
       return;
     }
@@ -191,7 +191,7 @@ class CudaLloyd final : public LloydBackend {
   std::vector<FarPoint> far_points(std::size_t m) override {
     // The costs sorted on the device; the screen's prefix of them, their points and labels come
     // back (usually a handful: two small copies instead of n labels and a host pass over n x d).
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     if (far_order_.size() == 0) {
       far_temp_ = DeviceArray<unsigned char>(gk::cost_sort_bytes(n_), "kmeans cost sort scratch");
       far_sorted_ = DeviceArray<double>(n_, "kmeans sorted costs");
@@ -220,7 +220,7 @@ class CudaLloyd final : public LloydBackend {
 
   void gather(std::span<const std::uint32_t> points, std::span<float> out) override {
     if (points.empty()) return;
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     DeviceArray<std::uint32_t> rows(points.size(), "kmeans gathered rows");
     DeviceArray<float> values(out.size(), "kmeans gathered values");
     check_cuda(cudaMemcpyAsync(rows.get(), points.data(), points.size_bytes(), cudaMemcpyHostToDevice, s),
@@ -230,7 +230,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void variance_pass(const double* mean, std::span<double> out) override {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     if (mean) {
       check_cuda(cudaMemcpyAsync(means_.get(), mean, means_.bytes(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
                  "kmeans feature means");
@@ -245,7 +245,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   double inertia() override {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
     fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
     double out = 0;
@@ -258,13 +258,13 @@ class CudaLloyd final : public LloydBackend {
   /// beyond check.bound (then the copy holds no usable points), else n x d.
   void upload(const float* points, int device, ThreadPool& pool, RowCheck& check) {
     check.first =
-        staged_upload(ws_->points.get(), points, std::size_t(n_) * d_, check.bound, device, stream_, pool, ws_->staging);
+        staged_upload(ws_->points.get(), points, std::size_t(n_) * d_, check.bound, device, stream(), pool, ws_->staging);
   }
 
   /// Device points, read in place: after the caller's stream's work, one pass finds the first
   /// float beyond check.bound (check.first; n x d when none is).
   void check_in_place(RowCheck& check, std::uintptr_t ready) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     gpu::Event written;
     written.record(reinterpret_cast<cudaStream_t>(ready));
     check_cuda(cudaStreamWaitEvent(s, written.get()), "cudaStreamWaitEvent(caller's stream)");
@@ -284,7 +284,7 @@ class CudaLloyd final : public LloydBackend {
   /// kernels of each iteration, whose last one decides (kmeans_kernels.hpp's LoopEnd). One copy
   /// brings the reports; the host then takes them an iteration at a time (slot_, queued_).
   void run_iterations(std::size_t count, double tol) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     if (plan_.blocks != 0) {
       gk::launch_run(run_args(count, tol), plan_, s);
     } else {
@@ -304,7 +304,7 @@ class CudaLloyd final : public LloydBackend {
 
   /// The one-step kernels of `count` iterations, each skipping its work once the loop stopped.
   void queue_run(std::size_t count, double tol) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     *host_loop() = gk::Loop{0, 0, tol};
     check_cuda(cudaMemcpyAsync(loop_.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync", "kmeans loop control");
@@ -366,7 +366,7 @@ class CudaLloyd final : public LloydBackend {
                           .n = n_,
                           .d = d_,
                           .k = k_};
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     if (!loop) {
       check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
     }
@@ -385,7 +385,7 @@ class CudaLloyd final : public LloydBackend {
   /// once. An empty cluster loses the wager: accumulate() puts the centroids back, and the
   /// relocation and move_to() start from them as usual.
   void queue_sums(bool moved, const gk::Loop* loop) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     const gk::SumArgs a{.x = xp_,
                         .labels = labels_.get(),
                         .moved = moved ? moved_points_.get() : nullptr,
@@ -404,8 +404,8 @@ class CudaLloyd final : public LloydBackend {
   /// The means and their movements (into shift2, k), then `end` (a queued iteration's).
   void queue_update(const gk::LoopEnd& end, double* shift2) {
     const gk::UpdateArgs u = update_args(shift2);
-    gk::launch_means(u, end.loop, stream_);
-    gk::launch_shifts(u, end, stream_);
+    gk::launch_means(u, end.loop, stream());
+    gk::launch_shifts(u, end, stream());
   }
 
   /// The update's arrays, the movements going to shift2 (k).
@@ -427,7 +427,7 @@ class CudaLloyd final : public LloydBackend {
   /// moff_, offs_ and the levels are sized for the inertia's one sequence of n values.
   void fold(const double* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
             std::uint32_t d, double* roots) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     gk::launch_tree_tables(counts, k, levels_, moff_.get(), offs_.get(), s);
     std::size_t nodes = n_ / kFold + k + 1;
     gk::launch_fold_leaves(values, members, moff_.get(), offs_.get(), k, d, nodes, level_a_.get(), s);
@@ -442,7 +442,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void finish_move(std::span<double> shift2) {
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = stream();
     gk::launch_shifts(update_args(shift2_.get()), gk::LoopEnd{}, s);
     check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
@@ -528,23 +528,25 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void upload_centroids(std::span<const float> c) {
-    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream_),
+    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream()),
                "cudaMemcpyAsync", "kmeans centroids");
     sync();  // c is pageable host memory the caller may reuse
   }
 
   void copy_on_device(void* to, const void* from, std::size_t bytes) {
-    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync",
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream()), "cudaMemcpyAsync",
                "kmeans device copy");
   }
 
   void copy_out(void* to, const void* from, std::size_t bytes) {
-    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync", "kmeans copy");
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream()), "cudaMemcpyAsync", "kmeans copy");
     sync();
   }
 
+  cudaStream_t stream() const noexcept { return ws_->stream.get(); }
+
   void sync() {
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", "kmeans");
+    check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize", "kmeans");
     changed_ready_ = true;
   }
 
@@ -557,7 +559,6 @@ class CudaLloyd final : public LloydBackend {
   // The stream, every Slice below (one block: place()) and the host points' copy, from an earlier
   // fit where the KMeans object kept one (workspace.hpp).
   std::unique_ptr<CudaWorkspace> ws_;
-  cudaStream_t stream_;  // ws_'s
   const float* xp_ = nullptr;  // the points the kernels read: ws_'s copy, or the caller's on the device
   Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;

@@ -23,8 +23,9 @@ struct CudaWorkspace final : LloydWorkspace {
   StagingRing staging;
 
   /// `reuse` where it is a CUDA workspace of `device` (a current device's context), else a new
-  /// one; its arrays grown to at least `block_bytes` and `point_floats` (an array too small is
-  /// freed before the larger one is made, and a larger one is kept as it is).
+  /// one; its arrays grown to at least `block_bytes` and `point_floats` (gpu::grow: an array too
+  /// small is freed first, then made with room for max(the need, twice its old size); a larger one
+  /// is kept as it is).
   static std::unique_ptr<CudaWorkspace> take(std::unique_ptr<LloydWorkspace> reuse, int device,
                                              std::size_t block_bytes, std::size_t point_floats) {
     std::unique_ptr<CudaWorkspace> w;
@@ -35,17 +36,9 @@ struct CudaWorkspace final : LloydWorkspace {
       reuse.reset();
       w = std::make_unique<CudaWorkspace>(device);
     }
-    grow(w->block, block_bytes, "kmeans arrays");
-    grow(w->points, point_floats, "kmeans points");
+    gpu::grow(w->block, block_bytes, "kmeans arrays");
+    gpu::grow(w->points, point_floats, "kmeans points");
     return w;
-  }
-
- private:
-  template <class T>
-  static void grow(gpu::DeviceArray<T>& a, std::size_t count, const char* what) {
-    if (a.size() >= count) return;
-    a = gpu::DeviceArray<T>();
-    a = gpu::DeviceArray<T>(count, what);
   }
 };
 
