@@ -29,6 +29,9 @@ struct TargetSpec {
   /// Points carry n_outputs floats (regression, multi-output, or one Q-value per action).
   static constexpr TargetSpec outputs(std::uint32_t n_outputs) noexcept { return {Kind::Outputs, n_outputs}; }
 
+  /// Floats each point carries: n_outputs for Outputs, else 0.
+  constexpr std::uint32_t value_count() const noexcept { return kind == Kind::Outputs ? count : 0; }
+
   friend constexpr bool operator==(TargetSpec, TargetSpec) = default;
 };
 

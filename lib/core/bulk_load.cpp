@@ -90,7 +90,7 @@ void check_shapes(const StoreConfig& config, std::size_t n, std::size_t vector_f
                   std::size_t value_count, std::size_t attribute_count, const char* caller) {
   const std::size_t dim = config.dim;
   const bool classes = config.target.kind == TargetSpec::Kind::Classes;
-  const std::size_t outputs = config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  const std::size_t outputs = config.target.value_count();
   if (vector_floats != n * dim) {
     detail::fail_argument(caller, ": ", n, " ids need ", n * dim, " vector floats (dim=", dim, "), got ", vector_floats);
   }

@@ -51,7 +51,7 @@ std::size_t part_begin(std::size_t p, std::size_t parts, std::size_t n) noexcept
 Catalog::Catalog(const StoreConfig& config)
     : config_(config),
       stored_dim_(stored_dim(config.metric, config.dim)),
-      value_count_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      value_count_(config.target.value_count()),
       attribute_words_(config.attribute_words),
       publish_threads_(publish_threads_for(config)) {}
 

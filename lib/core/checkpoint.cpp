@@ -45,7 +45,7 @@ void write_section(ByteSink& out, const char (&name)[5], const void* payload, st
 }
 
 bool is_classes(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Classes; }
-std::size_t outputs_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Outputs ? c.target.count : 0; }
+std::size_t outputs_of(const StoreConfig& c) { return c.target.value_count(); }
 
 /// Reads a checkpoint section by section, naming the source, section and offset in errors.
 class Reader {

@@ -25,7 +25,7 @@ constexpr std::size_t kRecordHeaderBytes = 24;
 constexpr std::uint32_t kRecordTag = 0x44434552u;  // "RECD"
 
 
-std::size_t outputs_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Outputs ? c.target.count : 0; }
+std::size_t outputs_of(const StoreConfig& c) { return c.target.value_count(); }
 bool classes_of(const StoreConfig& c) { return c.target.kind == TargetSpec::Kind::Classes; }
 
 /// Version 2 keeps the attribute words per point in the metric field's upper half (0 in version 1,

@@ -107,7 +107,7 @@ const StoreConfig& validated(const StoreConfig& config) {
 }
 
 std::size_t value_floats(const StoreConfig& config) {
-  return config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  return config.target.value_count();
 }
 
 }  // namespace

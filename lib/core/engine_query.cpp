@@ -22,7 +22,7 @@ namespace streamknn::detail {
 namespace {
 
 std::size_t value_floats(const StoreConfig& config) {
-  return config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  return config.target.value_count();
 }
 
 }  // namespace

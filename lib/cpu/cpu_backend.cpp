@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
     try {
       // Room to keep a copy of the coming batch, so that apply() cannot fail half-way.
       pending_.reserve(batch_ops, stored_dim_,
-                       config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0,
+                       config_.target.value_count(),
                        config_.attribute_words);
       const std::size_t needed = std::max(slots, pending_slots_);
       refuse_beyond_memory(double(needed) * double(row_stride(stored_dim_)) * sizeof(float),
@@ -324,7 +324,7 @@ class CpuBackend final : public Backend {
   }
 
   std::size_t value_count() const noexcept {
-    return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+    return config_.target.value_count();
   }
 
   const Buffer& pin() const {

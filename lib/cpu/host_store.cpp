@@ -9,7 +9,7 @@ HostStore::HostStore(std::size_t stored_dim, TargetSpec target, std::size_t attr
     : stored_dim_(stored_dim),
       stride_(row_stride(stored_dim)),
       target_(target),
-      value_count_(target.kind == TargetSpec::Kind::Outputs ? target.count : 0),
+      value_count_(target.value_count()),
       attribute_words_(attribute_words) {}
 
 void HostStore::reserve(std::size_t slots) {

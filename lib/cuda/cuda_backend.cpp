@@ -72,7 +72,7 @@ class CudaBackend final : public Backend {
       : config_(config),
         device_(config.cuda_device),
         stored_dim_(stored_dim(config.metric, config.dim)),
-        chunks_(static_cast<std::uint32_t>((stored_dim_ + 3) / 4)),
+        chunks_(chunks_for(stored_dim_)),
         scope_(device_),
         store_(config, stored_dim_, update_stream_.get()),
         schedule_(config.spatial_index, spatial_store(config.metric, stored_dim_)),
@@ -360,7 +360,7 @@ class CudaBackend final : public Backend {
   }
 
   std::uint32_t outputs() const noexcept {
-    return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+    return config_.target.value_count();
   }
 
   /// lookup_and_update's arrays for nq states at k.

@@ -54,9 +54,9 @@ StoreView DeviceBuffer::host_view(std::uint32_t chunks, std::uint32_t chunk_floa
 DeviceStore::DeviceStore(const StoreConfig& config, std::size_t stored_dim, cudaStream_t update_stream)
     : config_(config),
       stored_dim_(stored_dim),
-      chunks_(static_cast<std::uint32_t>((stored_dim + 3) / 4)),
+      chunks_(chunks_for(stored_dim)),
       chunk_floats_(chunk_floats_for(stored_dim)),
-      outputs_(config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0),
+      outputs_(config.target.value_count()),
       reduced_pairs_(reduced_pairs_of(config, chunks_)),
       attribute_words_(static_cast<std::uint32_t>(config.attribute_words)),
       classes_(config.target.kind == TargetSpec::Kind::Classes),

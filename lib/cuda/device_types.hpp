@@ -56,6 +56,10 @@ struct StoreView {
 
 /// Floats per stored chunk for vectors of stored_dim elements (see StoreView::chunk_floats).
 inline constexpr std::uint32_t chunk_floats_for(std::size_t stored_dim) { return stored_dim <= 2 ? 2 : 4; }
+/// float4 chunks a stored vector spans.
+inline constexpr std::uint32_t chunks_for(std::size_t stored_dim) {
+  return static_cast<std::uint32_t>((stored_dim + 3) / 4);
+}
 
 /// Levels of a spatial index's tree at most (32-way, leaves of 32 points: 2^32 slots need 7).
 inline constexpr std::uint32_t kSpatialMaxLevels = 7;

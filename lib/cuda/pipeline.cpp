@@ -39,7 +39,7 @@ Pipeline::Pipeline(const StoreConfig& config, const DeviceLimits& device, cudaSt
     : config_(config),
       device_(device),
       stored_dim_(stored_dim(config.metric, config.dim)),
-      chunks_(static_cast<std::uint32_t>((stored_dim_ + 3) / 4)),
+      chunks_(chunks_for(stored_dim_)),
       width_(int(chunk_floats_for(stored_dim_))),
       stream_(stream) {}
 
@@ -47,7 +47,7 @@ std::uint32_t Pipeline::classes() const noexcept {
   return config_.target.kind == TargetSpec::Kind::Classes ? config_.target.count : 0;
 }
 std::uint32_t Pipeline::outputs() const noexcept {
-  return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+  return config_.target.value_count();
 }
 
 ChunkLayout Pipeline::size(QueryContext& c, const Plan& plan, std::uint32_t queries) const {

@@ -34,7 +34,7 @@ void SnapshotReads::read_front(Queue&& queue) const {
 
 void SnapshotReads::queue_gather(const DeviceBuffer& buffer, const std::uint32_t* slots, std::size_t count,
                                  float* rows, cudaStream_t stream) const {
-  const auto chunks = static_cast<std::uint32_t>((stored_dim_ + 3) / 4);
+  const std::uint32_t chunks = chunks_for(stored_dim_);
   launch_gather_rows(GatherParams{buffer.vectors.get(), chunks, chunk_floats_for(stored_dim_),
                                   static_cast<std::uint32_t>(stored_dim_), slots, static_cast<std::uint32_t>(count),
                                   rows},
@@ -42,7 +42,7 @@ void SnapshotReads::queue_gather(const DeviceBuffer& buffer, const std::uint32_t
 }
 
 std::size_t SnapshotReads::outputs() const noexcept {
-  return config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+  return config_.target.value_count();
 }
 
 void SnapshotReads::image(StoreImage& image) const {
@@ -50,7 +50,7 @@ void SnapshotReads::image(StoreImage& image) const {
   const std::size_t outputs_n = outputs();
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
   const std::uint32_t width = chunk_floats_for(stored_dim_);
-  const std::size_t chunks = (stored_dim_ + 3) / 4;
+  const std::size_t chunks = chunks_for(stored_dim_);
   std::vector<float> stored;  // the device layout (device_types.hpp)
   read_front([&](DeviceBuffer& buffer, cudaStream_t qs) {
     const std::size_t n = buffer.slot_count;

@@ -234,7 +234,7 @@ QueryResult empty_result(const StoreConfig& config, std::size_t k, std::uint64_t
   result.neighbors.k = k;
   result.neighbors.epoch = result.classes.epoch = result.regression.epoch = epoch;
   result.classes.num_classes = config.target.kind == TargetSpec::Kind::Classes ? config.target.count : 0;
-  result.regression.num_outputs = config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  result.regression.num_outputs = config.target.value_count();
   result.radius.offsets.assign(1, 0);
   result.radius.epoch = epoch;
   return result;
@@ -247,7 +247,7 @@ QueryResult DistributedEngine::run_query(const QueryCall& call) {
   const char* caller = caller_of(call.header);
   const std::vector<CallHeader> headers = exchange_headers(call.header, caller);
   const std::size_t ranks = headers.size(), me = std::size_t(comm_->rank()), dim = config_.dim;
-  const std::size_t outputs = config_.target.kind == TargetSpec::Kind::Outputs ? config_.target.count : 0;
+  const std::size_t outputs = config_.target.value_count();
   const std::size_t sdim = stored_dim(config_.metric, dim);
   // Which lists carry their vectors (a part's shape): haversine's and radius searches'.
   const bool haversine = config_.metric == Metric::Haversine, on_demand = exact_merge_ && !haversine;

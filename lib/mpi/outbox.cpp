@@ -16,7 +16,7 @@ constexpr unsigned char kHasTarget = 1, kDoubles = 2, kHasAttributes = 4;  // fl
 bool carries_vector(UpdateKind kind) noexcept { return kind == UpdateKind::Insert || kind == UpdateKind::Move; }
 
 std::size_t value_floats(const Update& u, const StoreConfig& config) noexcept {
-  return u.has_target && config.target.kind == TargetSpec::Kind::Outputs ? config.target.count : 0;
+  return u.has_target ? config.target.value_count() : 0;
 }
 
 /// Bytes of the vector: dim floats, or dim doubles where the update gives them (Update::vector64).

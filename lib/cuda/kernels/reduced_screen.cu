@@ -393,7 +393,7 @@ void launch_reduced_screen(const ScanParams& p, std::uint32_t blocks, std::uint3
                            bool inner_product, cudaStream_t stream) {
   if (p.num_queries == 0) return;
   const dim3 grid(blocks, (p.num_queries + group - 1) / group);
-  const std::size_t shared = reduced_shared_bytes(group, p.k, reduced_pairs_for((stored_dim + 3) / 4));
+  const std::size_t shared = reduced_shared_bytes(group, p.k, reduced_pairs_for(chunks_for(stored_dim)));
   launch_chained("reduced_screen_kernel", kernel_for(group, inner_product), grid, kThreads, shared, stream, p,
                  stored_dim);
 }
