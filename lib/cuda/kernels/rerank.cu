@@ -88,12 +88,38 @@ struct Query {
   }
   __device__ static exact::Key key(const RerankEntry& e) { return exact::Key{e.key, double(e.err)}; }
   /// The (exact key, id) order; padding (id kNoId) last.
-  __device__ bool less(const RerankEntry& a, const RerankEntry& b) const {
-    if (a.id == kNoId) return false;
-    if (b.id == kNoId) return true;
-    return exact::exact_less(q, key(a), a.id, DevicePoint{s, a.slot}, key(b), b.id, DevicePoint{s, b.slot}, n, ip);
-  }
+  __device__ bool less(const RerankEntry& a, const RerankEntry& b) const;
 };
+
+/// The (exact key, id) order of two entries, out of line: the exact sum's code and registers
+/// stay out of the loops that call it, which mostly decide by the float64 intervals first.
+__device__ __noinline__ bool exact_entry_less(const Query& qr, const RerankEntry& a, const RerankEntry& b) {
+  return exact::exact_less(qr.q, Query::key(a), a.id, DevicePoint{qr.s, a.slot}, Query::key(b), b.id,
+                           DevicePoint{qr.s, b.slot}, qr.n, qr.ip);
+}
+
+__device__ bool Query::less(const RerankEntry& a, const RerankEntry& b) const {
+  if (a.id == kNoId) return false;
+  if (b.id == kNoId) return true;
+  const double a_hi = a.key + double(a.err), b_lo = b.key - double(b.err);
+  if (a_hi < b_lo) return true;  // exact_less's own first test, inline
+  return exact_entry_less(*this, a, b);
+}
+
+/// sign(exact key - m) of a pair, out of line (report's rare exact rounding).
+struct OutOfLineMinus {
+  const float* q;
+  const StoreView* s;
+  std::uint32_t slot, n;
+  bool ip;
+  __device__ int operator()(double m) const;
+};
+__device__ __noinline__ int exact_minus_of(const float* q, const StoreView* s, std::uint32_t slot, std::uint32_t n,
+                                           bool ip, double m) {
+  const DevicePoint point{s, slot};
+  return exact::ExactMinus<DevicePoint>{q, &point, n, ip}(m);
+}
+__device__ int OutOfLineMinus::operator()(double m) const { return exact_minus_of(q, s, slot, n, ip, m); }
 
 __device__ double upper(const exact::Key& k) {
   const double hi = k.key + k.err;
@@ -168,17 +194,38 @@ __device__ std::uint32_t answer_from_store(const Query& qr, const RerankParams& 
 }
 
 /// Orders buf[0, count) (count <= blockDim.x) by Query::less, padding last in its list order:
-/// each thread counts the entries before its own. Every thread calls it.
+/// each thread counts the entries before its own. The float64 intervals [key - err, key + err]
+/// (padding: +inf) decide every pair they separate in one pass over `bounds`; only a thread whose
+/// entry overlaps another's takes the exact order for those pairs. Every thread calls it.
 __device__ void rank_entries(const Query& qr, RerankEntry* buf, std::uint32_t count) {
+  __shared__ double2 bounds[kRerankThreads];
   const std::uint32_t i = threadIdx.x;
   RerankEntry mine{0, 0, 0, kNoId};
-  std::uint32_t before = 0;
+  double2 own{__longlong_as_double(0x7ff0000000000000LL), __longlong_as_double(0x7ff0000000000000LL)};
   if (i < count) {
     mine = buf[i];
+    if (mine.id != kNoId) own = double2{mine.key - double(mine.err), mine.key + double(mine.err)};
+    bounds[i] = own;
+  }
+  __syncthreads();
+  std::uint32_t before = 0;
+  bool overlaps = false;
+  if (i < count) {
+#pragma unroll 8
+    for (std::uint32_t j = 0; j < count; ++j) {
+      const double2 other = bounds[j];
+      const bool below = other.y < own.x;
+      before += below;
+      overlaps |= !below && !(own.y < other.x) && j != i;
+    }
+  }
+  if (overlaps) {  // exact ties, duplicates, padding among padding: the exact order for those pairs
     const bool padding = mine.id == kNoId;
     for (std::uint32_t j = 0; j < count; ++j) {
-      const RerankEntry other = buf[j];
-      before += other.id == kNoId ? padding && j < i : padding || qr.less(other, mine);
+      const double2 other = bounds[j];
+      if (j == i || other.y < own.x || own.y < other.x) continue;
+      const RerankEntry e = buf[j];
+      before += e.id == kNoId ? padding && j < i : padding || qr.less(e, mine);
     }
   }
   __syncthreads();
@@ -294,9 +341,8 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankParams p, 
   for (std::uint32_t j = threadIdx.x; j < p.k; j += blockDim.x) {
     if (j < found) {
       const RerankEntry e = buf[j];
-      const DevicePoint point{p.store, e.slot};
       p.out_distance[row + j] =
-          exact::report(p.metric, Query::key(e), exact::ExactMinus<DevicePoint>{qr.q, &point, p.stored_dim, ip});
+          exact::report(p.metric, Query::key(e), OutOfLineMinus{qr.q, p.store, e.slot, p.stored_dim, ip});
       p.out_id[row + j] = e.id;
       p.out_slot[row + j] = e.slot;
     } else {
