@@ -50,9 +50,10 @@ class IdIndex {
     }
   }
   /// Starts loading id's bucket into the cache (a hint; no effect on the contents).
-  void prefetch(PointId id) const noexcept {
-    if (!dense_) __builtin_prefetch(&buckets_[bucket_of(id)]);
-  }
+  /// No branch: a dense index has no buckets and mask_ 0, so it prefetches data() + 0, which
+  /// cannot fault. (Behind a test of dense_, GCC 14 at -O2/-O3 dropped the prefetch from the
+  /// publish loop, and a publish of 1,000 random moves took 2.3x as long.)
+  void prefetch(PointId id) const noexcept { __builtin_prefetch(buckets_.data() + bucket_of(id)); }
   /// Inserts id -> slot; false if id is already present (nothing changed). A dense index builds
   /// its table first (materialize).
   bool insert(PointId id, std::uint32_t slot) {
