@@ -5,7 +5,8 @@
         the paper-shape tables (ours, PyTorch of the same run, FAISS measured separately), the
         low-dimension, latency and update summaries, then every target met / not met
     bench/report.py --copy-reference RUN DEST
-        copies the run's CSVs into DEST (a bench/reference/<card>/ folder), replacing its CSVs
+        copies the run's CSVs into DEST (a bench/reference/<card>/ folder), replacing their namesakes
+        and keeping DEST's other CSVs
 
 --cpu defaults to bench/reference/cpu/cpu-peers.csv (the CPU target). --plots DIR draws the
 figures of docs/performance.md into DIR (needs matplotlib: use /usr/bin/python3 on Debian).
@@ -42,11 +43,13 @@ def copy_reference(run, dest):
     if not csvs:
         sys.exit(f"report.py: {run} holds no CSV (is it a bench/run_suite.sh output folder?)")
     os.makedirs(dest, exist_ok=True)
-    for old in glob.glob(os.path.join(dest, "*.csv")):
-        os.remove(old)
+    # The run's CSVs replace their namesakes; DEST's other CSVs (separate runs: the reduced
+    # screen's A/B, filters, distributed, K-means) stay.
     for f in csvs:
+        if "measured-separately" in os.path.basename(f):
+            continue  # FAISS's figures live in bench/reference/peers/
         shutil.copy2(f, dest)
-    print(f"report.py: copied {len(csvs)} CSVs from {run} into {dest}; update its README's commit")
+    print(f"report.py: copied the run's CSVs from {run} into {dest}; update its README's commit")
 
 
 def main(argv=None):
