@@ -67,14 +67,26 @@ class QueryRanker {
     return std::sqrt(s) * (1.0 + 0x1p-40);
   }
   /// Every stored point query 0 of `one` sees whose key may lie at or below `bound` (the
-  /// fallback's gather).
+  /// fallback's gather). Points whose float32 rank already puts their exact key above `bound`
+  /// are passed over without a float64 key: a query with its k-th place tied over hundreds of
+  /// points (duplicates) takes one float32 pass over the store instead of a float64 key per point.
   std::vector<Entry> gather(double bound, const CpuSearchInput& one) const {
+    const double beyond = rank_limit(bound);
+    const std::size_t slots = store_.slot_count();
+    constexpr std::size_t kBlock = 512;
+    float ranks[kBlock];
     std::vector<Entry> out;
-    for (std::size_t s = 0; s < store_.slot_count(); ++s) {
-      const PointId id = store_.id(s);
-      if (id == kInvalidId || !one.admits(0, s, id)) continue;
-      const Entry e = entry(static_cast<std::uint32_t>(s), id);
-      if (e.key.key - e.key.err <= bound) out.push_back(e);
+    for (std::size_t base = 0; base < slots; base += kBlock) {
+      const std::size_t count = std::min(kBlock, slots - base);
+      block_ranks(base, count, ranks);
+      for (std::size_t j = 0; j < count; ++j) {
+        if (double(ranks[j]) > beyond) continue;
+        const std::size_t s = base + j;
+        const PointId id = store_.id(s);
+        if (id == kInvalidId || !one.admits(0, s, id)) continue;
+        const Entry e = entry(static_cast<std::uint32_t>(s), id);
+        if (e.key.key - e.key.err <= bound) out.push_back(e);
+      }
     }
     return out;
   }
@@ -118,6 +130,42 @@ class QueryRanker {
   }
 
  private:
+  /// The float32 squared distances of slots [base, base + count), each summed in dimension
+  /// order (the inner product: 0); a column store's loop runs over lanes of slots.
+  void block_ranks(std::size_t base, std::size_t count, float* r) const noexcept {
+    std::fill(r, r + count, 0.0f);
+    if (ip_) return;
+    if (store_.by_column()) {
+      for (std::uint32_t i = 0; i < n_; ++i) {
+        const float* x = store_.column(i) + base;
+        const float qi = q_[i];
+        for (std::size_t j = 0; j < count; ++j) {
+          const float d = qi - x[j];
+          r[j] = std::fma(d, d, r[j]);
+        }
+      }
+      return;
+    }
+    for (std::size_t j = 0; j < count; ++j) {
+      const float* x = store_.row(base + j);
+      float acc = 0.0f;
+      for (std::uint32_t i = 0; i < n_; ++i) {
+        const float d = q_[i] - x[i];
+        acc = std::fma(d, d, acc);
+      }
+      r[j] = acc;
+    }
+  }
+  /// A float32 rank above this proves the exact squared distance S above `bound` (E3 of
+  /// docs/cuda.md: S >= (r - tiny) / (1 + gamma) for any evaluation order), with a 2^-50
+  /// cushion for the float64 evaluation; +inf where no such proof is made (the inner product,
+  /// dimensions beyond the bound's range).
+  double rank_limit(double bound) const noexcept {
+    const exact::ScreenBound b = exact::screen_bound(n_);
+    if (ip_ || !std::isfinite(b.gamma) || !(bound >= 0)) return std::numeric_limits<double>::infinity();
+    return (bound * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-50);
+  }
+
   const ExactInput& in_;
   const HostStore& store_;
   const float* q_;
