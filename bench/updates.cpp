@@ -178,8 +178,8 @@ double load(ReferenceSet& store, std::size_t n, Positions& positions) {
 
 /// Moves and queries, generated before any timing so the figures are the library's, not the
 /// random generator's: batch r of size B moves ids order[(r B + i) mod n] (distinct within a
-/// batch) to positions pool[(r B + i) mod pool_points]; the query thread cycles through
-/// query_sets.
+/// batch) to positions pool[(r B + i) mod pool_points] (pool_points > n); the query thread
+/// cycles through query_sets.
 struct Workload {
   std::vector<PointId> order;
   std::size_t pool_points = 0;
@@ -192,7 +192,10 @@ Workload make_workload(const Options& o, Positions& positions) {
   w.order.resize(o.n);
   std::iota(w.order.begin(), w.order.end(), PointId{0});
   std::shuffle(w.order.begin(), w.order.end(), positions.generator());
-  w.pool_points = o.max_batch + 4099;  // not a multiple of any batch size: positions keep changing
+  // More positions than points, and not a multiple of any batch size: positions keep
+  // changing, and the moves do not pile points onto a few positions (a pool of max_batch + 4,099
+  // for small batches put hundreds of points on each, every query's k-th place tied).
+  w.pool_points = o.n + 4099;  // (max_batch <= n is checked above)
   w.pool.resize(w.pool_points * 2);
   for (std::size_t i = 0; i < w.pool_points; ++i) positions.fill(&w.pool[2 * i]);
   w.query_sets.assign(kQuerySets, std::vector<float>(o.q * 2));
