@@ -20,48 +20,70 @@ struct Closer {
   bool operator()(const Candidate& a, const Candidate& b) const noexcept { return closer(a, b); }
 };
 
-/// Bounded max-heap of the k best candidates seen so far (worst on top).
+/// The k best candidates seen so far, by (rank, id). Below kReservoirMinK a bounded max-heap
+/// (worst on top, O(log k) per admission); from it a buffer cut back to its k best by a
+/// selection whenever it holds 3k / 2 (O(1) per admission): with k in the thousands the heap's
+/// sift-downs dominated the scan (1,000,000 x 2, 16 queries, k 1,528: 34 ms against 3 ms at
+/// k 16). Either way items() holds the k best (the buffer: among fewer than 3k / 2), unordered.
 class TopK {
  public:
+  static constexpr std::size_t kReservoirMinK = 256;
+
   void reset(std::size_t k) {
     k_ = k;
-    heap_.clear();
-    heap_.reserve(k);
+    reservoir_ = k >= kReservoirMinK;
+    cut_ = false;
+    items_.clear();
+    items_.reserve(reservoir_ ? k + k / 2 : k);
   }
   bool admits(float rank, PointId id) const noexcept {
-    return heap_.size() < k_ || closer({rank, 0, id}, heap_.front());
+    if (reservoir_) return !cut_ || closer({rank, 0, id}, kth_);
+    return items_.size() < k_ || closer({rank, 0, id}, items_.front());
   }
   void push(float rank, std::uint32_t slot, PointId id) {
     const Candidate c{rank, slot, id};
-    if (heap_.size() < k_) {
-      heap_.push_back(c);
-      std::push_heap(heap_.begin(), heap_.end(), Closer{});
+    if (reservoir_) {
+      items_.push_back(c);
+      if (items_.size() >= k_ + k_ / 2) cut();
+    } else if (items_.size() < k_) {
+      items_.push_back(c);
+      std::push_heap(items_.begin(), items_.end(), Closer{});
     } else {
       replace_top(c);
     }
   }
-  /// Ranks above this cannot enter (+inf until the heap is full; equal ranks may, by id).
+  /// Ranks above this cannot enter (+inf until the first k are held; equal ranks may, by id).
   float limit() const noexcept {
-    return heap_.size() < k_ ? std::numeric_limits<float>::infinity() : heap_.front().rank;
+    if (reservoir_) return cut_ ? kth_.rank : std::numeric_limits<float>::infinity();
+    return items_.size() < k_ ? std::numeric_limits<float>::infinity() : items_.front().rank;
   }
-  std::vector<Candidate>& items() noexcept { return heap_; }
+  std::vector<Candidate>& items() noexcept { return items_; }
 
  private:
+  /// Keeps the buffer's k best; the k-th of them bounds every later admission.
+  void cut() {
+    std::nth_element(items_.begin(), items_.begin() + std::ptrdiff_t(k_ - 1), items_.end(), Closer{});
+    items_.resize(k_);
+    kth_ = items_[k_ - 1];
+    cut_ = true;
+  }
   /// Replaces the worst candidate by c (closer than it) in one sift-down.
   void replace_top(const Candidate& c) noexcept {
-    const std::size_t n = heap_.size();
+    const std::size_t n = items_.size();
     std::size_t at = 0;
     for (std::size_t child = 1; child < n; child = 2 * at + 1) {
-      if (child + 1 < n && closer(heap_[child], heap_[child + 1])) ++child;  // the worse child
-      if (!closer(c, heap_[child])) break;
-      heap_[at] = heap_[child];
+      if (child + 1 < n && closer(items_[child], items_[child + 1])) ++child;  // the worse child
+      if (!closer(c, items_[child])) break;
+      items_[at] = items_[child];
       at = child;
     }
-    heap_[at] = c;
+    items_[at] = c;
   }
 
   std::size_t k_ = 0;
-  std::vector<Candidate> heap_;
+  bool reservoir_ = false, cut_ = false;
+  Candidate kth_{};  ///< the k-th best at the last cut (reservoir)
+  std::vector<Candidate> items_;
 };
 
 /// Offers every pair of queries [q0, q1) x slots [begin, end) that in admits to heaps[q - q0]
