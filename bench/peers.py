@@ -421,6 +421,21 @@ def format_table(names, rows, variant="host"):
     return "\n".join(lines + [""] + notes)
 
 
+def device_of(path):
+    """The card named by a CSV's '# device,NAME,...' line, or None."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# device,"):
+                return line.split(",")[1].strip()
+    return None
+
+
+def same_card(ours_path, faiss_path):
+    """False where both CSVs name their card and the names differ (FAISS is then left out)."""
+    a, b = device_of(ours_path), device_of(faiss_path)
+    return a is None or b is None or a == b
+
+
 def table(args):
     ours = [row for path in args.ours for row in read_rows(path)]
     peers = read_rows(args.peers) if args.peers and os.path.exists(args.peers) else []
@@ -429,6 +444,10 @@ def table(args):
     faiss = read_rows(args.faiss) if args.faiss and os.path.exists(args.faiss) else []
     if args.faiss and not os.path.exists(args.faiss):
         print(f"(no FAISS CSV at {args.faiss}: FAISS columns left out)")
+    if faiss and not same_card(args.ours[0], args.faiss):
+        print(f"(the FAISS CSV is of an {device_of(args.faiss)}, ours of an {device_of(args.ours[0])}: "
+              "FAISS columns left out)")
+        faiss = []
     names, rows = compare(ours, peers, faiss, args.variant)
     print(format_table(names, rows, args.variant))
     if args.csv:
@@ -467,6 +486,16 @@ def selftest(_args):
     text = format_table(names, rows)
     assert "MEASURED SEPARATELY" in text and "2.00" in text and "4.00" in text
     assert summarise([5, 1, 4, 2, 3]) == (3, 1, 5)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        def csv_of(name, device):
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write((f"# device,{device},sm_90\n" if device else "") + "shape,qps\n")
+            return path
+        assert same_card(csv_of("a", "NVIDIA H100 80GB HBM3"), csv_of("b", "NVIDIA H100 80GB HBM3"))
+        assert not same_card(csv_of("c", "NVIDIA H200"), csv_of("d", "NVIDIA H100 80GB HBM3"))
+        assert same_card(csv_of("e", None), csv_of("f", "NVIDIA H100 80GB HBM3"))
     assert abs(floor_ms(3000000, 300, 1, 3075.0, 56.48) - 1.17073) < 1e-4  # search-final.csv's floor
     print(text)
     print("selftest: ok")
