@@ -71,7 +71,7 @@ class QueryRanker {
   /// are passed over without a float64 key: a query with its k-th place tied over hundreds of
   /// points (duplicates) takes one float32 pass over the store instead of a float64 key per point.
   std::vector<Entry> gather(double bound, const CpuSearchInput& one) const {
-    const double beyond = rank_limit(bound);
+    const float beyond = rank_limit(bound);
     const std::size_t slots = store_.slot_count();
     constexpr std::size_t kBlock = 512;
     float ranks[kBlock];
@@ -79,8 +79,11 @@ class QueryRanker {
     for (std::size_t base = 0; base < slots; base += kBlock) {
       const std::size_t count = std::min(kBlock, slots - base);
       block_ranks(base, count, ranks);
+      unsigned within = 0;  // whether any rank of the block may pass (a vector reduction)
+      for (std::size_t j = 0; j < count; ++j) within |= unsigned(ranks[j] <= beyond);
+      if (!within) continue;
       for (std::size_t j = 0; j < count; ++j) {
-        if (double(ranks[j]) > beyond) continue;
+        if (ranks[j] > beyond) continue;
         const std::size_t s = base + j;
         const PointId id = store_.id(s);
         if (id == kInvalidId || !one.admits(0, s, id)) continue;
@@ -158,12 +161,18 @@ class QueryRanker {
   }
   /// A float32 rank above this proves the exact squared distance S above `bound` (E3 of
   /// docs/cuda.md: S >= (r - tiny) / (1 + gamma) for any evaluation order), with a 2^-50
-  /// cushion for the float64 evaluation; +inf where no such proof is made (the inner product,
+  /// cushion for the float64 evaluation, rounded down to a float (a float rank above the
+  /// rounded limit is above the limit); +inf where no such proof is made (the inner product,
   /// dimensions beyond the bound's range).
-  double rank_limit(double bound) const noexcept {
+  float rank_limit(double bound) const noexcept {
     const exact::ScreenBound b = exact::screen_bound(n_);
-    if (ip_ || !std::isfinite(b.gamma) || !(bound >= 0)) return std::numeric_limits<double>::infinity();
-    return (bound * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-50);
+    if (ip_ || !std::isfinite(b.gamma) || !(bound >= 0)) return std::numeric_limits<float>::infinity();
+    const double limit = (bound * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-50);
+    // A rank that overflowed to +inf shows S above half the largest float (gamma < 1/2), no more.
+    if (limit >= 0.5 * double(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+    float f = static_cast<float>(limit);
+    if (double(f) > limit) f = std::nextafter(f, 0.0f);
+    return f;
   }
 
   const ExactInput& in_;
