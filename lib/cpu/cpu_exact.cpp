@@ -72,18 +72,21 @@ class QueryRanker {
   /// points (duplicates) takes one float32 pass over the store instead of a float64 key per point.
   std::vector<Entry> gather(double bound, const CpuSearchInput& one) const {
     const float beyond = rank_limit(bound);
+    const bool screened = beyond < std::numeric_limits<float>::infinity();  // else no rank proves anything
     const std::size_t slots = store_.slot_count();
     constexpr std::size_t kBlock = 512;
     float ranks[kBlock];
     std::vector<Entry> out;
     for (std::size_t base = 0; base < slots; base += kBlock) {
       const std::size_t count = std::min(kBlock, slots - base);
-      block_ranks(base, count, ranks);
-      unsigned within = 0;  // whether any rank of the block may pass (a vector reduction)
-      for (std::size_t j = 0; j < count; ++j) within |= unsigned(ranks[j] <= beyond);
-      if (!within) continue;
+      if (screened) {
+        block_ranks(base, count, ranks);
+        unsigned within = 0;  // whether any rank of the block may pass (a vector reduction)
+        for (std::size_t j = 0; j < count; ++j) within |= unsigned(ranks[j] <= beyond);
+        if (!within) continue;
+      }
       for (std::size_t j = 0; j < count; ++j) {
-        if (ranks[j] > beyond) continue;
+        if (screened && ranks[j] > beyond) continue;
         const std::size_t s = base + j;
         const PointId id = store_.id(s);
         if (id == kInvalidId || !one.admits(0, s, id)) continue;
@@ -134,11 +137,10 @@ class QueryRanker {
 
  private:
   /// The float32 squared distances of slots [base, base + count), each summed in dimension
-  /// order (the inner product: 0); a column store's loop runs over lanes of slots.
+  /// order; a column store's loop runs over lanes of slots.
   void block_ranks(std::size_t base, std::size_t count, float* r) const noexcept {
-    std::fill(r, r + count, 0.0f);
-    if (ip_) return;
     if (store_.by_column()) {
+      std::fill(r, r + count, 0.0f);
       for (std::uint32_t i = 0; i < n_; ++i) {
         const float* x = store_.column(i) + base;
         const float qi = q_[i];

@@ -37,7 +37,7 @@ class TopK {
     items_.reserve(reservoir_ ? k + k / 2 : k);
   }
   bool admits(float rank, PointId id) const noexcept {
-    if (reservoir_) return !cut_ || closer({rank, 0, id}, kth_);
+    if (reservoir_) return !cut_ || closer({rank, 0, id}, items_[k_ - 1]);
     return items_.size() < k_ || closer({rank, 0, id}, items_.front());
   }
   void push(float rank, std::uint32_t slot, PointId id) {
@@ -54,17 +54,17 @@ class TopK {
   }
   /// Ranks above this cannot enter (+inf until the first k are held; equal ranks may, by id).
   float limit() const noexcept {
-    if (reservoir_) return cut_ ? kth_.rank : std::numeric_limits<float>::infinity();
+    if (reservoir_) return cut_ ? items_[k_ - 1].rank : std::numeric_limits<float>::infinity();
     return items_.size() < k_ ? std::numeric_limits<float>::infinity() : items_.front().rank;
   }
   std::vector<Candidate>& items() noexcept { return items_; }
 
  private:
-  /// Keeps the buffer's k best; the k-th of them bounds every later admission.
+  /// Keeps the buffer's k best; the k-th of them, items_[k - 1] until the next cut (admissions
+  /// are appended after it), bounds every later admission.
   void cut() {
     std::nth_element(items_.begin(), items_.begin() + std::ptrdiff_t(k_ - 1), items_.end(), Closer{});
     items_.resize(k_);
-    kth_ = items_[k_ - 1];
     cut_ = true;
   }
   /// Replaces the worst candidate by c (closer than it) in one sift-down.
@@ -82,7 +82,6 @@ class TopK {
 
   std::size_t k_ = 0;
   bool reservoir_ = false, cut_ = false;
-  Candidate kth_{};  ///< the k-th best at the last cut (reservoir)
   std::vector<Candidate> items_;
 };
 
