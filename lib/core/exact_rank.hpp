@@ -230,6 +230,30 @@ STREAMKNN_HD ScreenBound screen_bound(std::uint32_t stored_dim) {
   return b;
 }
 
+/// An upper bound on the float32 screen rank of any squared-L2 pair whose exact key is at most
+/// `limit` (the screen's error: |r - S| <= gamma S + tiny): a float32 pass that keeps every pair
+/// ranked at or below it misses none of them.
+STREAMKNN_HD double screen_rank_bound(double limit, const ScreenBound& b) {
+  return (limit * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-40);
+}
+
+/// The float a float32 screen compares squared-L2 ranks against for the key bound hi + lo over
+/// vectors of stored_dim floats: screen_rank_bound rounded up, so `rank <= limit` keeps every pair
+/// whose exact key may lie within the bound and `rank > limit` proves a pair beyond it (the
+/// radius rule's pass, the exact fallback's gather). +inf, which proves nothing, for the inner
+/// product (its float32 rank's error grows with the norms) and for bounds past 2^127: a rank that
+/// overflowed to +inf shows only that its key is that large.
+STREAMKNN_HD float screen_rank_limit(double hi, double lo, std::uint32_t stored_dim, bool inner_product) {
+  const float infinity = float_of_bits(0x7f800000u);
+  if (inner_product) return infinity;
+  const double bound = screen_rank_bound(hi + lo, screen_bound(stored_dim));
+  if (!(bound < 0x1p127)) return infinity;  // NaN too
+  if (bound <= 0) return 0.0f;  // no rank lies below zero
+  float limit = float(bound);
+  if (double(limit) < bound) limit = float_of_bits(bits_of(limit) + 1);  // the next float up
+  return limit;
+}
+
 /// True when no point outside a full list of screened candidates can rank before the k-th answer
 /// (docs/cuda.md, the certificate). kth: the k-th answer's key; far: the largest key of the list
 /// (with far_mag its sum |q_i p_i| for the inner product); outside_mag: a bound on sum |q_i x_i|

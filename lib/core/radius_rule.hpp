@@ -6,9 +6,6 @@
 // by the error-free sum, so both backends include exactly the same points.
 #pragma once
 
-#include <cmath>
-#include <limits>
-
 #include "core/exact_rank.hpp"
 #include "core/host_device.hpp"
 
@@ -43,25 +40,6 @@ STREAMKNN_HD bool within_limit(const Key& k, double hi, double lo, const ExactMi
   if (k.key + k.err < hi - margin) return true;
   if (k.key - k.err > hi + margin) return false;
   return exact_minus(hi, lo) <= 0;
-}
-
-/// An upper bound on the float32 screen rank of any squared-L2 pair within `limit` (the screen's
-/// error: |r - S| <= gamma S + tiny): a float32 pass that keeps every pair ranked at or below it
-/// misses no point within the radius.
-STREAMKNN_HD double screen_rank_bound(double limit, const ScreenBound& b) {
-  return (limit * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-40);
-}
-
-/// The float a screen compares float32 squared-L2 ranks against for the key bound hi + lo over
-/// vectors of stored_dim floats: screen_rank_bound rounded up, so `rank <= limit` keeps every pair
-/// within the radius. +inf for the inner product, whose float32 rank's error grows with the norms
-/// (its pairs are not screened).
-inline float screen_rank_limit(double hi, double lo, std::uint32_t stored_dim, bool inner_product) {
-  if (inner_product) return std::numeric_limits<float>::infinity();
-  const double bound = screen_rank_bound(hi + lo, screen_bound(stored_dim));
-  float limit = static_cast<float>(bound);
-  if (!(double(limit) >= bound)) limit = std::nextafter(limit, std::numeric_limits<float>::infinity());
-  return limit;
 }
 
 }  // namespace streamknn::detail::exact

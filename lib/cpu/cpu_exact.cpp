@@ -71,7 +71,8 @@ class QueryRanker {
   /// are passed over without a float64 key: a query with its k-th place tied over hundreds of
   /// points (duplicates) takes one float32 pass over the store instead of a float64 key per point.
   std::vector<Entry> gather(double bound, const CpuSearchInput& one) const {
-    const float beyond = rank_limit(bound);
+    // A rank above this proves the key above `bound` (E3 of docs/cuda.md, any evaluation order).
+    const float beyond = exact::screen_rank_limit(bound, 0.0, n_, ip_);
     const bool screened = beyond < std::numeric_limits<float>::infinity();  // else no rank proves anything
     const std::size_t slots = store_.slot_count();
     constexpr std::size_t kBlock = 512;
@@ -161,22 +162,6 @@ class QueryRanker {
       r[j] = acc;
     }
   }
-  /// A float32 rank above this proves the exact squared distance S above `bound` (E3 of
-  /// docs/cuda.md: S >= (r - tiny) / (1 + gamma) for any evaluation order), with a 2^-50
-  /// cushion for the float64 evaluation, rounded down to a float (a float rank above the
-  /// rounded limit is above the limit); +inf where no such proof is made (the inner product,
-  /// dimensions beyond the bound's range).
-  float rank_limit(double bound) const noexcept {
-    const exact::ScreenBound b = exact::screen_bound(n_);
-    if (ip_ || !std::isfinite(b.gamma) || !(bound >= 0)) return std::numeric_limits<float>::infinity();
-    const double limit = (bound * (1.0 + b.gamma) + b.tiny) * (1.0 + 0x1p-50);
-    // A rank that overflowed to +inf shows S above half the largest float (gamma < 1/2), no more.
-    if (limit >= 0.5 * double(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
-    float f = static_cast<float>(limit);
-    if (double(f) > limit) f = std::nextafter(f, 0.0f);
-    return f;
-  }
-
   const ExactInput& in_;
   const HostStore& store_;
   const float* q_;

@@ -6,7 +6,9 @@
 // pair the screened value W the product writes must pass the selection's test for a threshold
 // equal to the pair's own exact rank, W <= screen_limit(T, |q|^2), as phase C of the selection
 // needs. Runs without a GPU: the bounds are host code. The FP32 product's margin (screen_bounds)
-// under the same model must fail on far points, so the check can fail.
+// under the same model must fail on far points, so the check can fail. Last, the float32 screen's
+// rank limit (exact::screen_rank_limit, E3 of docs/cuda.md), which the radius pass and the exact
+// fallback skip points by, against float32 ranks of the same pairs summed in several orders.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "core/exact_rank.hpp"
 #include "cuda/kernels.hpp"
 
 namespace {
@@ -169,4 +172,45 @@ TEST_CASE("the FP32 product's margin does not cover TF32 products (the check can
   }
   CHECK(misses(screen_bounds(padded(dim)), points, queries) > 0);
   CHECK(misses(streamknn::detail::gpu::tensor_screen_bounds(padded(dim)), points, queries) == 0);
+}
+
+TEST_CASE("screen_rank_limit: no float32 rank of a pair within the bound lies above it, in any order") {
+  using streamknn::detail::exact::screen_rank_limit;
+  std::mt19937 g(6113);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (std::uint32_t dim : {1u, 2u, 3u, 16u, 128u, 300u, 784u}) {
+    CAPTURE(dim);
+    for (int trial = 0; trial < 200; ++trial) {
+      // Far from the origin (cancelling differences) and near it; spread and close points.
+      const float offset = trial % 2 ? 1000.0f : 0.0f, spread = trial % 4 < 2 ? 1.0f : 1e-3f;
+      std::vector<float> q(dim), x(dim);
+      double key = 0;  // each difference and square exact in double; the sum within 2^-40 of S
+      for (std::uint32_t i = 0; i < dim; ++i) {
+        q[i] = offset + u(g);
+        x[i] = q[i] + spread * u(g);
+        const double d = double(q[i]) - double(x[i]);
+        key += d * d;
+      }
+      const float limit = screen_rank_limit(key * (1.0 + 0x1p-40), 0.0, dim, false);
+      float forward = 0, backward = 0, unfused = 0;
+      for (std::uint32_t i = 0; i < dim; ++i) {
+        const float d = q[i] - x[i], e = q[dim - 1 - i] - x[dim - 1 - i];
+        forward = std::fma(d, d, forward);
+        backward = std::fma(e, e, backward);
+        unfused += d * d;
+      }
+      CHECK(forward <= limit);
+      CHECK(backward <= limit);
+      CHECK(unfused <= limit);
+    }
+  }
+  const float one = screen_rank_limit(1.0, 0.0, 4, false);
+  CHECK(one > 1.0f);
+  CHECK(one < 1.0001f);
+  CHECK(screen_rank_limit(-1.0, 0.0, 4, false) == 0.0f);  // no pair lies within a negative bound
+  const float infinity = std::numeric_limits<float>::infinity();
+  CHECK(screen_rank_limit(1.0, 0.0, 4, true) == infinity);  // the inner product is not screened
+  CHECK(screen_rank_limit(std::nan(""), 0.0, 4, false) == infinity);
+  CHECK(screen_rank_limit(0x1p127, 0.0, 4, false) == infinity);  // an overflowed rank proves nothing
+  CHECK(screen_rank_limit(1.0, 0.0, 1u << 24, false) == infinity);  // beyond the bound's dimensions
 }
