@@ -1,7 +1,7 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
 //          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1] [--spatial auto|always|off]
-//          [--reduced auto|always|off] [--moves M [--drift S]]
+//          [--reduced auto|always|off] [--moves M [--drift S]] [--copies C]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -14,6 +14,9 @@
 // the rebuild is part of the search's time).
 // --drift S makes those moves small: each moved point goes from where it is by up to S per
 // coordinate (uniform; degrees under haversine), as tracked objects move, instead of anywhere.
+// --copies C stores each drawn point C times (consecutive ids), as snapped positions hold several
+// objects: with C > k every query's k-th place ties with more points than the screen keeps, so
+// the exact re-rank's certificate fails and its fallback answers (docs/cuda.md, E5).
 // --spatial sets StoreConfig::spatial_index (stores of one or two dimensions; auto by default).
 // --reduced sets StoreConfig::reduced_screen (the float16 copy and its screen; auto by default):
 // off against auto in one run is the copy's same-run A/B.
@@ -130,7 +133,8 @@ int main(int argc, char** argv) {
                                           {"--spatial", "auto"},
                                           {"--reduced", "auto"},
                                           {"--moves", "0"},
-                                          {"--drift", "0"}};
+                                          {"--drift", "0"},
+                                          {"--copies", "1"}};
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
   const std::map<std::string, Shape> known{{"mnist", {"MNIST-like", 70000, 784}},
                                            {"imagenet", {"ImageNet-like", 1275219, 128}},
@@ -146,6 +150,8 @@ int main(int argc, char** argv) {
   const bool device_times = args["--device"] != "0";
   const std::size_t moves = std::stoul(args["--moves"]);
   const float drift = std::stof(args["--drift"]);
+  const std::size_t copies = std::stoul(args["--copies"]);
+  if (copies == 0) throw std::invalid_argument("--copies must be at least 1");
   const bench::Ceilings ceil = bench::measure_ceilings();
   std::printf("device %s, %d SMs: read %.0f GB/s, FP32 %.1f TFLOP/s (measured)\n", ceil.device.c_str(), ceil.sms,
               ceil.read_gbps, ceil.fp32_tflops);
@@ -180,7 +186,7 @@ int main(int argc, char** argv) {
     if (moves > 0 && drift > 0) where.resize(shape.n * shape.d);
     const auto t0 = std::chrono::steady_clock::now();
     for (PointId id = 0; id < shape.n; ++id) {
-      fill(v.data(), v.size());
+      if (id % copies == 0) fill(v.data(), v.size());
       if (!where.empty()) std::copy(v.begin(), v.end(), where.begin() + id * shape.d);
       while (!store.try_push(Update::insert(id, v))) store.publish();
     }

@@ -149,48 +149,124 @@ __device__ void sort_entries(const Query& qr, RerankEntry* buf, std::uint32_t co
   }
 }
 
-/// The fallback: every visible stored point (in the query's id range and passing its predicate,
-/// where the search is filtered per query: range and predicate both set, or neither; passing the
-/// mask, where one predicate filters every query) whose key may lie at or
-/// below `bound`, streamed through buf (capacity entries, at least k + blockDim), keeping the k
-/// best. Returns the count. (As a call instead of inlined, ptxas spills nothing of rerank_kernel
-/// instead of about 100 bytes, but searches measured no faster and up to 4% slower on an H200.)
+/// Slots per thread in each pass of the fallback's streams: their loads are in flight together
+/// (one block streams the whole store, so its bytes in flight set the pace).
+constexpr int kFallbackSlots = 8;
+
+/// Float32 squared-L2 ranks of the slots first + u * stride (u < U) into rank[u], where `screened`
+/// (else left as they are); slots past the store are left too. Any summation order will do: E3 of
+/// docs/cuda.md bounds every order's error alike.
+template <int U>
+__device__ void fallback_ranks(const StoreView& s, const float* q, std::uint32_t first, std::uint32_t stride,
+                               bool screened, float (&rank)[U]) {
+  if (!screened) return;
+  if (s.chunk_floats == 2) {
+    const float q0 = q[0], q1 = q[1];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint32_t slot = first + u * stride;
+      if (slot >= s.slot_count) continue;
+      const float2 v = reinterpret_cast<const float2*>(s.vectors)[slot];
+      const float d0 = q0 - v.x, d1 = q1 - v.y;
+      rank[u] = __fmaf_rn(d1, d1, __fmul_rn(d0, d0));
+    }
+    return;
+  }
+  const float4* vectors = reinterpret_cast<const float4*>(s.vectors);
+#pragma unroll
+  for (int u = 0; u < U; ++u) rank[u] = 0.0f;
+  for (std::uint32_t c = 0; c < s.chunks; ++c) {
+    const float4 qc = make_float4(q[4 * c], q[4 * c + 1], q[4 * c + 2], q[4 * c + 3]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint32_t slot = first + u * stride;
+      if (slot >= s.slot_count) continue;
+      const float4 v = vectors[(std::size_t(slot / kTile) * s.chunks + c) * kTile + slot % kTile];
+      const float dx = qc.x - v.x, dy = qc.y - v.y, dz = qc.z - v.z, dw = qc.w - v.w;
+      rank[u] = __fmaf_rn(dw, dw, __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmaf_rn(dx, dx, rank[u]))));
+    }
+  }
+}
+
+/// The entry of a stored slot where it is visible to the query (in its id range and passing its
+/// predicate, where the search is filtered per query: range and predicate both set, or neither;
+/// passing the mask, where one predicate filters every query) and may rank at or before `pivot`
+/// (an upper bound `bound` on its key where the pivot is padding); else an entry of id kNoId.
+__device__ RerankEntry fallback_entry(const Query& qr, const PredicateDevice* mask, std::uint32_t slot, double bound,
+                                      const RerankEntry& pivot, const IdRangeDevice* range,
+                                      const PredicateDevice* predicate) {
+  constexpr RerankEntry kNone{0, 0, 0, kNoId};
+  const StoreView& s = *qr.s;
+  if (!s.valid[slot]) return kNone;
+  const std::uint64_t id = s.ids[slot];
+  const bool admitted = range ? filter_admits(*range, *predicate, s, slot, id) : !mask || attributes_pass(*mask, s, slot);
+  if (!admitted) return kNone;
+  const RerankEntry e = qr.entry(slot, id);
+  if (e.key - double(e.err) > bound) return kNone;
+  return pivot.id != kNoId && qr.less(pivot, e) ? kNone : e;
+}
+
+/// One pass of the fallback over the store, without barriers: every point fallback_entry admits
+/// appended to buf while it has room (capacity entries). Returns how many there were, or more
+/// than capacity where they do not fit (the pass then stops early). Points whose float32 rank
+/// proves their key beyond `bound` (E3; not for the inner product) get no float64 key. Out of
+/// line: its loads and ranks stay out of rerank_kernel's registers, which the searches that need
+/// no fallback run on. Its arguments are values, not the kernel's parameters by reference: a
+/// pointer to those would make every block copy them to its stack (1,000,000 x 2 stores, 1,024
+/// queries: 1.26x the search).
+__device__ __noinline__ std::uint32_t gather_within(Query qr, const PredicateDevice* mask, RerankEntry* buf,
+                                                   std::uint32_t capacity, double bound, RerankEntry pivot,
+                                                   const IdRangeDevice* range, const PredicateDevice* predicate) {
+  __shared__ std::uint32_t count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  const StoreView& s = *qr.s;
+  const float within = exact::screen_rank_limit(bound, 0.0, qr.n, qr.ip);
+  const bool screened = within < __int_as_float(0x7f800000);
+  const volatile std::uint32_t& seen = count;
+  for (std::uint32_t base = 0; base < s.slot_count; base += kFallbackSlots * blockDim.x) {
+    if (seen > capacity) break;  // the caller narrows the pivot and passes again
+    float rank[kFallbackSlots];
+    fallback_ranks(s, qr.q, base + threadIdx.x, blockDim.x, screened, rank);
+    unsigned passed = 0;  // bit u: slot u may lie within the bound
+#pragma unroll
+    for (int u = 0; u < kFallbackSlots; ++u) {
+      const std::uint32_t slot = base + u * blockDim.x + threadIdx.x;
+      if (slot < s.slot_count && !(screened && rank[u] > within)) passed |= 1u << u;
+    }
+    while (passed) {
+      const std::uint32_t slot = base + (__ffs(passed) - 1) * blockDim.x + threadIdx.x;
+      passed &= passed - 1;
+      const RerankEntry e = fallback_entry(qr, mask, slot, bound, pivot, range, predicate);
+      if (e.id == kNoId) continue;
+      const std::uint32_t at = atomicAdd(&count, 1u);
+      if (at < capacity) buf[at] = e;
+    }
+  }
+  __syncthreads();
+  return count;
+}
+
+/// The fallback (E5 of docs/cuda.md): the k best stored points visible to the query, sorted into
+/// buf (capacity entries, more than k); returns their count (at most capacity). `bound` is the
+/// upper bound of the screened list's k-th key: the k best lie within it. Where more points than
+/// the buffer holds lie within (ties wider than it at the k-th place), the k-th of those it holds
+/// becomes a pivot in the exact order: the k best rank at or before it (it has k points at or
+/// before it), and the next pass keeps only those. Each pivot ranks strictly before the last (the
+/// k-th of more than k distinct entries at or before it), so each pass keeps fewer points and the
+/// passes end.
 __device__ std::uint32_t answer_from_store(const Query& qr, const RerankParams& p, RerankEntry* buf,
                                            std::uint32_t capacity, double bound, const IdRangeDevice* range,
                                            const PredicateDevice* predicate) {
-  __shared__ std::uint32_t count;
-  __shared__ double limit;
-  if (threadIdx.x == 0) {
-    count = 0;
-    limit = bound;
+  RerankEntry pivot{0, 0, 0, kNoId};
+  for (;;) {
+    const std::uint32_t held = gather_within(qr, p.mask, buf, capacity, bound, pivot, range, predicate);
+    sort_entries(qr, buf, held < capacity ? held : capacity);
+    if (held <= capacity) return held;
+    pivot = buf[p.k - 1];
+    bound = upper(Query::key(pivot));
+    __syncthreads();  // every thread has its pivot before the next pass writes buf
   }
-  __syncthreads();
-  const StoreView& s = *p.store;
-  for (std::uint32_t base = 0; base < s.slot_count; base += blockDim.x) {
-    const std::uint32_t slot = base + threadIdx.x;
-    if (slot < s.slot_count && s.valid[slot]) {
-      const std::uint64_t id = s.ids[slot];
-      const bool admitted = range ? filter_admits(*range, *predicate, s, slot, id)
-                                  : !p.mask || attributes_pass(*p.mask, s, slot);
-      if (admitted) {
-        const RerankEntry e = qr.entry(slot, id);
-        if (e.key - double(e.err) <= limit) buf[atomicAdd(&count, 1u)] = e;
-      }
-    }
-    __syncthreads();
-    const std::uint32_t held = count;
-    if (held > capacity - blockDim.x) {
-      sort_entries(qr, buf, held);
-      if (threadIdx.x == 0) {
-        count = held < p.k ? held : p.k;
-        if (held >= p.k) limit = upper(Query::key(buf[p.k - 1]));
-      }
-    }
-    __syncthreads();
-  }
-  const std::uint32_t held = count;
-  sort_entries(qr, buf, held);
-  return held;
 }
 
 /// Orders buf[0, count) (count <= blockDim.x) by Query::less, padding last in its list order:
