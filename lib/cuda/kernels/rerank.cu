@@ -1,10 +1,10 @@
 // The exact re-rank (rerank.hpp): one block per query. The screened candidates get float64 keys
 // (from rerank_keys_kernel on wide stores, else in the block) and are ordered by the exact
 // (key, id) order of core/exact_rank.hpp (by counting where a thread holds each, else a
-// bitonic sort); the certificate
-// says whether they hold the k best; where it fails, the block streams every stored point whose
-// key may be at or below the k-th candidate's through its buffer, keeping the k best. The answers'
-// distances are rounded once (exact::report), exactly as the CPU backend rounds them.
+// bitonic sort); the certificate says whether they hold the k best. Where it fails, the block
+// passes over the store and gathers every point whose key may lie at or below the k-th
+// candidate's (answer_from_store: a pivot narrows the passes where they do not fit its buffer).
+// The answers' distances are rounded once (exact::report), exactly as the CPU backend rounds them.
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/rerank.hpp"
 #include "core/exact_rank.hpp"
