@@ -207,6 +207,140 @@ __device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, st
   if (to < P) __syncthreads();
 }
 
+/// Stages the group's queries, starts its lists and computes each query's terms (every thread).
+template <int QG, bool kInnerProduct>
+__device__ __forceinline__ void stage_group(const ScanParams& p, BlockState& st, float4* query, std::uint32_t chunks,
+                                            std::uint32_t pairs, std::uint32_t q0, std::uint32_t nq,
+                                            std::uint32_t stored_dim, std::uint32_t lane, std::uint32_t warp) {
+  // The group's queries (zeros past the batch and past each row's chunks), their terms, the lists.
+  const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  for (std::uint32_t i = threadIdx.x; i < QG * 2 * pairs; i += kThreads) {
+    const std::uint32_t j = i / (2 * pairs), c = i % (2 * pairs);
+    query[i] = j < nq && c < chunks ? rows[std::size_t(j) * chunks + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  if (threadIdx.x < QG) {
+    st.count[threadIdx.x] = 0;
+    st.bound[threadIdx.x] = kNoKey;
+    st.first_min[threadIdx.x] = kNoKey;
+  }
+  __syncthreads();
+  for (std::uint32_t j = warp; j < QG; j += kThreads / 32) {
+    const QueryTerms t = query_terms(query + std::size_t(j) * 2 * pairs, 2 * pairs, stored_dim, kInnerProduct);
+    if (lane == 0) st.terms[j] = t;
+  }
+  __syncthreads();
+}
+
+/// The block's next segment from the group's counter (every thread; a barrier).
+__device__ __forceinline__ std::uint32_t take_segment(BlockState& st, std::uint32_t* work) {
+  if (threadIdx.x == 0) st.segment = atomicAdd(&work[1], 1u);
+  __syncthreads();
+  return st.segment;
+}
+
+/// Finds this thread's points of the segment: their rows in the copy, bounds and liveness; zeroes their sums.
+template <int QG, int P>
+__device__ __forceinline__ void start_points(const StoreView& store, const uint4* vectors, const float2* meta,
+                                             std::uint32_t first, std::uint32_t slots, std::uint32_t pairs,
+                                             const uint4* (&row)[P], float2 (&bounds)[P], bool (&live)[P],
+                                             float (&acc)[P][QG]) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+    const std::uint32_t read = min(slot, slots - 1);
+    row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
+    live[i] = slot < slots && __ldg(store.valid + slot) != 0;
+    bounds[i] = __ldg(meta + read);
+#pragma unroll
+    for (int j = 0; j < QG; ++j) acc[i][j] = 0.0f;
+  }
+}
+
+/// Sums t = <q, x~> over the copy's chunks for each of this thread's points and the group's queries.
+template <int QG, int P>
+__device__ __forceinline__ void score_points(const float4* query, std::uint32_t pairs, const uint4* const (&row)[P],
+                                             float (&acc)[P][QG]) {
+#pragma unroll 4
+  for (std::uint32_t c = 0; c < pairs; ++c) {
+    float x[P][8];
+#pragma unroll
+    for (int i = 0; i < P; ++i) unpack8(__ldg(row[i] + std::size_t(c) * kTile), x[i]);
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const float4 a = query[(std::size_t(j) * pairs + c) * 2], b = query[(std::size_t(j) * pairs + c) * 2 + 1];
+#pragma unroll
+      for (int i = 0; i < P; ++i) acc[i][j] = dot8(x[i], a, b, acc[i][j]);
+    }
+  }
+}
+
+/// Turns each sum into its pair's lower bound L (in acc) and key; whether any pair lies within its query's bounds.
+template <bool kInnerProduct, int QG, int P>
+__device__ __forceinline__ bool rank_points(const BlockState& st, const std::uint32_t* threshold, std::uint32_t nq,
+                                            const float2 (&bounds)[P], const bool (&live)[P], float (&acc)[P][QG],
+                                            std::uint32_t (&key)[P][QG]) {
+  bool any = false;
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+    const QueryTerms qt = st.terms[j];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float rank = lower_bound<kInnerProduct>(acc[i][j], bounds[i].x, bounds[i].y, qt);
+      acc[i][j] = rank;  // kept for the admission below
+      key[i][j] = live[i] && j < int(nq) ? ordered_bits(rank) : kNoKey;
+      any |= key[i][j] <= limit && key[i][j] != kNoKey;
+    }
+  }
+  return any;
+}
+
+/// The first segment's part of the first bound: each query's smallest key, then warp 0's arrival (every thread).
+template <int QG, int P>
+__device__ __forceinline__ void publish_first(const ScanParams& p, BlockState& st, std::uint32_t* work,
+                                              const std::uint32_t (&key)[P][QG], std::uint32_t q0, std::uint32_t nq,
+                                              std::uint32_t k, std::uint32_t lane, std::uint32_t warp) {
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    std::uint32_t smallest = kNoKey;
+#pragma unroll
+    for (int i = 0; i < P; ++i) smallest = min(smallest, key[i][j]);
+    smallest = __reduce_min_sync(kFullMask, smallest);
+    if (lane == 0 && smallest != kNoKey) atomicMin(&st.first_min[j], smallest);
+  }
+  __syncthreads();
+  if (warp == 0) {
+    arrive_first(p.first_keys, work, p.threshold, st.first_min, q0, nq, k, reinterpret_cast<std::uint32_t*>(st.kept));
+  }
+}
+
+/// Ends the block's work on the store: the segment counter is ready for the next launch (every thread).
+__device__ __forceinline__ void finish_segments(std::uint32_t* work) {
+  // The last block done resets the segment counter (every block has taken its last segment).
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&work[2], 1u) == gridDim.x - 1) {
+      work[1] = 0;
+      work[2] = 0;
+    }
+  }
+  __syncthreads();
+}
+
+/// Writes each query's list for the selection kernel (every thread).
+__device__ __forceinline__ void write_lists(const ScanParams& p, BlockState& st, Candidate* lists,
+                                            std::uint32_t capacity, std::uint32_t q0, std::uint32_t nq,
+                                            std::uint32_t k) {
+  // Each query's k best, sorted, as far as its grid-wide bound (the scan's layout, one list per
+  // block): what lies past that bound cannot be among the query's k best.
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    Candidate* const list = lists + std::size_t(j) * capacity;
+    if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
+    const std::size_t at = std::size_t(q0 + j) * gridDim.x + blockIdx.x;
+    write_block_list(list, st.count[j], k, __ldcg(p.threshold + q0 + j), p.candidates + at * k, p.lengths + at);
+  }
+}
+
 /// Blocks per SM each group's kernel is compiled for: ptxas left to itself capped the small
 /// groups at 48 registers and spilled; these leave 64 registers to groups of one or two (whose
 /// loads in flight want four blocks), 80 to groups of four and 128 to groups of eight (whose
@@ -232,30 +366,12 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
   const float2* const meta = reinterpret_cast<const float2*>(store.reduced_meta);
   const bool first_bound = p.first_keys != nullptr;
 
-  // The group's queries (zeros past the batch and past each row's chunks), their terms, the lists.
-  const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
-  for (std::uint32_t i = threadIdx.x; i < QG * 2 * pairs; i += kThreads) {
-    const std::uint32_t j = i / (2 * pairs), c = i % (2 * pairs);
-    query[i] = j < nq && c < chunks ? rows[std::size_t(j) * chunks + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  if (threadIdx.x < QG) {
-    st.count[threadIdx.x] = 0;
-    st.bound[threadIdx.x] = kNoKey;
-    st.first_min[threadIdx.x] = kNoKey;
-  }
-  __syncthreads();
-  for (std::uint32_t j = warp; j < QG; j += kThreads / 32) {
-    const QueryTerms t = query_terms(query + std::size_t(j) * 2 * pairs, 2 * pairs, stored_dim, kInnerProduct);
-    if (lane == 0) st.terms[j] = t;
-  }
-  __syncthreads();
+  stage_group<QG, kInnerProduct>(p, st, query, chunks, pairs, q0, nq, stored_dim, lane, warp);
 
   const std::uint32_t segments = (slots + reduced_segment(QG) - 1) / reduced_segment(QG);
   bool first_segment = true;
   for (;;) {
-    if (threadIdx.x == 0) st.segment = atomicAdd(&work[1], 1u);
-    __syncthreads();
-    const std::uint32_t segment = st.segment;
+    const std::uint32_t segment = take_segment(st, work);
     if (segment >= segments) break;
     const std::uint32_t first = segment * reduced_segment(QG);
     // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
@@ -264,57 +380,13 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     float2 bounds[P];
     bool live[P];
     float acc[P][QG];
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-      const std::uint32_t read = min(slot, slots - 1);
-      row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
-      live[i] = slot < slots && __ldg(store.valid + slot) != 0;
-      bounds[i] = __ldg(meta + read);
-#pragma unroll
-      for (int j = 0; j < QG; ++j) acc[i][j] = 0.0f;
-    }
-#pragma unroll 4
-    for (std::uint32_t c = 0; c < pairs; ++c) {
-      float x[P][8];
-#pragma unroll
-      for (int i = 0; i < P; ++i) unpack8(__ldg(row[i] + std::size_t(c) * kTile), x[i]);
-#pragma unroll
-      for (int j = 0; j < QG; ++j) {
-        const float4 a = query[(std::size_t(j) * pairs + c) * 2], b = query[(std::size_t(j) * pairs + c) * 2 + 1];
-#pragma unroll
-        for (int i = 0; i < P; ++i) acc[i][j] = dot8(x[i], a, b, acc[i][j]);
-      }
-    }
+    start_points(store, vectors, meta, first, slots, pairs, row, bounds, live, acc);
+    score_points(query, pairs, row, acc);
     std::uint32_t key[P][QG];
-    bool any = false;
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(p.threshold + q0 + j)) : 0u;
-      const QueryTerms qt = st.terms[j];
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        const float rank = lower_bound<kInnerProduct>(acc[i][j], bounds[i].x, bounds[i].y, qt);
-        acc[i][j] = rank;  // kept for the admission below
-        key[i][j] = live[i] && j < int(nq) ? ordered_bits(rank) : kNoKey;
-        any |= key[i][j] <= limit && key[i][j] != kNoKey;
-      }
-    }
+    const bool any = rank_points<kInnerProduct>(st, p.threshold + q0, nq, bounds, live, acc, key);
     if (first_bound && first_segment) {
       first_segment = false;
-#pragma unroll
-      for (int j = 0; j < QG; ++j) {
-        std::uint32_t smallest = kNoKey;
-#pragma unroll
-        for (int i = 0; i < P; ++i) smallest = min(smallest, key[i][j]);
-        smallest = __reduce_min_sync(kFullMask, smallest);
-        if (lane == 0 && smallest != kNoKey) atomicMin(&st.first_min[j], smallest);
-      }
-      __syncthreads();
-      if (warp == 0) {
-        arrive_first(p.first_keys, work, p.threshold, st.first_min, q0, nq, k,
-                     reinterpret_cast<std::uint32_t*>(st.kept));
-      }
+      publish_first(p, st, work, key, q0, nq, k, lane, warp);
     }
     // Every thread has read the lists' lengths and bounds before this barrier, and no thread
     // appends before it; a segment with nothing to admit (most, once the bounds are tight) ends here.
@@ -329,24 +401,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
   if (first_bound && first_segment && warp == 0) {
     arrive_first(p.first_keys, work, p.threshold, st.first_min, q0, nq, k, reinterpret_cast<std::uint32_t*>(st.kept));
   }
-  // The last block done resets the segment counter (every block has taken its last segment).
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(&work[2], 1u) == gridDim.x - 1) {
-      work[1] = 0;
-      work[2] = 0;
-    }
-  }
-  __syncthreads();
-
-  // Each query's k best, sorted, as far as its grid-wide bound (the scan's layout, one list per
-  // block): what lies past that bound cannot be among the query's k best.
-  for (std::uint32_t j = 0; j < nq; ++j) {
-    Candidate* const list = lists + std::size_t(j) * capacity;
-    if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
-    const std::size_t at = std::size_t(q0 + j) * gridDim.x + blockIdx.x;
-    write_block_list(list, st.count[j], k, __ldcg(p.threshold + q0 + j), p.candidates + at * k, p.lengths + at);
-  }
+  finish_segments(work);
+  write_lists(p, st, lists, capacity, q0, nq, k);
 }
 
 using ScreenKernel = void (*)(ScanParams, std::uint32_t);
