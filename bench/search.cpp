@@ -1,7 +1,7 @@
 // bench/search: exact k-NN throughput on the seed paper's shapes against the hardware floor.
 //   search [--shapes mnist,imagenet,googlenews] [--k 64,128] [--q 1,2,4,8,12,16,32,64]
 //          [--reps 30] [--sets 3] [--csv out.csv] [--split 1] [--device 1] [--spatial auto|always|off]
-//          [--reduced auto|always|off] [--moves M [--drift S]] [--copies C]
+//          [--reduced auto|always|off] [--format float16|int8] [--moves M [--drift S]] [--copies C]
 // For every (shape, K, Q): builds the store once through the public API (random uniform
 // data, fixed seed), then times searches host-to-host (host queries in, host answers out)
 // over `sets` different query sets, reps each after a warm-up, and reports the median.
@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
                                           {"--device", "0"},
                                           {"--spatial", "auto"},
                                           {"--reduced", "auto"},
+                                          {"--format", "float16"},
                                           {"--moves", "0"},
                                           {"--drift", "0"},
                                           {"--copies", "1"}};
@@ -176,6 +177,9 @@ int main(int argc, char** argv) {
     const std::string reduced = args["--reduced"];
     if (reduced != "auto" && reduced != "always" && reduced != "off") throw std::invalid_argument("--reduced auto|always|off");
     config.reduced_screen = reduced == "always" ? ReducedScreen::Always : reduced == "off" ? ReducedScreen::Off : ReducedScreen::Auto;
+    const std::string format = args["--format"];
+    if (format != "float16" && format != "int8") throw std::invalid_argument("--format float16|int8");
+    config.reduced_format = format == "int8" ? ReducedFormat::Int8 : ReducedFormat::Float16;
     ReferenceSet store(config);
     std::vector<float> v(shape.d);
     const bool geo = config.metric == Metric::Haversine;  // (lat, lon) in degrees

@@ -59,6 +59,7 @@ struct LoadOptions {
   std::optional<std::size_t> capacity_hint;
   std::optional<SpatialIndex> spatial_index;
   std::optional<ReducedScreen> reduced_screen;  ///< not recorded in checkpoints: Auto unless given
+  std::optional<ReducedFormat> reduced_format;  ///< not recorded in checkpoints: Float16 unless given
   std::optional<bool> debug;
   /// A journal (ReferenceSet::open_journal) to replay past the checkpoint's epoch; empty: none.
   std::string journal;

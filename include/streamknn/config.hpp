@@ -55,14 +55,14 @@ BackendKind parse_backend(std::string_view name);
 ///   Off:    never.
 enum class SpatialIndex : unsigned char { Auto, Always, Off };
 
-/// Whether the CUDA backend keeps a reduced-precision copy of the store (float16, half the bytes
-/// of the vectors, plus 8 bytes per point of error bounds) and screens small batches with it
-/// first: a search then reads about half the bytes, and the candidates the copy cannot separate
-/// from the k-th are re-ranked exactly from the float32 vectors, so the answers are the same as
-/// without it (docs/cuda.md, "The reduced-precision screen"). The copy costs device memory: each
-/// of the store's two buffers grows by 2 bytes per stored dimension (rounded up to 8) plus 8 per
-/// point, about half again the vectors' memory; it is written at every publish beside the
-/// float32 vectors and reserved with them (OutOfMemory leaves the store as it was).
+/// Whether the CUDA backend keeps a reduced-precision copy of the store (see ReducedFormat) and
+/// screens small batches with it first: a search then reads half the bytes or less, and the
+/// candidates the copy cannot separate from the k-th are re-ranked exactly from the float32
+/// vectors, so the answers are the same as without it (docs/cuda.md, "The reduced-precision
+/// screen"). The copy costs device memory in each of the store's two buffers (float16: 2 bytes per
+/// stored dimension, rounded up to 8, plus 8 per point, about half again the vectors' memory;
+/// int8: 1 byte, rounded up to 16, plus 16); it is written at every publish beside the float32
+/// vectors and reserved with them (OutOfMemory leaves the store as it was).
 ///   Auto:   kept for stores of 64 or more stored dimensions; used where the planner finds it
 ///           pays (batches of up to 8 queries over stores larger than the device's cache);
 ///   Always: kept for stores of more than 4 stored dimensions and used for every search that can
@@ -70,6 +70,21 @@ enum class SpatialIndex : unsigned char { Auto, Always, Off };
 ///   Off:    not kept (saves the memory).
 /// The CPU backend ignores it; checkpoints do not record it (LoadOptions::reduced_screen).
 enum class ReducedScreen : unsigned char { Auto, Always, Off };
+
+/// The form of the reduced-precision copy (StoreConfig::reduced_screen) of each stored vector:
+///   Float16: each coordinate rounded to float16 (2 bytes per stored dimension, rounded up to 8,
+///            and 8 bytes of bounds); its error is 2^-12 of each coordinate.
+///   Int8:    an offset and a scale per point and a signed byte per coordinate (1 byte per
+///            stored dimension, rounded up to 16, and 16 bytes of offset, scale and bounds): half
+///            the float16 copy's bytes, so one-query searches over wide stores take up to 0.6x
+///            the time (docs/cuda.md, E8). Its step is 1/254 of the range of each point's
+///            coordinates, so the screen keeps about twice the candidates (k up to 128; larger k
+///            take the float32 screen), and where that range is much wider than the distances
+///            between neighbours the certificate fails and the query takes the exact fallback,
+///            which passes over the whole store (docs/cuda.md, E5).
+/// The answers are the same with either. The CPU backend ignores it; checkpoints do not record
+/// it (LoadOptions::reduced_format).
+enum class ReducedFormat : unsigned char { Float16, Int8 };
 
 /// Most threads StoreConfig::cpu_threads or publish_threads may ask for.
 inline constexpr std::size_t kMaxCpuThreads = 1024;
@@ -100,6 +115,8 @@ struct StoreConfig {
   SpatialIndex spatial_index = SpatialIndex::Auto;
   /// CUDA backend: the reduced-precision copy and its screen; see ReducedScreen.
   ReducedScreen reduced_screen = ReducedScreen::Auto;
+  /// CUDA backend: the reduced-precision copy's form; see ReducedFormat.
+  ReducedFormat reduced_format = ReducedFormat::Float16;
   /// Vectors are stored, and ranked, as float32: a coordinate near 5,000,000 (metres in UTM or
   /// web mercator) keeps about half a metre, one near 1,000 about 0.00006. Where the data sit far
   /// from zero, give the origin (L2 stores only, `dim` finite values, or empty for none): it is

@@ -91,6 +91,7 @@ StoreConfig with_options(StoreConfig config, const LoadOptions& o) {
   if (o.capacity_hint) config.capacity_hint = *o.capacity_hint;
   if (o.spatial_index) config.spatial_index = *o.spatial_index;
   if (o.reduced_screen) config.reduced_screen = *o.reduced_screen;
+  if (o.reduced_format) config.reduced_format = *o.reduced_format;
   if (o.debug) config.debug = *o.debug;
   return config;
 }

@@ -48,6 +48,10 @@ void check_enums(const StoreConfig& config, const char* where) {
     case ReducedScreen::Auto: case ReducedScreen::Always: case ReducedScreen::Off: break;
     default: fail_enum(where, "StoreConfig::reduced_screen", config.reduced_screen, "ReducedScreen", "Auto, Always, Off");
   }
+  switch (config.reduced_format) {
+    case ReducedFormat::Float16: case ReducedFormat::Int8: break;
+    default: fail_enum(where, "StoreConfig::reduced_format", config.reduced_format, "ReducedFormat", "Float16, Int8");
+  }
 }
 
 const StoreConfig& validated(const StoreConfig& config) {

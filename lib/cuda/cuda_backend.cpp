@@ -274,6 +274,7 @@ class CudaBackend final : public Backend {
     shape.spatial = schedule_.wants(b, buffer, spatial_[b], call.queries, shape.k, call.filtered);
     shape.reduced = store_.has_reduced();
     shape.reduced_always = config_.reduced_screen == ReducedScreen::Always;
+    shape.reduced_int8 = config_.reduced_format == ReducedFormat::Int8;
     Plan plan = plan_search(shape, limits_);
     plan.width = plan.k;
     plan.k = call.k;
@@ -352,8 +353,9 @@ class CudaBackend final : public Backend {
     const auto key = std::make_pair(group, width);
     auto it = reduced_occupancy_.find(key);
     if (it == reduced_occupancy_.end()) {
-      const int per_sm = reduced_blocks_per_sm(config_.metric == Metric::InnerProduct, group, width,
-                                               reduced_pairs_for(chunks_), props_.sharedMemPerBlockOptin);
+      const int per_sm = reduced_blocks_per_sm(config_.metric == Metric::InnerProduct, config_.reduced_format, group,
+                                               width, reduced_pairs_for(chunks_, config_.reduced_format),
+                                               props_.sharedMemPerBlockOptin);
       it = reduced_occupancy_.emplace(key, per_sm).first;
     }
     return it->second;

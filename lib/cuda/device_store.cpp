@@ -13,15 +13,16 @@ namespace {
 
 std::size_t align_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
-/// Chunks of the float16 copy per vector, or 0 where the store keeps none: Auto keeps it from
-/// kReducedAutoMinChunks chunks (narrower stores are cheap to read in float32), Always from two.
+/// 16-byte chunks of the reduced-precision copy per vector, or 0 where the store keeps none: Auto
+/// keeps it from kReducedAutoMinChunks chunks (narrower stores are cheap to read in float32),
+/// Always from two.
 std::uint32_t reduced_pairs_of(const StoreConfig& config, std::uint32_t chunks) {
   switch (config.reduced_screen) {
     case ReducedScreen::Off: return 0;
-    case ReducedScreen::Always: return chunks >= 2 ? reduced_pairs_for(chunks) : 0;
+    case ReducedScreen::Always: return chunks >= 2 ? reduced_pairs_for(chunks, config.reduced_format) : 0;
     case ReducedScreen::Auto: break;
   }
-  return chunks >= kReducedAutoMinChunks ? reduced_pairs_for(chunks) : 0;
+  return chunks >= kReducedAutoMinChunks ? reduced_pairs_for(chunks, config.reduced_format) : 0;
 }
 
 }  // namespace
@@ -115,8 +116,10 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   DeviceArray<std::uint8_t> valid(capacity, "store validity mask");
   DeviceArray<std::int32_t> labels(classes_ ? capacity : 0, "store labels");
   DeviceArray<float> values(std::size_t(capacity) * outputs_, "store target values");
-  DeviceArray<std::uint16_t> reduced(std::size_t(capacity) * reduced_pairs_ * 8, "store float16 copy");
-  DeviceArray<float> reduced_meta(reduced_pairs_ ? std::size_t(capacity) * 2 : 0, "store float16 copy bounds");
+  const std::uint32_t meta_floats = reduced_meta_floats(config_.reduced_format);
+  DeviceArray<std::uint16_t> reduced(std::size_t(capacity) * reduced_pairs_ * 8, "store reduced-precision copy");
+  DeviceArray<float> reduced_meta(reduced_pairs_ ? std::size_t(capacity) * meta_floats : 0,
+                                  "store reduced-precision copy bounds");
   DeviceArray<std::uint32_t> attributes(std::size_t(capacity) * attribute_words_, "store attribute words");
 
   const std::uint32_t old = b.capacity;
@@ -137,8 +140,8 @@ void DeviceStore::grow(DeviceBuffer& b, std::uint32_t capacity) {
   if (classes_) copy_then_clear(labels, b.labels, 1, "store labels");
   if (outputs_) copy_then_clear(values, b.values, outputs_, "store target values");
   if (reduced_pairs_) {
-    copy_then_clear(reduced, b.reduced, std::size_t(reduced_pairs_) * 8, "store float16 copy");
-    copy_then_clear(reduced_meta, b.reduced_meta, 2, "store float16 copy bounds");
+    copy_then_clear(reduced, b.reduced, std::size_t(reduced_pairs_) * 8, "store reduced-precision copy");
+    copy_then_clear(reduced_meta, b.reduced_meta, meta_floats, "store reduced-precision copy bounds");
   }
   if (attribute_words_) copy_then_clear(attributes, b.attributes, attribute_words_, "store attribute words");
 
@@ -298,6 +301,7 @@ void DeviceStore::scatter(const DeviceBatch& batch, DeviceBuffer& b) {
     r.reduced = b.reduced.get();
     r.meta = b.reduced_meta.get();
     r.pairs = reduced_pairs_;
+    r.format = config_.reduced_format;
     r.dim = p.dim;
     r.vector_slots = p.vector_slots;
     r.vectors_in = p.vectors_in;

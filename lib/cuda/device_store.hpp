@@ -32,8 +32,8 @@ struct DeviceBuffer {
   DeviceArray<std::uint8_t> valid;
   DeviceArray<std::int32_t> labels;
   DeviceArray<float> values;
-  DeviceArray<std::uint16_t> reduced;  // the float16 copy (StoreView::reduced), or empty
-  DeviceArray<float> reduced_meta;     // its bounds, 2 per slot
+  DeviceArray<std::uint16_t> reduced;  // the reduced-precision copy (StoreView::reduced), or empty
+  DeviceArray<float> reduced_meta;     // its bounds, reduced_meta_floats per slot
   DeviceArray<std::uint32_t> attributes;  // capacity x StoreConfig::attribute_words, or empty
   DeviceArray<StoreView> view;         // device copy of view(); what kernels read
   std::uint32_t capacity = 0;          // slots, a multiple of kTile
@@ -109,7 +109,7 @@ class DeviceStore {
   std::uint32_t chunks_;
   std::uint32_t chunk_floats_;  // StoreView::chunk_floats
   std::uint32_t outputs_;
-  std::uint32_t reduced_pairs_;  // 16-byte chunks of the float16 copy per vector; 0: no copy
+  std::uint32_t reduced_pairs_;  // 16-byte chunks of the reduced-precision copy per vector; 0: no copy
   std::uint32_t attribute_words_;  // StoreConfig::attribute_words
   bool classes_;
   cudaStream_t update_;

@@ -41,10 +41,9 @@ struct StoreView {
   std::uint32_t outputs = 0;
   std::uint32_t chunk_floats = 4;   ///< 4, or 2: one float2 per slot (vectors of at most two elements)
   double max_norm = 0;              ///< >= every stored vector's L2 norm (inner product: the exact re-rank's certificate)
-  /// The reduced-precision copy (kernels/reduced.hpp), or nullptr: float16 vectors in the tile
-  /// layout above with 16-byte chunks of 8 elements (reduced_pairs per vector, padded with zeros),
-  /// and per slot two floats: a lower bound on the copy's squared norm and an upper bound on the
-  /// distance from the copy to the stored float32 vector.
+  /// The reduced-precision copy (kernels/reduced.hpp), or nullptr: float16 or int8 vectors in the
+  /// tile layout above with 16-byte chunks of 8 or 16 elements (reduced_pairs per vector, padded
+  /// with zeros), and per slot the bounds reduced.hpp describes (2 floats for float16, 4 for int8).
   const void* reduced = nullptr;
   const float* reduced_meta = nullptr;
   std::uint32_t reduced_pairs = 0;

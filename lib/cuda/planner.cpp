@@ -79,9 +79,15 @@ Plan plan_direct(const Inputs& in) {
 
 // ---- reduced-precision screen ------------------------------------------------------------------------
 
-/// The screen's width: the float32 screen's (the shape's k) and kReducedExtraSlack more, since its
-/// bounds are about 2^-12 of a distance wide where float32's are 2^-20.
-std::uint32_t reduced_width(const SearchShape& q) { return q.k + kReducedExtraSlack; }
+/// The screen's width: the float32 screen's (the shape's k) and kReducedExtraSlack more, since the
+/// float16 copy's bounds are about 2^-12 of a distance wide where float32's are 2^-20; for the
+/// int8 copy about twice the float32 screen's (tuning.hpp), past kReducedMaxWidth (so not taken)
+/// where the float32 screen's is wider than kReducedInt8MaxScreenK.
+std::uint32_t reduced_width(const SearchShape& q) {
+  if (!q.reduced_int8) return q.k + kReducedExtraSlack;
+  if (q.k > kReducedInt8MaxScreenK) return kReducedMaxWidth + 1;
+  return std::min(kReducedMaxWidth, std::max(2 * q.k, q.k + kReducedInt8MinSlack));
+}
 
 /// The reduced-precision screen (launch_reduced_screen) instead of the sample pass and the scan:
 /// stores with the copy, no id ranges, a width of at most kReducedMaxWidth whose block fits the

@@ -34,6 +34,7 @@ struct SearchShape {
   bool spatial = false;           ///< the spatial schedule wants the index for this batch (SpatialSchedule::wants)
   bool reduced = false;           ///< the store keeps the reduced-precision copy (DeviceStore::has_reduced)
   bool reduced_always = false;    ///< StoreConfig::reduced_screen is Always: the copy screens every batch it can
+  bool reduced_int8 = false;      ///< StoreConfig::reduced_format is Int8 (the screen's width)
 
   bool inner_product() const noexcept { return metric == Metric::InnerProduct; }
   /// Floats per stored chunk (StoreView::chunk_floats): the layout of one-chunk stores.
@@ -103,7 +104,7 @@ struct ResidentPlan {
 struct SpatialPlan {
   bool bounded = false;  ///< the walk starts from each query's threshold (SearchShape::rank_limited)
 };
-/// The reduced-precision screen (launch_reduced_screen) over the store's float16 copy, in place of
+/// The reduced-precision screen (launch_reduced_screen) over the store's copy, in place of
 /// the sample pass and the scan; the re-rank certifies against its width-th lower bound.
 struct ReducedPlan {
   std::uint32_t blocks = 0;  ///< blocks (candidate lists) per query

@@ -89,7 +89,7 @@ bool Pipeline::find_candidates(QueryContext& c, const Plan& plan, const BufferVi
     scan.first_keys = c.first_keys.get();
     scan.first_arrivals = c.first_arrivals.get();
     launch_reduced_screen(scan, reduced->blocks, reduced->group, std::uint32_t(stored_dim_),
-                          config_.metric == Metric::InnerProduct, stream_);
+                          config_.metric == Metric::InnerProduct, config_.reduced_format, stream_);
     debug_sync("reduced_screen_kernel");
     return false;
   }

@@ -95,6 +95,13 @@ inline constexpr std::uint32_t kDenseChunkMultiple = 64;
 /// are about 2^-12 of a distance wide (float16's rounding), so it needs more than the float32
 /// screen's eight to separate the k-th exact distance from the last candidate's on random data.
 inline constexpr std::uint32_t kReducedExtraSlack = 8;
+/// The int8 copy's bounds are about a step (1/254 of each point's range) wide, so its screen keeps
+/// twice the float32 screen's width (at least kReducedInt8MinSlack more, at most
+/// kReducedMaxWidth), and only for float32 widths of at most kReducedInt8MaxScreenK (k <= 128). On uniform data the
+/// certificate needs about 1.4-1.8 k candidates (1,275,219 x 128 and 1,000,000 x 300, k = 64
+/// and 128, a float64 replay of the bound).
+inline constexpr std::uint32_t kReducedInt8MinSlack = 32;
+inline constexpr std::uint32_t kReducedInt8MaxScreenK = 136;
 /// Batches of at most this many queries take the screen under ReducedScreen::Auto over large
 /// stores; kReducedAutoWideMaxQueries over stores of kReducedAutoWideChunks chunks or more (where a
 /// point's bytes outweigh its arithmetic longer). H200 A/B against the float32 screen (same run,

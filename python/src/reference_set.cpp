@@ -89,6 +89,12 @@ ReducedScreen parse_reduced_screen(const std::string& name) {
   fail_argument("ReferenceSet: unknown reduced_screen '", name, "' (choose auto, always or off)");
 }
 
+ReducedFormat parse_reduced_format(const std::string& name) {
+  if (name == "float16") return ReducedFormat::Float16;
+  if (name == "int8") return ReducedFormat::Int8;
+  fail_argument("ReferenceSet: unknown reduced_format '", name, "' (choose float16 or int8)");
+}
+
 StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                         std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                         std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
@@ -107,7 +113,8 @@ A mutable reference set: push batches of updates, publish() them as a new snapsh
 
 ReferenceSet(dim, metric='l2', *, n_classes=None, n_outputs=None, backend='auto',
              capacity_hint=1024, queue_capacity=65536, cuda_device=0, cpu_threads=0,
-             publish_threads=0, spatial_index='auto', attribute_words=0, reduced_screen='auto')
+             publish_threads=0, spatial_index='auto', attribute_words=0, reduced_screen='auto',
+             reduced_format='float16')
 
 metric: 'l2' (Euclidean), 'ip' (inner product, reported as -<q, p>), 'cosine' (1 - cos) or
 'haversine' ((latitude, longitude) in degrees, distances in metres; dim must be 2).
@@ -123,6 +130,10 @@ points, kept on the device and refit or rebuilt after a publish once enough quer
 reduced_screen: CUDA backend: 'auto' (a float16 copy of stores of 64+ dimensions screens small
 batches over large stores, read at half the bytes; the answers stay exact), 'always' or 'off'
 (saves the copy's memory: per buffer 2 bytes per dimension and 8 per point). docs/cuda.md, E7.
+reduced_format: the copy's form: 'float16' or 'int8' (a byte per dimension and 16 per point:
+half the bytes again, faster one-query searches over wide stores, k up to 128; points whose
+coordinates span a range far wider than their neighbours' distances take the slow exact
+fallback). docs/cuda.md, E8.
 attribute_words: 32-bit attribute words per point (0 to 4), given at insert (attributes=), changed
 by set_attributes, tested by the searches' `where` predicates (docs/filters.md).
 
@@ -137,11 +148,13 @@ std::unique_ptr<Store> new_store(std::size_t dim, const std::string& metric, std
                                  std::optional<std::uint32_t> n_outputs, const std::string& backend,
                                  std::size_t capacity_hint, std::size_t queue_capacity, int cuda_device,
                                  std::size_t cpu_threads, std::size_t publish_threads, const std::string& spatial_index,
-                                 std::size_t attribute_words, const std::string& reduced_screen) {
+                                 std::size_t attribute_words, const std::string& reduced_screen,
+                                 const std::string& reduced_format) {
   StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
                                    queue_capacity, cuda_device, cpu_threads, publish_threads,
                                    spatial_index, attribute_words);
   config.reduced_screen = parse_reduced_screen(reduced_screen);
+  config.reduced_format = parse_reduced_format(reduced_format);
   py::gil_scoped_release nogil;
   return std::make_unique<Store>(config);
 }
@@ -178,7 +191,7 @@ std::unique_ptr<Store> store_from_points(py::handle ids, py::handle vectors, py:
                                          std::size_t cpu_threads, std::size_t publish_threads,
                                          const std::string& spatial_index, py::handle attributes,
                                          std::optional<std::size_t> attribute_words,
-                                         const std::string& reduced_screen) {
+                                         const std::string& reduced_screen, const std::string& reduced_format) {
   const char* call = "ReferenceSet.from_points";
   const py::array shape_of = py::array::ensure(vectors);
   if (!shape_of || shape_of.ndim() != 2) fail_argument(call, ": vectors must be a 2-D array (n, dim)");
@@ -186,6 +199,7 @@ std::unique_ptr<Store> store_from_points(py::handle ids, py::handle vectors, py:
                                    capacity_hint, queue_capacity, cuda_device, cpu_threads, publish_threads,
                                    spatial_index, attribute_words.value_or(words_of(attributes, call)));
   config.reduced_screen = parse_reduced_screen(reduced_screen);
+  config.reduced_format = parse_reduced_format(reduced_format);
   Points p = as_points(config, ids, vectors, targets, call);
   std::optional<AttrRows> words;
   if (!attributes.is_none()) {
@@ -203,7 +217,7 @@ void bind_constructors(py::class_<Store>& cls) {
           py::arg("n_outputs") = py::none(), py::arg("backend") = "auto", py::arg("capacity_hint") = 1024,
           py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0, py::arg("cpu_threads") = 0,
           py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto", py::arg("attribute_words") = 0,
-          py::arg("reduced_screen") = "auto");
+          py::arg("reduced_screen") = "auto", py::arg("reduced_format") = "float16");
   cls.def_static(
       "from_points", &store_from_points,
       py::arg("ids"), py::arg("vectors"), py::arg("targets") = py::none(), py::kw_only(), py::arg("metric") = "l2",
@@ -211,7 +225,7 @@ void bind_constructors(py::class_<Store>& cls) {
       py::arg("capacity_hint") = 1024, py::arg("queue_capacity") = 1 << 16, py::arg("cuda_device") = 0,
       py::arg("cpu_threads") = 0, py::arg("publish_threads") = 0, py::arg("spatial_index") = "auto",
       py::arg("attributes") = py::none(), py::arg("attribute_words") = py::none(),
-      py::arg("reduced_screen") = "auto",
+      py::arg("reduced_screen") = "auto", py::arg("reduced_format") = "float16",
       R"doc(A store holding ids (n,), vectors (n, dim) and targets (as for insert) at epoch 1, built in
 one step (ReferenceSet::from_points: no update queue, no publish): the fast way to load a data set.
 The other arguments are the constructor's (dim is vectors.shape[1]). attributes: None (every word

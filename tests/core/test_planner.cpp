@@ -244,6 +244,24 @@ TEST_CASE("planner: under Always the reduced screen takes every batch it can, in
   }
 }
 
+TEST_CASE("planner: the int8 copy's screen keeps about twice the float32 screen's width, up to k = 128") {
+  using streamknn::detail::gpu::tuning::kReducedInt8MinSlack;
+  // The shape's k is the float32 screen's width (k + 8).
+  for (std::uint32_t k : {1u, 8u, 24u, 40u, 72u, 100u, 128u, 136u, 137u, 200u}) {
+    CAPTURE(k);
+    SearchShape shape = reduced_shape(3'000'000, 300, Metric::L2, 1, k);
+    shape.reduced_int8 = true;
+    const Plan plan = plan_search(shape, reduced_limits(kH200, shape));
+    if (k > 136) {  // k > 128: the float32 screen
+      CHECK(plan.as<ReducedPlan>() == nullptr);
+      continue;
+    }
+    REQUIRE(plan.as<ReducedPlan>() != nullptr);
+    CHECK(plan.k == std::min(kReducedMaxWidth, std::max(2 * k, k + kReducedInt8MinSlack)));
+    CHECK(plan.stride == plan.lists * plan.k);
+  }
+}
+
 TEST_CASE("planner: the reduced screen steps aside where its block does not fit the device") {
   const SearchShape shape = reduced_shape(3'000'000, 300, Metric::L2, 1, 72, true);
   DeviceLimits d = reduced_limits(kRtx3090, shape);

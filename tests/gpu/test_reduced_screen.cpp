@@ -5,7 +5,9 @@
 // offsets of 1e3-1e6, every metric it serves, k up to its widest screen and past it), random
 // stores of several blocks per query and batches of 1-40 queries, values beyond float16's
 // range and below its smallest, and a store whose copy is kept in step across publishes
-// (inserts, moves, erases, growth). Auto against Off on a large store closes it.
+// (inserts, moves, erases, growth); each in both forms of the copy (float16 and int8), and
+// int8 points whose range dwarfs their neighbours' distances. Auto against Off on a large store
+// closes it.
 #include <algorithm>
 #include <cmath>
 
@@ -22,13 +24,14 @@ using Points = std::unordered_map<PointId, std::vector<float>>;
 /// The same store on the CPU backend and on the CUDA backend with the reduced screen as given
 /// (TwinStores), and its points: every op goes to both.
 struct Twin : TwinStores {
-  Twin(std::size_t dim, Metric metric, ReducedScreen reduced = ReducedScreen::Always)
-      : TwinStores(config(dim, metric, reduced)), dim(dim) {}
-  static StoreConfig config(std::size_t dim, Metric metric, ReducedScreen reduced) {
+  Twin(std::size_t dim, Metric metric, ReducedFormat format, ReducedScreen reduced = ReducedScreen::Always)
+      : TwinStores(config(dim, metric, reduced, format)), dim(dim) {}
+  static StoreConfig config(std::size_t dim, Metric metric, ReducedScreen reduced, ReducedFormat format) {
     StoreConfig c;
     c.dim = dim;
     c.metric = metric;
     c.reduced_screen = reduced;
+    c.reduced_format = format;
     return c;
   }
   void insert(PointId id, const std::vector<float>& v) {
@@ -46,6 +49,10 @@ struct Twin : TwinStores {
   Points points;
   std::size_t dim;
 };
+
+/// Every form of the copy: each case runs on both.
+constexpr ReducedFormat kFormats[] = {ReducedFormat::Float16, ReducedFormat::Int8};
+const char* name(ReducedFormat f) { return f == ReducedFormat::Int8 ? "int8" : "float16"; }
 
 /// Bad queries where the GPU's answers differ from the CPU's in an id or a distance's bits, or
 /// (the first `exact` queries) from the exact reference's.
@@ -85,39 +92,42 @@ std::vector<float> gaussian(std::mt19937_64& g, std::size_t n, float offset = 0.
 }  // namespace
 
 TEST_CASE("the reduced screen equals the CPU and the exact reference on hard data (ties, duplicates, offsets, grids)") {
-  auto g = rng(7100);
-  for (Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
-    for (std::size_t dim : {8, 40, 130, 300}) {
-      for (float offset : {0.0f, 1e3f, 1e6f}) {
-        if (metric != Metric::L2 && offset != 0.0f) continue;
-        CAPTURE(to_string(metric));
-        CAPTURE(dim);
-        CAPTURE(offset);
-        Twin t(dim, metric);
-        // Integer grid points, each stored 1-3 times; a third erased.
-        std::uniform_int_distribution<int> coord(-3, 3), copies(1, 3);
-        PointId id = 10;
-        for (int i = 0; i < 700; ++i) {
-          std::vector<float> v(dim);
-          for (auto& x : v) x = offset + float(coord(g));
-          if (metric == Metric::Cosine) v[0] = 1.0f + float(i % 3);
-          for (int c = copies(g); c > 0; --c, id += 1 + g() % 2) t.insert(id, v);
-        }
-        t.publish();
-        std::vector<PointId> gone;
-        for (const auto& [pid, v] : t.points) {
-          if (pid % 3 == 0) gone.push_back(pid);
-        }
-        for (PointId pid : gone) t.erase(pid);
-        t.publish();
-        std::vector<float> queries(9 * dim);
-        for (auto& x : queries) x = offset + 0.5f * float(coord(g));
-        if (metric == Metric::Cosine) {
-          for (std::size_t q = 0; q < 9; ++q) queries[q * dim] = 1.5f;
-        }
-        for (std::size_t k : {1, 2, 7, 64, 200, 240, 300}) {
-          CAPTURE(k);
-          CHECK(check(t, metric, queries, k, 9) == 0);
+  for (ReducedFormat format : kFormats) {
+    CAPTURE(name(format));
+    auto g = rng(7100);
+    for (Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+      for (std::size_t dim : {8, 40, 130, 300}) {
+        for (float offset : {0.0f, 1e3f, 1e6f}) {
+          if (metric != Metric::L2 && offset != 0.0f) continue;
+          CAPTURE(to_string(metric));
+          CAPTURE(dim);
+          CAPTURE(offset);
+          Twin t(dim, metric, format);
+          // Integer grid points, each stored 1-3 times; a third erased.
+          std::uniform_int_distribution<int> coord(-3, 3), copies(1, 3);
+          PointId id = 10;
+          for (int i = 0; i < 700; ++i) {
+            std::vector<float> v(dim);
+            for (auto& x : v) x = offset + float(coord(g));
+            if (metric == Metric::Cosine) v[0] = 1.0f + float(i % 3);
+            for (int c = copies(g); c > 0; --c, id += 1 + g() % 2) t.insert(id, v);
+          }
+          t.publish();
+          std::vector<PointId> gone;
+          for (const auto& [pid, v] : t.points) {
+            if (pid % 3 == 0) gone.push_back(pid);
+          }
+          for (PointId pid : gone) t.erase(pid);
+          t.publish();
+          std::vector<float> queries(9 * dim);
+          for (auto& x : queries) x = offset + 0.5f * float(coord(g));
+          if (metric == Metric::Cosine) {
+            for (std::size_t q = 0; q < 9; ++q) queries[q * dim] = 1.5f;
+          }
+          for (std::size_t k : {1, 2, 7, 64, 200, 240, 300}) {
+            CAPTURE(k);
+            CHECK(check(t, metric, queries, k, 9) == 0);
+          }
         }
       }
     }
@@ -125,26 +135,29 @@ TEST_CASE("the reduced screen equals the CPU and the exact reference on hard dat
 }
 
 TEST_CASE("the reduced screen on random stores of several blocks per query, batches of 1-40") {
-  auto g = rng(7101);
-  for (Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
-    for (std::size_t dim : {20, 128, 300}) {
-      CAPTURE(to_string(metric));
-      CAPTURE(dim);
-      Twin t(dim, metric);
-      const std::size_t n = 40'000;
-      const auto data = gaussian(g, n * dim);
-      for (std::size_t i = 0; i < n; ++i) {
-        t.insert(PointId(3 * i + 1), std::vector<float>(data.begin() + i * dim, data.begin() + (i + 1) * dim));
-      }
-      t.publish();
-      for (PointId pid = 1; pid < 3 * n; pid += 3 * 97) t.erase(pid);
-      t.publish();
-      for (std::size_t nq : {1, 3, 16, 40}) {
-        const auto queries = gaussian(g, nq * dim);
-        for (std::size_t k : {1, 10, 64, 128}) {
-          CAPTURE(nq);
-          CAPTURE(k);
-          CHECK(check(t, metric, queries, k, nq == 1 && dim == 20 ? 1 : 0) == 0);
+  for (ReducedFormat format : kFormats) {
+    CAPTURE(name(format));
+    auto g = rng(7101);
+    for (Metric metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+      for (std::size_t dim : {20, 128, 300}) {
+        CAPTURE(to_string(metric));
+        CAPTURE(dim);
+        Twin t(dim, metric, format);
+        const std::size_t n = 40'000;
+        const auto data = gaussian(g, n * dim);
+        for (std::size_t i = 0; i < n; ++i) {
+          t.insert(PointId(3 * i + 1), std::vector<float>(data.begin() + i * dim, data.begin() + (i + 1) * dim));
+        }
+        t.publish();
+        for (PointId pid = 1; pid < 3 * n; pid += 3 * 97) t.erase(pid);
+        t.publish();
+        for (std::size_t nq : {1, 3, 16, 40}) {
+          const auto queries = gaussian(g, nq * dim);
+          for (std::size_t k : {1, 10, 64, 128}) {
+            CAPTURE(nq);
+            CAPTURE(k);
+            CHECK(check(t, metric, queries, k, nq == 1 && dim == 20 ? 1 : 0) == 0);
+          }
         }
       }
     }
@@ -152,48 +165,80 @@ TEST_CASE("the reduced screen on random stores of several blocks per query, batc
 }
 
 TEST_CASE("the reduced screen where values exceed float16's range or lie below its smallest") {
-  auto g = rng(7102);
-  for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
-    // 1e17 is near the largest coordinate a 24-dimensional L2 store takes (its distances must
-    // not overflow float32).
-    for (float scale : {1e-9f, 1e-5f, 3e4f, 1e5f, 1e17f}) {
-      CAPTURE(to_string(metric));
-      CAPTURE(scale);
-      const std::size_t dim = 24;
-      Twin t(dim, metric);
-      for (PointId id = 0; id < 3000; ++id) t.insert(id, gaussian(g, dim, 0.0f, scale));
-      // A few points of mixed magnitudes: some elements clamp, others round normally.
-      for (PointId id = 5000; id < 5040; ++id) {
-        auto v = gaussian(g, dim);
-        v[id % dim] = scale * 4.0f;
-        t.insert(id, v);
-      }
-      t.publish();
-      const auto queries = gaussian(g, 5 * dim, 0.0f, scale);
-      for (std::size_t k : {1, 16, 100}) {
-        CAPTURE(k);
-        CHECK(check(t, metric, queries, k, 5) == 0);
+  for (ReducedFormat format : kFormats) {
+    CAPTURE(name(format));
+    auto g = rng(7102);
+    for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
+      // 1e17 is near the largest coordinate a 24-dimensional L2 store takes (its distances must
+      // not overflow float32).
+      for (float scale : {1e-9f, 1e-5f, 3e4f, 1e5f, 1e17f}) {
+        CAPTURE(to_string(metric));
+        CAPTURE(scale);
+        const std::size_t dim = 24;
+        Twin t(dim, metric, format);
+        for (PointId id = 0; id < 3000; ++id) t.insert(id, gaussian(g, dim, 0.0f, scale));
+        // A few points of mixed magnitudes: some elements clamp, others round normally.
+        for (PointId id = 5000; id < 5040; ++id) {
+          auto v = gaussian(g, dim);
+          v[id % dim] = scale * 4.0f;
+          t.insert(id, v);
+        }
+        t.publish();
+        const auto queries = gaussian(g, 5 * dim, 0.0f, scale);
+        for (std::size_t k : {1, 16, 100}) {
+          CAPTURE(k);
+          CHECK(check(t, metric, queries, k, 5) == 0);
+        }
       }
     }
   }
 }
 
-TEST_CASE("the reduced screen's copy follows every publish: inserts, moves, erases, growth") {
-  auto g = rng(7103);
-  const std::size_t dim = 72;
-  Twin t(dim, Metric::L2);
-  PointId next = 0;
-  for (int round = 0; round < 12; ++round) {
-    CAPTURE(round);
-    for (int i = 0; i < 700 * (round + 1); ++i) t.insert(next++, gaussian(g, dim));
-    std::vector<PointId> ids;
-    for (const auto& [pid, v] : t.points) ids.push_back(pid);
-    std::sort(ids.begin(), ids.end());
-    for (std::size_t i = round % 5; i < ids.size(); i += 5) t.move(ids[i], gaussian(g, dim, 0.1f));
-    for (std::size_t i = round % 7; i < ids.size(); i += 7) t.erase(ids[i]);
+TEST_CASE("the int8 copy where a point's range dwarfs its neighbours' distances (the certificate fails)") {
+  // One coordinate of each point near 1e4 (a scale of about 80 per code) and the rest within
+  // 1: the copy cannot separate neighbours, so the re-rank's certificate fails and the queries
+  // take the exact fallback. Queries of the same shape, and ones whose small elements round to
+  // a zero code (a range of 1e6 within the query).
+  auto g = rng(7106);
+  for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
+    CAPTURE(to_string(metric));
+    const std::size_t dim = 48;
+    Twin t(dim, metric, ReducedFormat::Int8);
+    for (PointId id = 0; id < 4000; ++id) {
+      auto v = gaussian(g, dim);
+      v[id % 3] = 1e4f + float(id % 5);
+      t.insert(id, v);
+    }
     t.publish();
-    const auto queries = gaussian(g, 4 * dim);
-    CHECK(check(t, Metric::L2, queries, 20, round % 4 == 0 ? 1 : 0) == 0);
+    auto queries = gaussian(g, 6 * dim);
+    for (std::size_t q = 0; q < 3; ++q) queries[q * dim + q] = 1e4f;
+    for (std::size_t q = 3; q < 6; ++q) queries[q * dim] = 1e6f;
+    for (std::size_t k : {1, 20, 100}) {
+      CAPTURE(k);
+      CHECK(check(t, metric, queries, k, 6) == 0);
+    }
+  }
+}
+
+TEST_CASE("the reduced screen's copy follows every publish: inserts, moves, erases, growth") {
+  for (ReducedFormat format : kFormats) {
+    CAPTURE(name(format));
+    auto g = rng(7103);
+    const std::size_t dim = 72;
+    Twin t(dim, Metric::L2, format);
+    PointId next = 0;
+    for (int round = 0; round < 12; ++round) {
+      CAPTURE(round);
+      for (int i = 0; i < 700 * (round + 1); ++i) t.insert(next++, gaussian(g, dim));
+      std::vector<PointId> ids;
+      for (const auto& [pid, v] : t.points) ids.push_back(pid);
+      std::sort(ids.begin(), ids.end());
+      for (std::size_t i = round % 5; i < ids.size(); i += 5) t.move(ids[i], gaussian(g, dim, 0.1f));
+      for (std::size_t i = round % 7; i < ids.size(); i += 7) t.erase(ids[i]);
+      t.publish();
+      const auto queries = gaussian(g, 4 * dim);
+      CHECK(check(t, Metric::L2, queries, 20, round % 4 == 0 ? 1 : 0) == 0);
+    }
   }
 }
 
@@ -202,8 +247,12 @@ TEST_CASE("Auto and Off give the same answers as Always on a large store (the pl
   const std::size_t dim = 128, n = 400'000;
   const auto data = gaussian(g, n * dim);
   std::vector<ReferenceSet> stores;
-  for (ReducedScreen mode : {ReducedScreen::Always, ReducedScreen::Auto, ReducedScreen::Off}) {
-    stores.emplace_back(TwinStores::on(Twin::config(dim, Metric::L2, mode), BackendKind::Cuda));
+  const std::pair<ReducedScreen, ReducedFormat> modes[] = {
+      {ReducedScreen::Always, ReducedFormat::Float16}, {ReducedScreen::Auto, ReducedFormat::Float16},
+      {ReducedScreen::Off, ReducedFormat::Float16},    {ReducedScreen::Always, ReducedFormat::Int8},
+      {ReducedScreen::Auto, ReducedFormat::Int8}};
+  for (const auto& [mode, format] : modes) {
+    stores.emplace_back(TwinStores::on(Twin::config(dim, Metric::L2, mode, format), BackendKind::Cuda));
     for (std::size_t i = 0; i < n; ++i) {
       const Update u = Update::insert(PointId(i), std::span<const float>(data).subspan(i * dim, dim));
       while (!stores.back().try_push(u)) stores.back().publish();
@@ -227,23 +276,26 @@ TEST_CASE("Auto and Off give the same answers as Always on a large store (the pl
 }
 
 TEST_CASE("the reduced screen: each path (sanitizer-sized)") {
-  // 2,400 slots: segments whose lists are cut (a segment admits more than twice the width at
-  // first), a last partial one; one query and a batch of 17 (groups of 8, 8 and 1); a publish of
-  // moves and erases between.
-  auto g = rng(7105);
-  for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
-    for (std::size_t dim : {40, 300}) {
-      CAPTURE(to_string(metric));
-      CAPTURE(dim);
-      Twin t(dim, metric);
-      for (PointId id = 0; id < 2400; ++id) t.insert(id, gaussian(g, dim));
-      t.publish();
-      for (PointId id = 0; id < 2400; id += 7) t.move(id, gaussian(g, dim));
-      for (PointId id = 3; id < 2400; id += 11) t.erase(id);
-      t.publish();
-      for (std::size_t nq : {1, 17}) {
-        const auto queries = gaussian(g, nq * dim);
-        for (std::size_t k : {5, 100}) CHECK(check(t, metric, queries, k, 1) == 0);
+  for (ReducedFormat format : kFormats) {
+    CAPTURE(name(format));
+    // 2,400 slots: segments whose lists are cut (a segment admits more than twice the width at
+    // first), a last partial one; one query and a batch of 17 (groups of 8, 8 and 1); a publish of
+    // moves and erases between.
+    auto g = rng(7105);
+    for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
+      for (std::size_t dim : {40, 300}) {
+        CAPTURE(to_string(metric));
+        CAPTURE(dim);
+        Twin t(dim, metric, format);
+        for (PointId id = 0; id < 2400; ++id) t.insert(id, gaussian(g, dim));
+        t.publish();
+        for (PointId id = 0; id < 2400; id += 7) t.move(id, gaussian(g, dim));
+        for (PointId id = 3; id < 2400; id += 11) t.erase(id);
+        t.publish();
+        for (std::size_t nq : {1, 17}) {
+          const auto queries = gaussian(g, nq * dim);
+          for (std::size_t k : {5, 100}) CHECK(check(t, metric, queries, k, 1) == 0);
+        }
       }
     }
   }

@@ -301,6 +301,7 @@ def test_publish_threads_keep_the_published_state():
     (dict(dim=3, publish_threads=1025), "publish_threads=1025 exceeds the limit of 1024"),
     (dict(dim=2, spatial_index="kd"), "unknown spatial_index 'kd'"),
     (dict(dim=64, reduced_screen="bf16"), "unknown reduced_screen 'bf16'"),
+    (dict(dim=64, reduced_format="bf16"), "unknown reduced_format 'bf16'"),
 ])
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -308,13 +309,15 @@ def test_bad_configuration(kwargs, message):
 
 
 @pytest.mark.parametrize("mode", ["auto", "always", "off"])
-def test_reduced_screen_gives_the_same_answers(backend, rng, mode):
+@pytest.mark.parametrize("form", ["float16", "int8"])
+def test_reduced_screen_gives_the_same_answers(backend, rng, mode, form):
     # The reduced-precision screen changes only how the CUDA backend screens (the CPU ignores it).
     points = rng.standard_normal((3000, 96)).astype(np.float32)
     queries = rng.standard_normal((5, 96)).astype(np.float32)
     ids = np.arange(3000, dtype=np.uint64)
-    stores = [streamknn.ReferenceSet.from_points(ids, points, backend=backend, reduced_screen=m)
-              for m in ("off", mode)]
+    stores = [streamknn.ReferenceSet.from_points(ids, points, backend=backend, reduced_screen=m,
+                                                 reduced_format=f)
+              for m, f in (("off", "float16"), (mode, form))]
     (da, ia, _), (db, ib, _) = (s.search(queries, 12) for s in stores)
     assert np.array_equal(ia, ib)
     assert np.array_equal(da, db)

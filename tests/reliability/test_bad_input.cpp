@@ -473,6 +473,12 @@ TEST_CASE("bad input: enum fields outside their enumerators are refused, naming 
   c = config_for(2);
   c.spatial_index = static_cast<SpatialIndex>(4);
   CHECK(contains(refused(c), "StoreConfig::spatial_index = 4 is not a SpatialIndex (Auto, Always, Off)"));
+  c = config_for(2);
+  c.reduced_screen = static_cast<ReducedScreen>(3);
+  CHECK(contains(refused(c), "StoreConfig::reduced_screen = 3 is not a ReducedScreen (Auto, Always, Off)"));
+  c = config_for(2);
+  c.reduced_format = static_cast<ReducedFormat>(2);
+  CHECK(contains(refused(c), "StoreConfig::reduced_format = 2 is not a ReducedFormat (Float16, Int8)"));
   ReferenceSet cls(config_for(2, Metric::L2, TargetSpec::classes(2)));
   ReferenceSet reg(config_for(2, Metric::L2, TargetSpec::outputs(1)));
   CHECK_MESSAGE_HAS(KnnClassifier(cls, 1, static_cast<Weights>(7)), InvalidArgument,

@@ -1,16 +1,17 @@
-// The reduced-precision screen: a float16 copy of the store, written at publish beside the
-// float32 vectors (kernels/reduced_copy.cu), and the screen that reads it for small batches
-// (kernels/reduced_screen.cu).
+// The reduced-precision screen: a copy of the store in float16 or int8 (ReducedFormat), written
+// at publish beside the float32 vectors (kernels/reduced_copy.cu), and the screen that reads it
+// for small batches (kernels/reduced_screen.cu; the int8 parts in reduced_int8.cuh).
 // Plain declarations for host code: no device code, no CUDA headers beyond the runtime API's types.
 //
-// For each stored vector x the copy holds x~ (each element rounded to float16, clamped to
-// +-65504) and two bounds: n(x) <= |x~|^2 and e(x) >= |x - x~|. The screen computes
-// t = <q, x~> in float32 and from it a proven lower bound L of the pair's exact rank (L2 and
-// cosine: the distance |q - x|; inner product: -<q, x>), so a point is never ranked above a
-// bound it could beat. Each query keeps the `width` smallest L (the scan's candidate lists, then
-// the selection); the exact re-rank takes them and certifies its k answers when the k-th exact
-// distance lies below the width-th L, which every point left out is at least (docs/cuda.md,
-// E7).
+// Float16: for each stored vector x the copy holds x~ (each element rounded to float16, clamped
+// to +-65504) and two bounds: n(x) <= |x~|^2 and e(x) >= |x - x~| (E7 of docs/cuda.md).
+// Int8: an offset c and a scale s, codes a_i in [-127, 127] with x_i = c + s a_i + r_i, and
+// n(x) <= |x|^2, e(x) >= |r| (E8). The screen computes <q, x~> (float32 products; int8: exact
+// integer ones against a 16-bit form of the query) and from it a proven lower bound L of the
+// pair's exact rank (L2 and cosine: the distance |q - x|; inner product: -<q, x>), so a point is
+// never ranked above a bound it could beat. Each query keeps the `width` smallest L (the scan's
+// candidate lists, then the selection); the exact re-rank takes them and certifies its k answers
+// when the k-th exact distance lies below the width-th L, which every point left out is at least.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +21,7 @@
 
 #include "cuda/device_types.hpp"
 #include "cuda/kernels/scan.hpp"
+#include "streamknn/config.hpp"
 
 namespace streamknn::detail::gpu {
 
@@ -50,13 +52,20 @@ inline constexpr std::uint32_t reduced_group(std::uint32_t queries) {
   return queries <= 1 ? 1 : queries <= 2 ? 2 : queries <= 4 ? 4 : 8;
 }
 
-/// 16-byte chunks (8 float16 elements) per vector of `chunks` float4 chunks.
-inline constexpr std::uint32_t reduced_pairs_for(std::uint32_t chunks) { return (chunks + 1) / 2; }
+/// 16-byte chunks of the copy per vector of `chunks` float4 chunks: 8 float16 or 16 int8 elements each.
+inline constexpr std::uint32_t reduced_pairs_for(std::uint32_t chunks, ReducedFormat format) {
+  return format == ReducedFormat::Int8 ? (chunks + 3) / 4 : (chunks + 1) / 2;
+}
+/// Floats of bounds per slot (StoreView::reduced_meta): float16 {n(x), e(x)}; int8 {s, c, n(x), e(x)}.
+inline constexpr std::uint32_t reduced_meta_floats(ReducedFormat format) {
+  return format == ReducedFormat::Int8 ? 4 : 2;
+}
 
 /// One publish's vector writes into a buffer's copy (ScatterParams' vector channel).
 struct ReduceParams {
   void* reduced = nullptr;          ///< the buffer's copy (StoreView::reduced)
-  float* meta = nullptr;            ///< 2 floats per slot (StoreView::reduced_meta)
+  float* meta = nullptr;            ///< reduced_meta_floats per slot (StoreView::reduced_meta)
+  ReducedFormat format = ReducedFormat::Float16;
   std::uint32_t pairs = 0;
   std::uint32_t dim = 0;            ///< floats per input vector (the stored dimension)
   const std::uint32_t* vector_slots = nullptr;
@@ -71,8 +80,8 @@ std::size_t reduced_shared_bytes(std::uint32_t group, std::uint32_t width, std::
 /// Screen blocks resident per SM (the occupancy calculator's) for a group, width and store of
 /// `pairs` chunks, 0 where a block does not fit; raises the kernels' shared-memory limit to what
 /// `optin` bytes per block leave (call before the first launch).
-int reduced_blocks_per_sm(bool inner_product, std::uint32_t group, std::uint32_t width, std::uint32_t pairs,
-                          std::size_t optin);
+int reduced_blocks_per_sm(bool inner_product, ReducedFormat format, std::uint32_t group, std::uint32_t width,
+                          std::uint32_t pairs, std::size_t optin);
 /// The screen over the copy, a block row per group of `group` queries: of ScanParams it reads
 /// store, queries (rows of chunks float4), num_queries, k (the width, at most kReducedMaxWidth)
 /// and threshold (each query's grid-wide bound, kNoBound at first), uses first_keys
@@ -80,6 +89,6 @@ int reduced_blocks_per_sm(bool inner_product, std::uint32_t group, std::uint32_t
 /// and lengths: `blocks` sorted lists per query of up to k (L, slot, id), the scan's layout.
 /// stored_dim: the float32 vectors' (the bound's term count).
 void launch_reduced_screen(const ScanParams& params, std::uint32_t blocks, std::uint32_t group,
-                           std::uint32_t stored_dim, bool inner_product, cudaStream_t stream);
+                           std::uint32_t stored_dim, bool inner_product, ReducedFormat format, cudaStream_t stream);
 
 }  // namespace streamknn::detail::gpu

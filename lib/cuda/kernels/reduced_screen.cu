@@ -1,9 +1,11 @@
-// The reduced-precision screen over the float16 copy (reduced.hpp). A block scores a group of up
-// to 8 queries (grid.y: the groups), taking segments of the store from a counter shared by the
-// group's blocks, so every block works until the store is done. Per segment it:
+// The reduced-precision screen over the float16 or int8 copy (reduced.hpp). A block scores a
+// group of up to 8 queries (grid.y: the groups), taking segments of the store from a counter
+// shared by the group's blocks, so every block works until the store is done. Per segment it:
 //   1. sums t = <q, x~> for each of its points and queries over the copy's 16-byte chunks (a
-//      warp's 32 slots of one tile per load; each chunk converted once for the whole group);
-//   2. turns t into the lower bound L of the pair's exact rank (lower_bound, E7 of docs/cuda.md);
+//      warp's 32 slots of one tile per load; float16: each chunk converted once for the whole
+//      group; int8: byte dot products against the query's two code bytes, reduced_int8.cuh);
+//   2. turns t into the lower bound L of the pair's exact rank (lower_bound, E7 of docs/cuda.md;
+//      lower_bound_int8, E8);
 //   3. after its first segment, publishes each query's smallest L; the block that does so last
 //      lowers each query's grid-wide bound to the width-th of those (arrive_first);
 //   4. appends every pair whose L is at or below its query's bounds (the list's width-th, the
@@ -20,6 +22,7 @@
 #include "core/exact_rank.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/reduced.hpp"
+#include "cuda/kernels/reduced_int8.cuh"
 #include "cuda/kernels/select.cuh"
 
 namespace streamknn::detail::gpu {
@@ -147,6 +150,7 @@ struct BlockState {
   std::uint32_t bound[kReducedMaxQueries];      // each list's width-th key since its last cut
   std::uint32_t first_min[kReducedMaxQueries];  // each query's smallest key of the first segment
   QueryTerms terms[kReducedMaxQueries];
+  Terms8 terms8[kReducedMaxQueries];
   std::uint32_t kept_count, segment;
 };
 
@@ -229,6 +233,65 @@ __device__ __forceinline__ void stage_group(const ScanParams& p, BlockState& st,
     if (lane == 0) st.terms[j] = t;
   }
   __syncthreads();
+}
+
+/// The int8 copy's stage_group: the group's query codes and terms (reduced_int8.cuh) in place of
+/// the staged float queries, and the lists started (every thread).
+template <int QG>
+__device__ __forceinline__ void stage_group_int8(const ScanParams& p, BlockState& st, uint4* codes,
+                                                 std::uint32_t chunks, std::uint32_t pairs, std::uint32_t q0,
+                                                 std::uint32_t nq, std::uint32_t stored_dim, std::uint32_t lane,
+                                                 std::uint32_t warp) {
+  const float4* rows = reinterpret_cast<const float4*>(p.queries) + std::size_t(q0) * chunks;
+  if (threadIdx.x < QG) {
+    st.count[threadIdx.x] = 0;
+    st.bound[threadIdx.x] = kNoKey;
+    st.first_min[threadIdx.x] = kNoKey;
+  }
+  for (std::uint32_t j = warp; j < QG; j += kThreads / 32) {
+    const Terms8 t = stage_query_int8(rows + std::size_t(j) * chunks, chunks, pairs, stored_dim, j < nq,
+                                      codes + std::size_t(j) * pairs * 2);
+    if (lane == 0) st.terms8[j] = t;
+  }
+  __syncthreads();
+}
+
+/// The int8 copy's start_points, score_points and rank_points for one segment: each pair's lower
+/// bound L (in rank) and key; whether any pair lies within its query's bounds.
+template <bool kInnerProduct, int QG, int P>
+__device__ __forceinline__ bool score_segment_int8(const BlockState& st, const StoreView& store, const uint4* vectors,
+                                                   const float4* meta, const uint4* codes, std::uint32_t first,
+                                                   std::uint32_t slots, std::uint32_t pairs,
+                                                   const std::uint32_t* threshold, std::uint32_t nq,
+                                                   float (&rank)[P][QG], std::uint32_t (&key)[P][QG]) {
+  const uint4* row[P];
+  float4 m[P];
+  bool live[P];
+  int th[P][QG], tl[P][QG];
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+    const std::uint32_t read = min(slot, slots - 1);
+    row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
+    live[i] = slot < slots && __ldg(store.valid + slot) != 0;
+    m[i] = __ldg(meta + read);
+#pragma unroll
+    for (int j = 0; j < QG; ++j) th[i][j] = tl[i][j] = 0;
+  }
+  score_points_int8(codes, pairs, row, th, tl);
+  bool any = false;
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+    const Terms8 t = st.terms8[j];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      rank[i][j] = lower_bound_int8<kInnerProduct>(th[i][j], tl[i][j], m[i], t);
+      key[i][j] = live[i] && j < int(nq) ? ordered_bits(rank[i][j]) : kNoKey;
+      any |= key[i][j] <= limit && key[i][j] != kNoKey;
+    }
+  }
+  return any;
 }
 
 /// The block's next segment from the group's counter (every thread; a barrier).
@@ -347,7 +410,7 @@ __device__ __forceinline__ void write_lists(const ScanParams& p, BlockState& st,
 /// lists hold two or three blocks per SM anyway).
 constexpr int blocks_per_sm_bound(int group) { return group <= 2 ? 4 : group == 4 ? 3 : 2; }
 
-template <int QG, bool kInnerProduct>
+template <int QG, bool kInnerProduct, bool kInt8>
 __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     reduced_screen_kernel(ScanParams p, std::uint32_t stored_dim) {
   start_chained_kernel();
@@ -366,7 +429,11 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
   const float2* const meta = reinterpret_cast<const float2*>(store.reduced_meta);
   const bool first_bound = p.first_keys != nullptr;
 
-  stage_group<QG, kInnerProduct>(p, st, query, chunks, pairs, q0, nq, stored_dim, lane, warp);
+  if constexpr (kInt8) {
+    stage_group_int8<QG>(p, st, reinterpret_cast<uint4*>(shared_raw), chunks, pairs, q0, nq, stored_dim, lane, warp);
+  } else {
+    stage_group<QG, kInnerProduct>(p, st, query, chunks, pairs, q0, nq, stored_dim, lane, warp);
+  }
 
   const std::uint32_t segments = (slots + reduced_segment(QG) - 1) / reduced_segment(QG);
   bool first_segment = true;
@@ -376,14 +443,21 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     const std::uint32_t first = segment * reduced_segment(QG);
     // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
     // are one tile. Slots past the end read the last slot's chunks (in bounds) and admit nothing.
-    const uint4* row[P];
-    float2 bounds[P];
-    bool live[P];
     float acc[P][QG];
-    start_points(store, vectors, meta, first, slots, pairs, row, bounds, live, acc);
-    score_points(query, pairs, row, acc);
     std::uint32_t key[P][QG];
-    const bool any = rank_points<kInnerProduct>(st, p.threshold + q0, nq, bounds, live, acc, key);
+    bool any;
+    if constexpr (kInt8) {
+      const auto* meta8 = reinterpret_cast<const float4*>(store.reduced_meta);
+      any = score_segment_int8<kInnerProduct, QG, P>(st, store, vectors, meta8, reinterpret_cast<const uint4*>(shared_raw),
+                                                     first, slots, pairs, p.threshold + q0, nq, acc, key);
+    } else {
+      const uint4* row[P];
+      float2 bounds[P];
+      bool live[P];
+      start_points(store, vectors, meta, first, slots, pairs, row, bounds, live, acc);
+      score_points(query, pairs, row, acc);
+      any = rank_points<kInnerProduct>(st, p.threshold + q0, nq, bounds, live, acc, key);
+    }
     if (first_bound && first_segment) {
       first_segment = false;
       publish_first(p, st, work, key, q0, nq, k, lane, warp);
@@ -408,16 +482,19 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
 using ScreenKernel = void (*)(ScanParams, std::uint32_t);
 
 template <int QG>
-ScreenKernel kernel_for_group(bool inner_product) {
-  return inner_product ? reduced_screen_kernel<QG, true> : reduced_screen_kernel<QG, false>;
+ScreenKernel kernel_for_group(bool inner_product, ReducedFormat format) {
+  if (format == ReducedFormat::Int8) {
+    return inner_product ? reduced_screen_kernel<QG, true, true> : reduced_screen_kernel<QG, false, true>;
+  }
+  return inner_product ? reduced_screen_kernel<QG, true, false> : reduced_screen_kernel<QG, false, false>;
 }
 
-ScreenKernel kernel_for(std::uint32_t group, bool inner_product) {
+ScreenKernel kernel_for(std::uint32_t group, bool inner_product, ReducedFormat format) {
   switch (group) {
-    case 1: return kernel_for_group<1>(inner_product);
-    case 2: return kernel_for_group<2>(inner_product);
-    case 4: return kernel_for_group<4>(inner_product);
-    default: return kernel_for_group<8>(inner_product);
+    case 1: return kernel_for_group<1>(inner_product, format);
+    case 2: return kernel_for_group<2>(inner_product, format);
+    case 4: return kernel_for_group<4>(inner_product, format);
+    default: return kernel_for_group<8>(inner_product, format);
   }
 }
 
@@ -427,11 +504,11 @@ std::size_t reduced_shared_bytes(std::uint32_t group, std::uint32_t width, std::
   return std::size_t(group) * pairs * 32 + std::size_t(group) * list_capacity(group, width) * sizeof(Candidate);
 }
 
-int reduced_blocks_per_sm(bool inner_product, std::uint32_t group, std::uint32_t width, std::uint32_t pairs,
-                          std::size_t optin) {
+int reduced_blocks_per_sm(bool inner_product, ReducedFormat format, std::uint32_t group, std::uint32_t width,
+                          std::uint32_t pairs, std::size_t optin) {
   // The limit is raised to all that the opt-in leaves beside the static state (a process-wide
   // attribute, so every store's blocks fit whatever the order of the stores).
-  const ScreenKernel kernel = kernel_for(group, inner_product);
+  const ScreenKernel kernel = kernel_for(group, inner_product, format);
   cudaFuncAttributes attributes{};
   check_cuda(cudaFuncGetAttributes(&attributes, kernel), "cudaFuncGetAttributes(reduced_screen_kernel)");
   const std::size_t limit = optin > attributes.sharedSizeBytes ? optin - attributes.sharedSizeBytes : 0;
@@ -446,11 +523,11 @@ int reduced_blocks_per_sm(bool inner_product, std::uint32_t group, std::uint32_t
 }
 
 void launch_reduced_screen(const ScanParams& p, std::uint32_t blocks, std::uint32_t group, std::uint32_t stored_dim,
-                           bool inner_product, cudaStream_t stream) {
+                           bool inner_product, ReducedFormat format, cudaStream_t stream) {
   if (p.num_queries == 0) return;
   const dim3 grid(blocks, (p.num_queries + group - 1) / group);
-  const std::size_t shared = reduced_shared_bytes(group, p.k, reduced_pairs_for(chunks_for(stored_dim)));
-  launch_chained("reduced_screen_kernel", kernel_for(group, inner_product), grid, kThreads, shared, stream, p,
+  const std::size_t shared = reduced_shared_bytes(group, p.k, reduced_pairs_for(chunks_for(stored_dim), format));
+  launch_chained("reduced_screen_kernel", kernel_for(group, inner_product, format), grid, kThreads, shared, stream, p,
                  stored_dim);
 }
 
