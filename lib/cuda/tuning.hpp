@@ -97,9 +97,9 @@ inline constexpr std::uint32_t kDenseChunkMultiple = 64;
 inline constexpr std::uint32_t kReducedExtraSlack = 8;
 /// The int8 copy's bounds are about a step (1/254 of each point's range) wide, so its screen keeps
 /// twice the float32 screen's width (at least kReducedInt8MinSlack more, at most
-/// kReducedMaxWidth), and only for float32 widths of at most kReducedInt8MaxScreenK (k <= 128). On uniform data the
-/// certificate needs about 1.4-1.8 k candidates (1,275,219 x 128 and 1,000,000 x 300, k = 64
-/// and 128, a float64 replay of the bound).
+/// kReducedMaxWidth), and only for float32 widths of at most kReducedInt8MaxScreenK (k <= 128).
+/// On uniform data the certificate needs about 1.4-1.8 k candidates (1,275,219 x 128 and
+/// 1,000,000 x 300, k = 64 and 128, a float64 replay of the bound).
 inline constexpr std::uint32_t kReducedInt8MinSlack = 32;
 inline constexpr std::uint32_t kReducedInt8MaxScreenK = 136;
 /// Batches of at most this many queries take the screen under ReducedScreen::Auto over large
