@@ -279,8 +279,8 @@ TEST_CASE("the reduced screen: each path (sanitizer-sized)") {
   for (ReducedFormat format : kFormats) {
     CAPTURE(name(format));
     // 2,400 slots: segments whose lists are cut (a segment admits more than twice the width at
-    // first), a last partial one; one query and a batch of 17 (groups of 8, 8 and 1); a publish of
-    // moves and erases between.
+    // first), a last partial one; one query, a batch of 3 (a group of 4) and one of 17 (groups of
+    // 8, 8 and 1); a publish of moves and erases between.
     auto g = rng(7105);
     for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
       for (std::size_t dim : {40, 300}) {
@@ -292,7 +292,7 @@ TEST_CASE("the reduced screen: each path (sanitizer-sized)") {
         for (PointId id = 0; id < 2400; id += 7) t.move(id, gaussian(g, dim));
         for (PointId id = 3; id < 2400; id += 11) t.erase(id);
         t.publish();
-        for (std::size_t nq : {1, 17}) {
+        for (std::size_t nq : {1, 3, 17}) {
           const auto queries = gaussian(g, nq * dim);
           for (std::size_t k : {5, 100}) CHECK(check(t, metric, queries, k, 1) == 0);
         }
