@@ -235,6 +235,22 @@ __device__ __forceinline__ void stage_group(const ScanParams& p, BlockState& st,
   __syncthreads();
 }
 
+/// Finds this thread's points of the segment: their rows in the copy, bounds (float2 for the
+/// float16 copy, float4 for int8) and liveness.
+template <int P, typename Bounds>
+__device__ __forceinline__ void locate_points(const StoreView& store, const uint4* vectors, const Bounds* meta,
+                                              std::uint32_t first, std::uint32_t slots, std::uint32_t pairs,
+                                              const uint4* (&row)[P], Bounds (&bounds)[P], bool (&live)[P]) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
+    const std::uint32_t read = min(slot, slots - 1);
+    row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
+    live[i] = slot < slots && __ldg(store.valid + slot) != 0;
+    bounds[i] = __ldg(meta + read);
+  }
+}
+
 /// The int8 copy's stage_group: the group's query codes and terms (reduced_int8.cuh) in place of
 /// the staged float queries, and the lists started (every thread).
 template <int QG>
@@ -267,14 +283,10 @@ __device__ __forceinline__ bool score_segment_int8(const BlockState& st, const S
   const uint4* row[P];
   float4 m[P];
   bool live[P];
+  locate_points(store, vectors, meta, first, slots, pairs, row, m, live);
   int th[P][QG], tl[P][QG];
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-    const std::uint32_t read = min(slot, slots - 1);
-    row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
-    live[i] = slot < slots && __ldg(store.valid + slot) != 0;
-    m[i] = __ldg(meta + read);
 #pragma unroll
     for (int j = 0; j < QG; ++j) th[i][j] = tl[i][j] = 0;
   }
@@ -301,19 +313,15 @@ __device__ __forceinline__ std::uint32_t take_segment(BlockState& st, std::uint3
   return st.segment;
 }
 
-/// Finds this thread's points of the segment: their rows in the copy, bounds and liveness; zeroes their sums.
+/// locate_points for the float16 copy, and the points' sums zeroed.
 template <int QG, int P>
 __device__ __forceinline__ void start_points(const StoreView& store, const uint4* vectors, const float2* meta,
                                              std::uint32_t first, std::uint32_t slots, std::uint32_t pairs,
                                              const uint4* (&row)[P], float2 (&bounds)[P], bool (&live)[P],
                                              float (&acc)[P][QG]) {
+  locate_points(store, vectors, meta, first, slots, pairs, row, bounds, live);
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-    const std::uint32_t read = min(slot, slots - 1);
-    row[i] = vectors + std::size_t(read / kTile) * pairs * kTile + read % kTile;
-    live[i] = slot < slots && __ldg(store.valid + slot) != 0;
-    bounds[i] = __ldg(meta + read);
 #pragma unroll
     for (int j = 0; j < QG; ++j) acc[i][j] = 0.0f;
   }
