@@ -46,6 +46,19 @@ std::size_t publish_threads_for(const StoreConfig& config) {
 /// First index of part p when [0, n) is cut into `parts` contiguous near-equal parts.
 std::size_t part_begin(std::size_t p, std::size_t parts, std::size_t n) noexcept { return n * p / parts; }
 
+/// The part of the slot range [0, high_water) a slot belongs to, `parts` cutting it into
+/// near-equal ranges. A multiply and shift, not a 64-bit division per op (which took the lookup
+/// pass from 15 to 17 ms for 1,000,000 moves on two threads of the development VM).
+class SlotParts {
+ public:
+  SlotParts(std::size_t parts, std::uint32_t high_water) noexcept
+      : scale_((std::uint64_t(parts) << 32) / std::max<std::uint64_t>(high_water, 1)) {}
+  std::size_t operator()(std::uint64_t slot) const noexcept { return static_cast<std::size_t>((slot * scale_) >> 32); }
+
+ private:
+  std::uint64_t scale_;
+};
+
 }  // namespace
 
 Catalog::Catalog(const StoreConfig& config)
@@ -123,20 +136,26 @@ void Catalog::resolve(std::span<const QueuedOp> ops, const BatchShape& shape, co
 
 void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                               PublishReport& report) {
+  op_writes_.resize(ops.size());  // both within the capacity reserve_for made
+  by_part_.resize(ops.size());
+  look_up_slots(ops);
+  sort_writes_by_part(ops.size());
+  batch.clear();
+  const std::uint64_t stamp = ++batch_stamp_;
+  mark_last_writes(stamp);
+  write_part_entries(ops, queue, batch);
+  // The report changes last: until here, a throw from the pool leaves it as it was.
+  report_pool_batch(ops, batch, report);
+}
+
+// 1. Each op's slot, over contiguous chunks of the batch (chunk c on task c), counted per
+//    part of the slot range. Moves and target changes only read the id index (inserts and
+//    erases change it, and the free slots, in queue order: they keep resolve_in_order).
+void Catalog::look_up_slots(std::span<const QueuedOp> ops) {
   const std::size_t n = ops.size();
   const std::size_t parts = tallies_.size();
   const bool targets = config_.target.kind != TargetSpec::Kind::None;
-  // The part of the slot range a slot belongs to: parts cut it into near-equal ranges. A
-  // multiply and shift, not a 64-bit division per op (which took the lookup pass from 15 to 17 ms
-  // for 1,000,000 moves on two threads of the development VM).
-  const std::uint64_t part_scale = (std::uint64_t(parts) << 32) / std::max<std::uint64_t>(high_water_, 1);
-  auto part_of = [&](std::uint64_t slot) { return static_cast<std::size_t>((slot * part_scale) >> 32); };
-  op_writes_.resize(n);  // both within the capacity reserve_for made
-  by_part_.resize(n);
-
-  // 1. Each op's slot, over contiguous chunks of the batch (chunk c on task c), counted per
-  //    part of the slot range. Moves and target changes only read the id index (inserts and
-  //    erases change it, and the free slots, in queue order: they keep resolve_in_order).
+  const SlotParts part_of(parts, high_water_);
   const std::size_t row = counts_row();
   pool_->parallel_for(parts, [&](std::size_t c) {
     // Locals, not the tally, in the loop: its stores would alias the loads of the id index
@@ -164,9 +183,15 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
     }
     tallies_[c] = Tally{moved, retargeted, unknown};
   });
+}
 
-  // 2. by_part_ lists the writing ops part by part of the slot range, each part's in queue
-  //    order (chunk by chunk): a counting sort, chunk c on task c.
+// 2. by_part_ lists the writing ops part by part of the slot range, each part's in queue
+//    order (chunk by chunk): a counting sort, chunk c on task c.
+void Catalog::sort_writes_by_part(std::size_t n) {
+  const std::size_t parts = tallies_.size();
+  const bool targets = config_.target.kind != TargetSpec::Kind::None;
+  const SlotParts part_of(parts, high_water_);
+  const std::size_t row = counts_row();
   std::size_t at = 0;
   for (std::size_t p = 0; p < parts; ++p) {
     tallies_[p].first_op = at;
@@ -186,20 +211,22 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
       by_part_[next[part_of(w & 0xffffffffu)]++] = static_cast<std::uint32_t>(i);
     }
   });
+}
 
-  // 3. Each part finds, per channel, the last op of the batch that writes each of its slots,
-  //    and numbers those slots. A slot's marks belong to one part, so to one thread, and a
-  //    part's marks (a slice of the array) stay in that thread's cache.
-  batch.clear();
-  const std::uint64_t stamp = ++batch_stamp_;
-  auto for_each_write = [&](std::size_t p, auto&& visit) {
-    for (std::size_t k = tallies_[p].first_op; k < tallies_[p].end_op; ++k) {
-      const std::uint32_t i = by_part_[k];
-      const std::uint64_t w = op_writes_[i];
-      visit(i, static_cast<std::uint32_t>(w & 0xffffffffu), (w & kTargetWrite) != 0);
-    }
-  };
-  pool_->parallel_for(parts, [&](std::size_t p) {
+template <class Visit>
+void Catalog::for_each_write(std::size_t p, Visit&& visit) const {
+  for (std::size_t k = tallies_[p].first_op; k < tallies_[p].end_op; ++k) {
+    const std::uint32_t i = by_part_[k];
+    const std::uint64_t w = op_writes_[i];
+    visit(i, static_cast<std::uint32_t>(w & 0xffffffffu), (w & kTargetWrite) != 0);
+  }
+}
+
+// 3. Each part finds, per channel, the last op of the batch that writes each of its slots,
+//    and numbers those slots. A slot's marks belong to one part, so to one thread, and a
+//    part's marks (a slice of the array) stay in that thread's cache.
+void Catalog::mark_last_writes(std::uint64_t stamp) {
+  pool_->parallel_for(tallies_.size(), [&](std::size_t p) {
     Tally& t = tallies_[p];
     t.vectors = t.targets = 0;
     for_each_write(p, [&](std::uint32_t i, std::uint32_t slot, bool target) {
@@ -211,25 +238,13 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
       mark.src = i;
     });
   });
+}
 
-  // 4. The parts' entries follow each other in the channels; each part writes its own.
-  std::size_t vectors = 0, target_entries = 0;
-  for (Tally& t : tallies_) {
-    t.vector_base = vectors;
-    t.target_base = target_entries;
-    vectors += t.vectors;
-    target_entries += t.targets;
-  }
+// 4. The parts' entries follow each other in the channels; each part writes its own.
+void Catalog::write_part_entries(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch) {
+  place_part_entries(batch);
   const bool classes = config_.target.kind == TargetSpec::Kind::Classes;
-  batch.vector_slots.resize(vectors);  // all within the capacity ResolvedBatch::reserve made
-  batch.vectors.resize(vectors * stored_dim_);
-  batch.target_slots.resize(target_entries);
-  if (classes) {
-    batch.labels.resize(target_entries);
-  } else {
-    batch.values.resize(target_entries * value_count_);
-  }
-  pool_->parallel_for(parts, [&](std::size_t p) {
+  pool_->parallel_for(tallies_.size(), [&](std::size_t p) {
     const Tally& t = tallies_[p];
     for_each_write(p, [&](std::uint32_t i, std::uint32_t slot, bool target) {
       const ChannelMark& mark = (target ? target_marks_ : vector_marks_)[slot];
@@ -252,8 +267,27 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
       }
     });
   });
+}
 
-  // The report changes last: until here, a throw from the pool leaves it as it was.
+void Catalog::place_part_entries(ResolvedBatch& batch) {
+  std::size_t vectors = 0, target_entries = 0;
+  for (Tally& t : tallies_) {
+    t.vector_base = vectors;
+    t.target_base = target_entries;
+    vectors += t.vectors;
+    target_entries += t.targets;
+  }
+  batch.vector_slots.resize(vectors);  // all within the capacity ResolvedBatch::reserve made
+  batch.vectors.resize(vectors * stored_dim_);
+  batch.target_slots.resize(target_entries);
+  if (config_.target.kind == TargetSpec::Kind::Classes) {
+    batch.labels.resize(target_entries);
+  } else {
+    batch.values.resize(target_entries * value_count_);
+  }
+}
+
+void Catalog::report_pool_batch(std::span<const QueuedOp> ops, ResolvedBatch& batch, PublishReport& report) {
   std::size_t unknown = 0;
   for (const Tally& t : tallies_) {
     report.moved += t.moved;
@@ -261,7 +295,7 @@ void Catalog::resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& 
     unknown += t.unknown;
   }
   if (unknown > 0) {
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
       if (op_writes_[i] == kUnknownOp) report.rejected.push_back({ops[i].id, ops[i].kind, RejectReason::UnknownId});
     }
   }

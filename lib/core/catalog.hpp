@@ -70,6 +70,26 @@ class Catalog {
   /// The batch must be moves and target changes only (BatchShape::moves_only).
   void resolve_on_pool(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch,
                        PublishReport& report);
+  // resolve_on_pool's steps, in the order it takes them:
+  /// 1. Writes each op's slot and channel to op_writes_ (kUnknownOp: no such id), tallies chunk
+  /// c's ops, and counts its writes per part of the slot range in chunk_part_counts_.
+  void look_up_slots(std::span<const QueuedOp> ops);
+  /// 2. Lists the writing ops of the n in by_part_, part by part, each part's in queue order (a
+  /// counting sort); tallies_[p].first_op, end_op: part p's range.
+  void sort_writes_by_part(std::size_t n);
+  /// 3. Stamps, per channel, each slot written with its entry's position in its part and the
+  /// last op that writes it (ChannelMark::src).
+  void mark_last_writes(std::uint64_t stamp);
+  /// 4. Writes the last write of each slot to its entry in batch, part p's entries after those
+  /// of the parts before it.
+  void write_part_entries(std::span<const QueuedOp> ops, const UpdateQueue& queue, ResolvedBatch& batch);
+  /// Gives each part its first entry in each channel, and batch's channels their sizes.
+  void place_part_entries(ResolvedBatch& batch);
+  /// Adds the tallies and the unknown ids to report, then finishes: the only step that changes it.
+  void report_pool_batch(std::span<const QueuedOp> ops, ResolvedBatch& batch, PublishReport& report);
+  /// Calls visit(op index, slot, whether a target write) for part p's writes, in by_part_ order.
+  template <class Visit>
+  void for_each_write(std::size_t p, Visit&& visit) const;
   void finish(std::size_t drained, ResolvedBatch& batch, PublishReport& report) const noexcept;
 
   StoreConfig config_;
