@@ -7,14 +7,21 @@
 #include <string>
 
 #include "common.hpp"
+#include "store_config.hpp"
 
 namespace streamknn::python {
 
 namespace {
 
-LoadOptions options_of(const std::optional<std::string>& backend, std::optional<int> cuda_device,
+/// The CUDA backend's options a load may set (not recorded in checkpoints; None: the defaults).
+struct DeviceOptions {
+  std::optional<std::string> spatial_index, reduced_screen, reduced_format;
+};
+
+LoadOptions options_of(const char* caller, const std::optional<std::string>& backend, std::optional<int> cuda_device,
                        std::optional<std::size_t> cpu_threads, std::optional<std::size_t> publish_threads,
-                       std::optional<std::size_t> queue_capacity, const std::optional<std::string>& journal) {
+                       std::optional<std::size_t> queue_capacity, const std::optional<std::string>& journal,
+                       const DeviceOptions& device) {
   LoadOptions o;
   if (backend) o.backend = parse_backend(*backend);
   o.cuda_device = cuda_device;
@@ -22,6 +29,9 @@ LoadOptions options_of(const std::optional<std::string>& backend, std::optional<
   o.publish_threads = publish_threads;
   o.queue_capacity = queue_capacity;
   if (journal) o.journal = *journal;
+  if (device.spatial_index) o.spatial_index = parse_spatial_index(caller, *device.spatial_index);
+  if (device.reduced_screen) o.reduced_screen = parse_reduced_screen(caller, *device.reduced_screen);
+  if (device.reduced_format) o.reduced_format = parse_reduced_format(caller, *device.reduced_format);
   return o;
 }
 
@@ -69,8 +79,11 @@ void bind_checkpoint(py::module_& m) {
           "load",
           [](const std::string& path, std::optional<std::string> backend, std::optional<int> cuda_device,
              std::optional<std::size_t> cpu_threads, std::optional<std::size_t> publish_threads,
-             std::optional<std::size_t> queue_capacity, std::optional<std::string> journal) {
-            const LoadOptions o = options_of(backend, cuda_device, cpu_threads, publish_threads, queue_capacity, journal);
+             std::optional<std::size_t> queue_capacity, std::optional<std::string> journal,
+             std::optional<std::string> spatial_index, std::optional<std::string> reduced_screen,
+             std::optional<std::string> reduced_format) {
+            const LoadOptions o = options_of("ReferenceSet.load", backend, cuda_device, cpu_threads, publish_threads,
+                                             queue_capacity, journal, {spatial_index, reduced_screen, reduced_format});
             LoadReport report;
             py::gil_scoped_release nogil;
             ReferenceSet set = ReferenceSet::load(path, o, &report);
@@ -79,14 +92,20 @@ void bind_checkpoint(py::module_& m) {
           py::arg("path"), py::kw_only(), py::arg("backend") = py::none(), py::arg("cuda_device") = py::none(),
           py::arg("cpu_threads") = py::none(), py::arg("publish_threads") = py::none(),
           py::arg("queue_capacity") = py::none(), py::arg("journal") = py::none(),
+          py::arg("spatial_index") = py::none(), py::arg("reduced_screen") = py::none(),
+          py::arg("reduced_format") = py::none(),
           "A store saved by save(), rebuilt at its epoch with identical answers. Keyword arguments left\n"
           "None keep the saved setting; journal: replay that journal past the checkpoint's epoch\n"
-          "(see load_report). Raises streamknn.CheckpointError naming the file, section and offset.")
+          "(see load_report). spatial_index, reduced_screen, reduced_format: as for ReferenceSet(...)\n"
+          "(checkpoints do not record them; None: 'auto', 'auto', 'float16'). Raises\n"
+          "streamknn.CheckpointError naming the file, section and offset.")
       .def_static(
           "from_bytes",
           [](py::bytes data, std::optional<std::string> backend, std::optional<int> cuda_device,
-             std::optional<std::size_t> cpu_threads) {
-            const LoadOptions o = options_of(backend, cuda_device, cpu_threads, std::nullopt, std::nullopt, std::nullopt);
+             std::optional<std::size_t> cpu_threads, std::optional<std::string> spatial_index,
+             std::optional<std::string> reduced_screen, std::optional<std::string> reduced_format) {
+            const LoadOptions o = options_of("ReferenceSet.from_bytes", backend, cuda_device, cpu_threads, std::nullopt,
+                                             std::nullopt, std::nullopt, {spatial_index, reduced_screen, reduced_format});
             const std::string_view view = data;
             LoadReport report;
             py::gil_scoped_release nogil;
@@ -94,7 +113,9 @@ void bind_checkpoint(py::module_& m) {
             return loaded(std::move(set), report);
           },
           py::arg("data"), py::kw_only(), py::arg("backend") = py::none(), py::arg("cuda_device") = py::none(),
-          py::arg("cpu_threads") = py::none(), "A store from to_bytes() output (see load).")
+          py::arg("cpu_threads") = py::none(), py::arg("spatial_index") = py::none(),
+          py::arg("reduced_screen") = py::none(), py::arg("reduced_format") = py::none(),
+          "A store from to_bytes() output (see load).")
       .def(
           "open_journal",
           [](Store& s, const std::string& path, bool sync_each_publish) {

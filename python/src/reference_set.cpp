@@ -75,26 +75,6 @@ py::object target_count(const StoreConfig& config, TargetSpec::Kind kind) {
   return py::int_(config.target.count);
 }
 
-SpatialIndex parse_spatial_index(const std::string& name) {
-  if (name == "auto") return SpatialIndex::Auto;
-  if (name == "always") return SpatialIndex::Always;
-  if (name == "off") return SpatialIndex::Off;
-  fail_argument("ReferenceSet: unknown spatial_index '", name, "' (choose auto, always or off)");
-}
-
-ReducedScreen parse_reduced_screen(const std::string& name) {
-  if (name == "auto") return ReducedScreen::Auto;
-  if (name == "always") return ReducedScreen::Always;
-  if (name == "off") return ReducedScreen::Off;
-  fail_argument("ReferenceSet: unknown reduced_screen '", name, "' (choose auto, always or off)");
-}
-
-ReducedFormat parse_reduced_format(const std::string& name) {
-  if (name == "float16") return ReducedFormat::Float16;
-  if (name == "int8") return ReducedFormat::Int8;
-  fail_argument("ReferenceSet: unknown reduced_format '", name, "' (choose float16 or int8)");
-}
-
 StoreConfig make_config(std::size_t dim, const std::string& metric, std::optional<std::uint32_t> n_classes,
                         std::optional<std::uint32_t> n_outputs, const std::string& backend, std::size_t capacity_hint,
                         std::size_t queue_capacity, int cuda_device, std::size_t cpu_threads,
@@ -102,7 +82,7 @@ StoreConfig make_config(std::size_t dim, const std::string& metric, std::optiona
   StoreConfig config = store_config("ReferenceSet", dim, metric, n_classes, n_outputs, backend, capacity_hint,
                                     queue_capacity, cpu_threads, publish_threads, attribute_words);
   config.cuda_device = cuda_device;
-  config.spatial_index = parse_spatial_index(spatial_index);
+  config.spatial_index = parse_spatial_index("ReferenceSet", spatial_index);
   return config;
 }
 
@@ -153,8 +133,8 @@ std::unique_ptr<Store> new_store(std::size_t dim, const std::string& metric, std
   StoreConfig config = make_config(dim, metric, n_classes, n_outputs, backend, capacity_hint,
                                    queue_capacity, cuda_device, cpu_threads, publish_threads,
                                    spatial_index, attribute_words);
-  config.reduced_screen = parse_reduced_screen(reduced_screen);
-  config.reduced_format = parse_reduced_format(reduced_format);
+  config.reduced_screen = parse_reduced_screen("ReferenceSet", reduced_screen);
+  config.reduced_format = parse_reduced_format("ReferenceSet", reduced_format);
   py::gil_scoped_release nogil;
   return std::make_unique<Store>(config);
 }
@@ -198,8 +178,8 @@ std::unique_ptr<Store> store_from_points(py::handle ids, py::handle vectors, py:
   StoreConfig config = make_config(std::size_t(shape_of.shape(1)), metric, n_classes, n_outputs, backend,
                                    capacity_hint, queue_capacity, cuda_device, cpu_threads, publish_threads,
                                    spatial_index, attribute_words.value_or(words_of(attributes, call)));
-  config.reduced_screen = parse_reduced_screen(reduced_screen);
-  config.reduced_format = parse_reduced_format(reduced_format);
+  config.reduced_screen = parse_reduced_screen("ReferenceSet", reduced_screen);
+  config.reduced_format = parse_reduced_format("ReferenceSet", reduced_format);
   Points p = as_points(config, ids, vectors, targets, call);
   std::optional<AttrRows> words;
   if (!attributes.is_none()) {

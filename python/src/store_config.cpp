@@ -25,4 +25,24 @@ StoreConfig store_config(const char* caller, std::size_t dim, const std::string&
   return c;
 }
 
+SpatialIndex parse_spatial_index(const char* caller, const std::string& name) {
+  if (name == "auto") return SpatialIndex::Auto;
+  if (name == "always") return SpatialIndex::Always;
+  if (name == "off") return SpatialIndex::Off;
+  throw InvalidArgument(std::string(caller) + ": unknown spatial_index '" + name + "' (choose auto, always or off)");
+}
+
+ReducedScreen parse_reduced_screen(const char* caller, const std::string& name) {
+  if (name == "auto") return ReducedScreen::Auto;
+  if (name == "always") return ReducedScreen::Always;
+  if (name == "off") return ReducedScreen::Off;
+  throw InvalidArgument(std::string(caller) + ": unknown reduced_screen '" + name + "' (choose auto, always or off)");
+}
+
+ReducedFormat parse_reduced_format(const char* caller, const std::string& name) {
+  if (name == "float16") return ReducedFormat::Float16;
+  if (name == "int8") return ReducedFormat::Int8;
+  throw InvalidArgument(std::string(caller) + ": unknown reduced_format '" + name + "' (choose float16 or int8)");
+}
+
 }  // namespace streamknn::python

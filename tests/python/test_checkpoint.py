@@ -39,6 +39,26 @@ def _same_answers(a, b, queries, k=5):
     np.testing.assert_array_equal(da.view(np.uint32), db.view(np.uint32))  # bit for bit
 
 
+def test_load_takes_the_options_checkpoints_do_not_record():
+    # The CUDA backend's spatial index and reduced-precision copy change how it searches, never
+    # the answers; a load (or from_bytes) may set them, and names a value it does not know.
+    rng = np.random.default_rng(12)
+    s, x = _store(rng, "l2", 96)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "store.skc")
+        s.save(path)
+        t = streamknn.ReferenceSet.load(path, backend=BACKEND, spatial_index="off", reduced_screen="always",
+                                        reduced_format="int8")
+        _same_answers(s, t, x[:9])
+        with pytest.raises(ValueError, match="ReferenceSet.load: unknown reduced_format 'bf16'"):
+            streamknn.ReferenceSet.load(path, reduced_format="bf16")
+    u = streamknn.ReferenceSet.from_bytes(s.to_bytes(), backend=BACKEND, reduced_screen="always",
+                                          reduced_format="float16")
+    _same_answers(s, u, x[:9])
+    with pytest.raises(ValueError, match="ReferenceSet.from_bytes: unknown spatial_index 'kd'"):
+        streamknn.ReferenceSet.from_bytes(s.to_bytes(), spatial_index="kd")
+
+
 @pytest.mark.parametrize("metric,target", [("l2", {}), ("ip", {"n_classes": 4}), ("cosine", {"n_outputs": 2}),
                                            ("haversine", {"n_classes": 3})])
 def test_save_load_round_trip(metric, target):
