@@ -76,8 +76,8 @@ enum class ReducedScreen : unsigned char { Auto, Always, Off };
 ///            and 8 bytes of bounds); its error is 2^-12 of each coordinate.
 ///   Int8:    an offset and a scale per point and a signed byte per coordinate (1 byte per
 ///            stored dimension, rounded up to 16, and 16 bytes of offset, scale and bounds): half
-///            the float16 copy's bytes, so one-query searches over wide stores take up to 0.6x
-///            the time (docs/cuda.md, E8). Its step is 1/254 of the range of each point's
+///            the float16 copy's bytes, so one-query searches over wide stores take as little
+///            as 0.6x float16's time (docs/cuda.md, E8). Its step is 1/254 of the range of each point's
 ///            coordinates, so the screen keeps about twice the candidates (k up to 128; larger k
 ///            take the float32 screen), and where that range is much wider than the distances
 ///            between neighbours the certificate fails and the query takes the exact fallback,
