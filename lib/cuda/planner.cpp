@@ -81,24 +81,28 @@ Plan plan_direct(const Inputs& in) {
 
 /// The screen's width: the float32 screen's (the shape's k) and kReducedExtraSlack more, since the
 /// float16 copy's bounds are about 2^-12 of a distance wide where float32's are 2^-20; for the
-/// int8 copy about twice the float32 screen's (tuning.hpp), past kReducedMaxWidth (so not taken)
-/// where the float32 screen's is wider than kReducedInt8MaxScreenK.
+/// int8 copy about twice the float32 screen's, at most kReducedMaxWidth (tuning.hpp).
 std::uint32_t reduced_width(const SearchShape& q) {
   if (!q.reduced_int8) return q.k + kReducedExtraSlack;
-  if (q.k > kReducedInt8MaxScreenK) return kReducedMaxWidth + 1;
   return std::min(kReducedMaxWidth, std::max(2 * q.k, q.k + kReducedInt8MinSlack));
 }
 
+/// Whether the copy's bounds leave the screen's width room for its k: the int8 copy's only up to
+/// a float32 width of kReducedInt8MaxScreenK (twice that would pass kReducedMaxWidth).
+bool reduced_width_fits(const SearchShape& q) {
+  return q.reduced_int8 ? q.k <= kReducedInt8MaxScreenK : reduced_width(q) <= kReducedMaxWidth;
+}
+
 /// The reduced-precision screen (launch_reduced_screen) instead of the sample pass and the scan:
-/// stores with the copy, no id ranges, a width of at most kReducedMaxWidth whose block fits the
-/// device; under Auto, batches of at most kReducedAutoMaxQueries (kReducedAutoWideMaxQueries over
+/// stores with the copy, no id ranges, a width that fits (reduced_width_fits) and whose block fits
+/// the device; under Auto, batches of at most kReducedAutoMaxQueries (kReducedAutoWideMaxQueries over
 /// stores of kReducedAutoWideChunks chunks) over large stores, where a search is a pass over the
 /// store's bytes and the copy holds half of them; under Always, every such
 /// batch (in chunks of kReducedMaxQueries, one block row each). The group's blocks share the
 /// store's segments through a counter, so the grid is the blocks resident at once.
 bool reduced_pays(const Inputs& in) {
   const SearchShape& q = in.q;
-  if (!q.reduced || q.filtered || reduced_width(q) > kReducedMaxWidth || !in.d.reduced_blocks_per_sm) return false;
+  if (!q.reduced || q.filtered || !reduced_width_fits(q) || !in.d.reduced_blocks_per_sm) return false;
   const std::uint32_t chunk = std::min(q.queries, kReducedMaxQueries);
   if (in.d.reduced_blocks_per_sm(reduced_group(chunk), reduced_width(q)) <= 0) return false;
   const std::uint32_t most = q.chunks >= kReducedAutoWideChunks ? kReducedAutoWideMaxQueries : kReducedAutoMaxQueries;
