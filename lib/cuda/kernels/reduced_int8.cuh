@@ -48,27 +48,20 @@ __device__ __forceinline__ Terms8 stage_query_int8(const float4* row, std::uint3
     maxabs = fmaxf(maxabs, __shfl_xor_sync(kFullMask, maxabs, d));
   }
   const float sq = __double2float_ru(__ddiv_ru(double(maxabs), 32639.0));
+  // An element per lane at a time (a division each), its two bytes stored where its chunk's
+  // high and low words hold them (element 4 w + t is byte t of word w, little-endian).
   double rho2 = 0;
-  for (std::uint32_t c = lane; c < pairs; c += 32) {
-    unsigned hi[4], lo[4];
-    for (int w = 0; w < 4; ++w) {
-      unsigned wh = 0, wl = 0;
-      for (int t = 0; t < 4; ++t) {
-        const std::uint32_t i = 16 * c + 4 * w + t;
-        const float x = present && i < 4 * chunks ? reinterpret_cast<const float*>(row)[i] : 0.0f;
-        int b = sq > 0 ? int(rint(double(x) / double(sq))) : 0;
-        b = max(-32639, min(32639, b));
-        const double r = double(x) - double(sq) * double(b);  // exact (see above)
-        rho2 = fma(r, r, rho2);
-        const int h = (b + 128) >> 8, l = b - 256 * h;
-        wh |= (unsigned(h) & 0xffu) << (8 * t);
-        wl |= (unsigned(l) & 0xffu) << (8 * t);
-      }
-      hi[w] = wh;
-      lo[w] = wl;
-    }
-    codes[2 * c] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-    codes[2 * c + 1] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  const float* const elements = reinterpret_cast<const float*>(row);
+  auto* const bytes = reinterpret_cast<unsigned char*>(codes);
+  for (std::uint32_t i = lane; i < 16 * pairs; i += 32) {
+    const float x = present && i < 4 * chunks ? elements[i] : 0.0f;
+    int b = sq > 0 ? int(rint(double(x) / double(sq))) : 0;
+    b = max(-32639, min(32639, b));
+    const double r = double(x) - double(sq) * double(b);  // exact (see above)
+    rho2 = fma(r, r, rho2);
+    const int h = (b + 128) >> 8, l = b - 256 * h;
+    bytes[32 * (i / 16) + i % 16] = static_cast<unsigned char>(h & 0xff);
+    bytes[32 * (i / 16) + 16 + i % 16] = static_cast<unsigned char>(l & 0xff);
   }
   for (int d = 16; d > 0; d >>= 1) rho2 += __shfl_xor_sync(kFullMask, rho2, d);
   const double n = double(4 * chunks + 64), f = n * 0x1p-52;

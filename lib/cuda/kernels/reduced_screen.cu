@@ -187,20 +187,32 @@ __device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, st
                                             int to, std::uint32_t first, const std::uint64_t* ids,
                                             std::uint32_t* threshold, std::uint32_t nq, std::uint32_t k) {
   const std::uint32_t lane = threadIdx.x & 31;
+  // Every query's bound and this thread's admitted ids are read first, their loads in flight
+  // together (read between the appends, each was a round trip of its own: most of a group of
+  // eight's admission time).
+  std::uint32_t limit[QG];
+#pragma unroll
+  for (int j = 0; j < QG; ++j) limit[j] = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+  std::uint64_t id[P];
+#pragma unroll
+  for (int i = from; i < to; ++i) {
+    bool wanted = false;
+#pragma unroll
+    for (int j = 0; j < QG; ++j) wanted |= key[i][j] != kNoKey && key[i][j] <= limit[j];
+    id[i] = wanted ? __ldg(ids + first + i * kThreads + threadIdx.x) : 0;
+  }
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
-    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
 #pragma unroll
     for (int i = from; i < to; ++i) {
-      const bool admit = key[i][j] != kNoKey && key[i][j] <= limit;
+      const bool admit = key[i][j] != kNoKey && key[i][j] <= limit[j];
       const unsigned admitted = __ballot_sync(kFullMask, admit);
       if (admitted == 0) continue;
       std::uint32_t at = 0;
       if (lane == 0) at = atomicAdd(&st.count[j], std::uint32_t(__popc(admitted)));
       at = __shfl_sync(kFullMask, at, 0) + __popc(admitted & ((1u << lane) - 1));
       if (admit) {
-        const std::uint32_t slot = first + i * kThreads + threadIdx.x;
-        lists[std::size_t(j) * capacity + at] = Candidate{rank[i][j], slot, __ldg(ids + slot)};
+        lists[std::size_t(j) * capacity + at] = Candidate{rank[i][j], first + i * kThreads + threadIdx.x, id[i]};
       }
     }
   }
@@ -398,17 +410,38 @@ __device__ __forceinline__ void finish_segments(std::uint32_t* work) {
   __syncthreads();
 }
 
-/// Writes each query's list for the selection kernel (every thread).
+/// Writes each query's list for the selection kernel (every thread): its entries within the
+/// query's grid-wide bound (what lies past it cannot be among the query's k best), sorted, at
+/// most k of them (the scan's layout, one list per block). Once the bounds are tight that is a
+/// few entries of the block's list, gathered in one pass and ordered among themselves (ordering
+/// the whole list took most of the kernel's tail at widths of 144). More than kReducedMaxWidth of
+/// them are cut to the k best first.
 __device__ __forceinline__ void write_lists(const ScanParams& p, BlockState& st, Candidate* lists,
                                             std::uint32_t capacity, std::uint32_t q0, std::uint32_t nq,
                                             std::uint32_t k) {
-  // Each query's k best, sorted, as far as its grid-wide bound (the scan's layout, one list per
-  // block): what lies past that bound cannot be among the query's k best.
   for (std::uint32_t j = 0; j < nq; ++j) {
     Candidate* const list = lists + std::size_t(j) * capacity;
-    if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
+    // One reading of the bound for every thread (other blocks may still be lowering it).
+    if (threadIdx.x == 0) {
+      st.kept_count = 0;
+      st.bound[j] = __ldcg(p.threshold + q0 + j);
+    }
+    __syncthreads();
+    const std::uint32_t bound = st.bound[j];
+    for (std::uint32_t i = threadIdx.x; i < st.count[j]; i += kThreads) {
+      const Candidate c = list[i];
+      if (ordered_bits(c.rank) > bound) continue;
+      const std::uint32_t at = atomicAdd(&st.kept_count, 1u);
+      if (at < kReducedMaxWidth) st.kept[at] = c;
+    }
+    __syncthreads();
     const std::size_t at = std::size_t(q0 + j) * gridDim.x + blockIdx.x;
-    write_block_list(list, st.count[j], k, __ldcg(p.threshold + q0 + j), p.candidates + at * k, p.lengths + at);
+    if (st.kept_count <= kReducedMaxWidth) {
+      write_block_list(st.kept, st.kept_count, k, bound, p.candidates + at * k, p.lengths + at);
+    } else {
+      if (st.count[j] > std::uint32_t(kThreads)) cut_list(st, list, j, k, p.threshold + q0 + j);
+      write_block_list(list, st.count[j], k, bound, p.candidates + at * k, p.lengths + at);
+    }
   }
 }
 
