@@ -10,9 +10,10 @@
 //      lowers each query's grid-wide bound to the width-th of those (arrive_first);
 //   4. appends every pair whose L is at or below its query's bounds (the list's width-th, the
 //      grid's) to that query's list in shared memory (for groups of eight in rounds of one slot
-//      per thread); a list longer than 2 width is cut to its width best by (L, id),
-//      whose width-th L then lowers the grid-wide bound.
-// Each block then writes each query's width best, ordered by counting, for the selection kernel.
+//      per thread); a list longer than 2 width is cut to its width best (a warp per list at once
+//      for groups of four and eight), whose width-th L then lowers the grid-wide bound.
+// Each block then writes each query's entries within its grid-wide bound (at most the width best),
+// ordered by counting, for the selection kernel.
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
@@ -22,6 +23,7 @@
 #include "core/exact_rank.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/reduced.hpp"
+#include "cuda/kernels/reduced_float16.cuh"
 #include "cuda/kernels/reduced_int8.cuh"
 #include "cuda/kernels/select.cuh"
 
@@ -47,77 +49,6 @@ constexpr std::uint32_t round_points(std::uint32_t group) {
 /// round_points entries per thread.
 constexpr std::uint32_t list_capacity(std::uint32_t group, std::uint32_t width) {
   return 2 * width + kThreads * round_points(group);
-}
-
-/// A query's terms of the bound, rounded outwards (E7): |q|^2 from below, |q| from above, the
-/// float32 dot product's relative error times |q| (twice that for L2) and its underflow term.
-struct QueryTerms {
-  float norm2_lo, norm_hi, gamma_norm, tiny;
-};
-
-/// The 8 float16 elements of a 16-byte chunk, as floats (exactly).
-__device__ __forceinline__ void unpack8(const uint4& v, float (&x)[8]) {
-  const unsigned words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    __half2 h;
-    std::memcpy(&h, &words[w], sizeof h);
-    const float2 f = __half22float2(h);
-    x[2 * w] = f.x;
-    x[2 * w + 1] = f.y;
-  }
-}
-
-/// acc + <8 query elements (a, b), 8 elements of the copy>, fused multiply-adds in order.
-__device__ __forceinline__ float dot8(const float (&x)[8], const float4& a, const float4& b, float acc) {
-  acc = __fmaf_rn(a.x, x[0], acc);
-  acc = __fmaf_rn(a.y, x[1], acc);
-  acc = __fmaf_rn(a.z, x[2], acc);
-  acc = __fmaf_rn(a.w, x[3], acc);
-  acc = __fmaf_rn(b.x, x[4], acc);
-  acc = __fmaf_rn(b.y, x[5], acc);
-  acc = __fmaf_rn(b.z, x[6], acc);
-  acc = __fmaf_rn(b.w, x[7], acc);
-  return acc;
-}
-
-/// The lower bound L of a pair's exact rank from t (the float32 <q, x~>) and the point's bounds
-/// (E7): every operation rounds towards the bound, and a t that overflowed bounds nothing (-inf).
-template <bool kInnerProduct>
-__device__ __forceinline__ float lower_bound(float t, float norm2_lo, float err, const QueryTerms& qt) {
-  if (!isfinite(t)) return -CUDART_INF_F;
-  // |x~|^2 <= n(x) (1 + 2^-22) + 2^-148 (n(x) was rounded down once from a float64 sum).
-  const float norm_hi = __fsqrt_ru(__fmaf_ru(norm2_lo, 1.0f + 0x1p-22f, 0x1p-148f));
-  float bound;
-  if constexpr (kInnerProduct) {
-    // -<q, x> >= -t - (gamma |q| |x~| + tiny) - |q| e(x)
-    const float slack = __fmaf_ru(qt.gamma_norm, norm_hi, __fmaf_ru(qt.norm_hi, err, qt.tiny));
-    bound = __fsub_rd(-t, slack);
-  } else {
-    // |q - x~|^2 >= |q|^2 + n(x) - 2 t - 2 (gamma |q| |x~| + tiny); |q - x| >= |q - x~| - e(x)
-    const float s = __fsub_rd(__fmaf_rd(-2.0f, t, __fadd_rd(qt.norm2_lo, norm2_lo)),
-                              __fmaf_ru(qt.gamma_norm, norm_hi, qt.tiny));
-    bound = __fsub_rd(__fsqrt_rd(fmaxf(s, 0.0f)), err);
-  }
-  return bound == bound ? bound : -CUDART_INF_F;
-}
-
-/// One query's terms from its staged row, summed by the calling warp (every lane gets them).
-__device__ QueryTerms query_terms(const float4* row, std::uint32_t chunks, std::uint32_t stored_dim, bool ip) {
-  const std::uint32_t lane = threadIdx.x & 31;
-  double square = 0;
-  for (std::uint32_t c = lane; c < chunks; c += 32) {
-    const float4 v = row[c];
-    square = fma(double(v.x), double(v.x), fma(double(v.y), double(v.y), fma(double(v.z), double(v.z), fma(double(v.w), double(v.w), square))));
-  }
-  for (int d = 16; d > 0; d >>= 1) square += __shfl_xor_sync(kFullMask, square, d);
-  const double f = double(chunks * 4 + 64) * 0x1p-52;
-  const exact::ScreenBound b = exact::screen_bound(stored_dim);
-  const double norm = sqrt(square * (1.0 + f)) * (1.0 + 0x1p-52);
-  const double factor = ip ? 1.0 : 2.0;
-  return QueryTerms{__double2float_rd(square * (1.0 - f)), __double2float_ru(norm),
-                    __double2float_ru(factor * b.gamma * norm * (1.0 + 0x1p-50)),
-                    __double2float_ru(factor * b.tiny * (1.0 + 0x1p-50))};
 }
 
 /// The first-segment bound, run by warp 0 of each block once its first segment is scored (a
@@ -175,24 +106,124 @@ __device__ void cut_list(BlockState& st, Candidate* list, std::uint32_t j, std::
   __syncthreads();
 }
 
+/// Entries a lane holds of a list in warp_cut: a list holds at most list_capacity entries.
+template <int QG>
+constexpr int cut_keys_per_lane() {
+  return int((list_capacity(QG, kReducedMaxWidth) + 31) / 32);
+}
+
+/// Cuts a list of n > k entries, by one warp, to those at or below its k-th key (at least k: ties
+/// at that key stay), moved to the front in their order; returns how many stay and the key in
+/// *kth. The k-th key is a binary search over the keys' range, counting in the lanes' registers.
+template <int kPerLane>
+__device__ std::uint32_t warp_cut(Candidate* list, std::uint32_t n, std::uint32_t k, std::uint32_t lane,
+                                  std::uint32_t* kth) {
+  std::uint32_t key[kPerLane];
+  std::uint32_t lo = kNoKey, hi = 0;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const std::uint32_t i = std::uint32_t(t) * 32 + lane;
+    key[t] = i < n ? ordered_bits(list[i].rank) : kNoKey;  // a rank is never NaN: below kNoKey
+    lo = min(lo, key[t]);
+    hi = i < n ? max(hi, key[t]) : hi;
+  }
+  lo = __reduce_min_sync(kFullMask, lo);
+  hi = __reduce_max_sync(kFullMask, hi);
+  while (lo < hi) {  // the smallest key with at least k keys at or below it
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    std::uint32_t count = 0;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) count += key[t] <= mid;
+    if (__reduce_add_sync(kFullMask, count) >= k) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  // In place, a row of 32 at a time: a row's entries are read before any is written, and what
+  // is written lies before the next row.
+  std::uint32_t kept = 0;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const std::uint32_t i = std::uint32_t(t) * 32 + lane;
+    const bool keep = key[t] <= lo;
+    Candidate c{};
+    if (keep) c = list[i];
+    const unsigned mask = __ballot_sync(kFullMask, keep);
+    __syncwarp();
+    if (keep) list[kept + __popc(mask & ((1u << lane) - 1))] = c;
+    kept += __popc(mask);
+    __syncwarp();
+  }
+  *kth = lo;
+  return kept;
+}
+
+/// Cuts every list past 2 width (every thread; the caller's barrier orders the appends before
+/// it). Groups of four and eight cut their lists at once, a warp each (warp_cut); a list still
+/// past 2 width after that (ties at the k-th key), and the lists of smaller groups, take the
+/// block's exact cut to the k best by (L, id), one list at a time.
+template <int QG>
+__device__ __forceinline__ void cut_lists(BlockState& st, Candidate* lists, std::uint32_t capacity,
+                                          std::uint32_t* threshold, std::uint32_t nq, std::uint32_t k) {
+  if constexpr (QG >= 4) {
+    static_assert(QG <= kThreads / 32, "a warp per list");
+    const std::uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < nq && st.count[warp] > 2 * k) {
+      std::uint32_t kth;
+      const std::uint32_t kept =
+          warp_cut<cut_keys_per_lane<QG>()>(lists + std::size_t(warp) * capacity, st.count[warp], k, lane, &kth);
+      __syncwarp();
+      if (lane == 0) {  // what it dropped lies past k entries; more than 2 width left take the exact cut below
+        st.count[warp] = kept;
+        st.bound[warp] = kth;
+        atomicMin(threshold + warp, kth);
+      }
+    }
+    __syncthreads();
+  }
+  for (std::uint32_t j = 0; j < nq; ++j) {
+    if (st.count[j] > 2 * k) cut_list(st, lists + std::size_t(j) * capacity, j, k, threshold + j);
+  }
+}
+
+/// Query j's admission limit: its list's bound and the grid-wide bound (0 past the batch). Groups
+/// of four and eight also keep the grid-wide bound they read in `grid`, for their admission.
+template <int QG>
+__device__ __forceinline__ std::uint32_t read_limit(const BlockState& st, const std::uint32_t* threshold, int j,
+                                                    std::uint32_t nq, std::uint32_t& grid) {
+  if constexpr (QG >= 4) {
+    grid = j < int(nq) ? __ldcg(threshold + j) : 0u;
+    return min(st.bound[j], grid);
+  } else {
+    return j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+  }
+}
+
 /// One round of admission: this thread's pairs of points [from, to) of the segment, for every
 /// query whose key lies at or below the query's bounds (its list's width-th since the last cut,
-/// the grid's), join that query's list; a list past 2 width entries is then cut. Every thread
-/// calls it (it holds barriers). The bounds it reads were written before the caller's barrier
+/// the grid's: `grid` as read while scoring for groups of four and eight), join that query's
+/// list; a list past 2 width entries is then cut (cut_lists). Every thread calls it (it holds barriers). The bounds it reads were written before the caller's barrier
 /// or the last cut's; a round that is not the segment's last ends with a barrier, so no thread
 /// appends again while another still reads the lengths (the next segment starts with one).
 template <int QG, int P>
 __device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, std::uint32_t capacity,
                                             const std::uint32_t (&key)[P][QG], const float (&rank)[P][QG], int from,
                                             int to, std::uint32_t first, const std::uint64_t* ids,
-                                            std::uint32_t* threshold, std::uint32_t nq, std::uint32_t k) {
+                                            const std::uint32_t (&grid)[QG], std::uint32_t* threshold,
+                                            std::uint32_t nq, std::uint32_t k) {
   const std::uint32_t lane = threadIdx.x & 31;
-  // Every query's bound and this thread's admitted ids are read first, their loads in flight
-  // together (read between the appends, each was a round trip of its own: most of a group of
-  // eight's admission time).
+  // Each query's bounds, then this thread's admitted ids, read first, their loads in flight
+  // together (read between the appends, each was a round trip of its own). Groups of four and
+  // eight take the grid-wide bounds as read while scoring (read_limit; a bound only falls, so an
+  // earlier reading admits a superset): groups of eight paid that read in each of their two
+  // rounds a segment. (Groups of one and two read them again: carrying them across the barrier
+  // cost groups of two 3-4% in the same A/B.)
   std::uint32_t limit[QG];
 #pragma unroll
-  for (int j = 0; j < QG; ++j) limit[j] = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+  for (int j = 0; j < QG; ++j) {
+    limit[j] = QG >= 4 ? min(st.bound[j], grid[j]) : j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+  }
   std::uint64_t id[P];
 #pragma unroll
   for (int i = from; i < to; ++i) {
@@ -217,9 +248,7 @@ __device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, st
     }
   }
   __syncthreads();
-  for (std::uint32_t j = 0; j < nq; ++j) {
-    if (st.count[j] > 2 * k) cut_list(st, lists + std::size_t(j) * capacity, j, k, threshold + j);
-  }
+  cut_lists<QG>(st, lists, capacity, threshold, nq, k);
   if (to < P) __syncthreads();
 }
 
@@ -285,13 +314,15 @@ __device__ __forceinline__ void stage_group_int8(const ScanParams& p, BlockState
 }
 
 /// The int8 copy's start_points, score_points and rank_points for one segment: each pair's lower
-/// bound L (in rank) and key; whether any pair lies within its query's bounds.
+/// bound L (in rank) and key, the grid-wide bounds it read (0 past the batch); whether any pair
+/// lies within its query's bounds.
 template <bool kInnerProduct, int QG, int P>
 __device__ __forceinline__ bool score_segment_int8(const BlockState& st, const StoreView& store, const uint4* vectors,
                                                    const float4* meta, const uint4* codes, std::uint32_t first,
                                                    std::uint32_t slots, std::uint32_t pairs,
                                                    const std::uint32_t* threshold, std::uint32_t nq,
-                                                   float (&rank)[P][QG], std::uint32_t (&key)[P][QG]) {
+                                                   float (&rank)[P][QG], std::uint32_t (&key)[P][QG],
+                                                   std::uint32_t (&grid)[QG]) {
   const uint4* row[P];
   float4 m[P];
   bool live[P];
@@ -306,7 +337,7 @@ __device__ __forceinline__ bool score_segment_int8(const BlockState& st, const S
   bool any = false;
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
-    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+    const std::uint32_t limit = read_limit<QG>(st, threshold, j, nq, grid[j]);
     const Terms8 t = st.terms8[j];
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -339,33 +370,16 @@ __device__ __forceinline__ void start_points(const StoreView& store, const uint4
   }
 }
 
-/// Sums t = <q, x~> over the copy's chunks for each of this thread's points and the group's queries.
-template <int QG, int P>
-__device__ __forceinline__ void score_points(const float4* query, std::uint32_t pairs, const uint4* const (&row)[P],
-                                             float (&acc)[P][QG]) {
-#pragma unroll 4
-  for (std::uint32_t c = 0; c < pairs; ++c) {
-    float x[P][8];
-#pragma unroll
-    for (int i = 0; i < P; ++i) unpack8(__ldg(row[i] + std::size_t(c) * kTile), x[i]);
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      const float4 a = query[(std::size_t(j) * pairs + c) * 2], b = query[(std::size_t(j) * pairs + c) * 2 + 1];
-#pragma unroll
-      for (int i = 0; i < P; ++i) acc[i][j] = dot8(x[i], a, b, acc[i][j]);
-    }
-  }
-}
-
-/// Turns each sum into its pair's lower bound L (in acc) and key; whether any pair lies within its query's bounds.
+/// Turns each sum into its pair's lower bound L (in acc) and key, reading the grid-wide bounds
+/// (0 past the batch); whether any pair lies within its query's bounds.
 template <bool kInnerProduct, int QG, int P>
 __device__ __forceinline__ bool rank_points(const BlockState& st, const std::uint32_t* threshold, std::uint32_t nq,
                                             const float2 (&bounds)[P], const bool (&live)[P], float (&acc)[P][QG],
-                                            std::uint32_t (&key)[P][QG]) {
+                                            std::uint32_t (&key)[P][QG], std::uint32_t (&grid)[QG]) {
   bool any = false;
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
-    const std::uint32_t limit = j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+    const std::uint32_t limit = read_limit<QG>(st, threshold, j, nq, grid[j]);
     const QueryTerms qt = st.terms[j];
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -485,19 +499,19 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     // Point i of this thread is slot first + i * kThreads + threadIdx.x: each warp's i-th points
     // are one tile. Slots past the end read the last slot's chunks (in bounds) and admit nothing.
     float acc[P][QG];
-    std::uint32_t key[P][QG];
+    std::uint32_t key[P][QG], grid[QG];
     bool any;
     if constexpr (kInt8) {
       const auto* meta8 = reinterpret_cast<const float4*>(store.reduced_meta);
       any = score_segment_int8<kInnerProduct, QG, P>(st, store, vectors, meta8, reinterpret_cast<const uint4*>(shared_raw),
-                                                     first, slots, pairs, p.threshold + q0, nq, acc, key);
+                                                     first, slots, pairs, p.threshold + q0, nq, acc, key, grid);
     } else {
       const uint4* row[P];
       float2 bounds[P];
       bool live[P];
       start_points(store, vectors, meta, first, slots, pairs, row, bounds, live, acc);
       score_points(query, pairs, row, acc);
-      any = rank_points<kInnerProduct>(st, p.threshold + q0, nq, bounds, live, acc, key);
+      any = rank_points<kInnerProduct>(st, p.threshold + q0, nq, bounds, live, acc, key, grid);
     }
     if (first_bound && first_segment) {
       first_segment = false;
@@ -509,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm_bound(QG))
     constexpr int R = int(round_points(QG));
 #pragma unroll
     for (int r = 0; r < P; r += R) {
-      admit_round(st, lists, capacity, key, acc, r, r + R, first, store.ids, p.threshold + q0, nq, k);
+      admit_round(st, lists, capacity, key, acc, r, r + R, first, store.ids, grid, p.threshold + q0, nq, k);
     }
   }
   // A block that scored no segment still arrives for the first bound.
