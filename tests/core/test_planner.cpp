@@ -230,6 +230,31 @@ TEST_CASE("planner: the reduced screen takes small batches over large stores und
   }
 }
 
+TEST_CASE("planner: under Auto the int8 copy takes batches of eight from 128 dimensions") {
+  using streamknn::detail::gpu::tuning::kReducedAutoInt8WideChunks;
+  using streamknn::detail::gpu::tuning::kReducedAutoMaxQueries;
+  using streamknn::detail::gpu::tuning::kReducedAutoWideMaxQueries;
+  const auto int8_shape = [](std::size_t dim, std::uint32_t queries) {
+    SearchShape shape = reduced_shape(1'275'219, dim, Metric::L2, queries, 72);
+    shape.reduced_int8 = true;
+    return shape;
+  };
+  for (std::uint32_t q = 1; q <= kReducedAutoWideMaxQueries + 1; ++q) {
+    CAPTURE(q);
+    const SearchShape at_128 = int8_shape(4 * kReducedAutoInt8WideChunks, q);
+    CHECK((plan_search(at_128, reduced_limits(kH200, at_128)).as<ReducedPlan>() != nullptr) ==
+          (q <= kReducedAutoWideMaxQueries));
+    // Narrower int8 stores, and the float16 copy at 128 dimensions, keep batches of up to four.
+    const SearchShape narrower = int8_shape(4 * kReducedAutoInt8WideChunks - 4, q);
+    CHECK((plan_search(narrower, reduced_limits(kH200, narrower)).as<ReducedPlan>() != nullptr) ==
+          (q <= kReducedAutoMaxQueries));
+    SearchShape float16 = at_128;
+    float16.reduced_int8 = false;
+    CHECK((plan_search(float16, reduced_limits(kH200, float16)).as<ReducedPlan>() != nullptr) ==
+          (q <= kReducedAutoMaxQueries));
+  }
+}
+
 TEST_CASE("planner: under Always the reduced screen takes every batch it can, in chunks of 8") {
   for (std::uint32_t q : {1u, 9u, 16u, 17u, 1000u}) {
     for (std::uint32_t capacity : {32u, 10'016u, 3'000'000u}) {
