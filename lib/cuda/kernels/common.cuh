@@ -275,26 +275,36 @@ __device__ __forceinline__ bool last_block_to_arrive(std::uint32_t* arrivals, st
 /// Asks L2 to fetch the line holding `at` (no register waits on it).
 __device__ __forceinline__ void prefetch_l2(const void* at) { asm volatile("prefetch.global.L2 [%0];" ::"l"(at)); }
 
-/// The k-th smallest of n keys (k <= n) in global memory, by one warp: the keys are staged in
-/// `staged` (room for n) and a binary search over the key's bits counts those at or below the
-/// midpoint (32 steps; in registers they cost the scans' hot loops spills).
-__device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std::uint32_t n, std::uint32_t k,
-                                                  std::uint32_t* staged, std::uint32_t lane) {
-  for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + i);
-  __syncwarp();
-  std::uint32_t lo = 0, hi = ~0u;  // the smallest key with at least k keys at or below it
+/// The smallest key in [lo, hi] with at least k keys at or below it (hi has), by a warp: a binary
+/// search in which count_at_or_below(mid) gives this lane's count of keys at or below mid.
+template <class Count>
+__device__ __forceinline__ std::uint32_t warp_search_kth(std::uint32_t lo, std::uint32_t hi, std::uint32_t k,
+                                                         Count&& count_at_or_below) {
   while (lo < hi) {
     const std::uint32_t mid = lo + (hi - lo) / 2;
-    std::uint32_t count = 0;
-    for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
-    if (__reduce_add_sync(kFullMask, count) >= k) {
+    if (__reduce_add_sync(kFullMask, count_at_or_below(mid)) >= k) {
       hi = mid;
     } else {
       lo = mid + 1;
     }
   }
-  __syncwarp();
   return lo;
+}
+
+/// The k-th smallest of n keys (k <= n) in global memory, by one warp: the keys are staged in
+/// `staged` (room for n) and warp_search_kth runs over the key's bits (32 steps; in registers
+/// they cost the scans' hot loops spills).
+__device__ __forceinline__ std::uint32_t warp_kth(const std::uint32_t* keys, std::uint32_t n, std::uint32_t k,
+                                                  std::uint32_t* staged, std::uint32_t lane) {
+  for (std::uint32_t i = lane; i < n; i += 32) staged[i] = __ldcg(keys + i);
+  __syncwarp();
+  const std::uint32_t kth = warp_search_kth(0, ~0u, k, [&](std::uint32_t mid) {
+    std::uint32_t count = 0;
+    for (std::uint32_t i = lane; i < n; i += 32) count += staged[i] <= mid;
+    return count;
+  });
+  __syncwarp();
+  return kth;
 }
 
 /// Chained kernels (programmatic dependent launch, sm_90). A search's kernels follow one another on

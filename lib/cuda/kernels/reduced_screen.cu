@@ -114,7 +114,7 @@ constexpr int cut_keys_per_lane() {
 
 /// Cuts a list of n > k entries, by one warp, to those at or below its k-th key (at least k: ties
 /// at that key stay), moved to the front in their order; returns how many stay and the key in
-/// *kth. The k-th key is a binary search over the keys' range, counting in the lanes' registers.
+/// *kth. The k-th key is warp_search_kth over the keys' range, counting in the lanes' registers.
 template <int kPerLane>
 __device__ std::uint32_t warp_cut(Candidate* list, std::uint32_t n, std::uint32_t k, std::uint32_t lane,
                                   std::uint32_t* kth) {
@@ -127,19 +127,12 @@ __device__ std::uint32_t warp_cut(Candidate* list, std::uint32_t n, std::uint32_
     lo = min(lo, key[t]);
     hi = i < n ? max(hi, key[t]) : hi;
   }
-  lo = __reduce_min_sync(kFullMask, lo);
-  hi = __reduce_max_sync(kFullMask, hi);
-  while (lo < hi) {  // the smallest key with at least k keys at or below it
-    const std::uint32_t mid = lo + (hi - lo) / 2;
+  lo = warp_search_kth(__reduce_min_sync(kFullMask, lo), __reduce_max_sync(kFullMask, hi), k, [&](std::uint32_t mid) {
     std::uint32_t count = 0;
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) count += key[t] <= mid;
-    if (__reduce_add_sync(kFullMask, count) >= k) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
+    return count;
+  });
   // In place, a row of 32 at a time: a row's entries are read before any is written, and what
   // is written lies before the next row.
   std::uint32_t kept = 0;
