@@ -1,4 +1,5 @@
-// The selection (kernels/select.cu): the k best of the scan's lists per query, written as answers.
+// The selection (kernels/select.cu): the k best of the scan's lists per query, written for the
+// exact re-rank: in no particular order, but the k-th (the largest by (rank, id)) last.
 // Plain declarations for host code: no device code, no CUDA headers beyond the runtime API's types.
 #pragma once
 
