@@ -96,7 +96,7 @@ bool reduced_width_fits(const SearchShape& q) {
 /// The reduced-precision screen (launch_reduced_screen) instead of the sample pass and the scan:
 /// stores with the copy, no id ranges, a width that fits (reduced_width_fits) and whose block fits
 /// the device; under Auto, batches of at most kReducedAutoMaxQueries (kReducedAutoWideMaxQueries over
-/// stores of kReducedAutoWideChunks chunks, of kReducedAutoInt8WideChunks with the int8 copy) over
+/// stores of kReducedAutoWideChunks chunks or more) over
 /// large stores, where a search is a pass over the store's bytes and the copy holds a half (float16)
 /// or a quarter (int8) of them; under Always, every such batch (in chunks of kReducedMaxQueries, one
 /// block row each). The group's blocks share the
@@ -106,8 +106,7 @@ bool reduced_pays(const Inputs& in) {
   if (!q.reduced || q.filtered || !reduced_width_fits(q) || !in.d.reduced_blocks_per_sm) return false;
   const std::uint32_t chunk = std::min(q.queries, kReducedMaxQueries);
   if (in.d.reduced_blocks_per_sm(reduced_group(chunk), reduced_width(q)) <= 0) return false;
-  const std::uint32_t wide = q.reduced_int8 ? kReducedAutoInt8WideChunks : kReducedAutoWideChunks;
-  const std::uint32_t most = q.chunks >= wide ? kReducedAutoWideMaxQueries : kReducedAutoMaxQueries;
+  const std::uint32_t most = q.chunks >= kReducedAutoWideChunks ? kReducedAutoWideMaxQueries : kReducedAutoMaxQueries;
   return q.reduced_always || (q.queries <= most && in.large_store());
 }
 

@@ -104,19 +104,16 @@ inline constexpr std::uint32_t kReducedInt8MinSlack = 32;
 inline constexpr std::uint32_t kReducedInt8MaxScreenK = 136;
 /// Batches of at most this many queries take the screen under ReducedScreen::Auto over large
 /// stores; kReducedAutoWideMaxQueries over stores of kReducedAutoWideChunks chunks or more (where a
-/// point's bytes outweigh its arithmetic longer). H200 A/B of the float16 copy against the float32
-/// screen (same run, K = 64 / 128), when the rule was set: GoogleNews-like (300 dims) Q = 1-4
-/// 0.53-0.63x, Q = 8 0.92 / 0.97x, Q = 12-16 1.40-1.62x; ImageNet-like (128 dims) Q = 1-2
-/// 0.72-0.80x, Q = 4 0.88 / 0.98x, Q = 8 1.32 / 1.41x (0.96 / 0.89x since the screen's admission
-/// and list writing were reworked: left at 4, a gain within 4% at K = 64); MNIST-like (70,000 x
-/// 784, not a large store) Q = 1-2 0.97-1.03x, Q = 4+ 1.30x and slower.
+/// point's bytes outweigh its arithmetic longer), with either copy. H200 A/Bs against the float32
+/// screen (same run, K = 64 / 128): the float16 copy at GoogleNews-like (300 dims) Q = 1-4
+/// 0.53-0.63x, Q = 8 0.92 / 0.97x, Q = 12-16 1.40-1.62x; at ImageNet-like (128 dims) Q = 4
+/// 0.68-0.70x, Q = 5-7 0.83-0.93x, Q = 8 0.94-0.96 / 0.88-0.89x (two rounds; it took 1.32 / 1.41x
+/// at Q = 8 before the screen's admission and list writing were reworked); the int8 copy at
+/// ImageNet-like Q = 8 0.78 / 0.82x; MNIST-like (70,000 x 784, not a large store) Q = 1-2
+/// 0.97-1.03x, Q = 4+ 1.30x and slower. Narrower stores have no measurement past 4 queries.
 inline constexpr std::uint32_t kReducedAutoMaxQueries = 4;
 inline constexpr std::uint32_t kReducedAutoWideMaxQueries = 8;
-inline constexpr std::uint32_t kReducedAutoWideChunks = 64;
-/// The int8 copy (a quarter of the float32 store's bytes) takes kReducedAutoWideMaxQueries from
-/// stores of kReducedAutoInt8WideChunks chunks: H200, same run, ImageNet-like (128 dims) Q = 8
-/// 0.78 / 0.82x the float32 screen's time at K = 64 / 128 (the float16 copy 0.96 / 0.89x).
-inline constexpr std::uint32_t kReducedAutoInt8WideChunks = 32;
+inline constexpr std::uint32_t kReducedAutoWideChunks = 32;
 
 // ---- direct search ----------------------------------------------------------------------------------
 /// Batches of at most this many queries take the direct search (one-chunk stores).

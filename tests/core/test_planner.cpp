@@ -214,10 +214,10 @@ TEST_CASE("planner: the reduced screen takes small batches over large stores und
     // Larger batches, small stores, id ranges and screens wider than its lists keep the others.
     const DeviceLimits d = reduced_limits(*card, reduced_shape(3'000'000, 300, Metric::L2, 1, 72));
     CHECK(plan_search(reduced_shape(3'000'000, 300, Metric::L2, kReducedAutoWideMaxQueries + 1, 72), d).as<ReducedPlan>() == nullptr);
-    // 128 dims: batches up to kReducedAutoMaxQueries.
-    const SearchShape narrow = reduced_shape(1'275'219, 128, Metric::L2, kReducedAutoMaxQueries, 72);
+    // 124 dims: batches up to kReducedAutoMaxQueries.
+    const SearchShape narrow = reduced_shape(1'275'219, 124, Metric::L2, kReducedAutoMaxQueries, 72);
     CHECK(plan_search(narrow, reduced_limits(*card, narrow)).as<ReducedPlan>() != nullptr);
-    const SearchShape narrow_more = reduced_shape(1'275'219, 128, Metric::L2, kReducedAutoMaxQueries + 1, 72);
+    const SearchShape narrow_more = reduced_shape(1'275'219, 124, Metric::L2, kReducedAutoMaxQueries + 1, 72);
     CHECK(plan_search(narrow_more, reduced_limits(*card, narrow_more)).as<ReducedPlan>() == nullptr);
     CHECK(plan_search(reduced_shape(10'000, 300, Metric::L2, 1, 72), d).as<ReducedPlan>() == nullptr);
     CHECK(plan_search(reduced_shape(3'000'000, 300, Metric::L2, 1, 256), d).as<ReducedPlan>() == nullptr);
@@ -230,28 +230,28 @@ TEST_CASE("planner: the reduced screen takes small batches over large stores und
   }
 }
 
-TEST_CASE("planner: under Auto the int8 copy takes batches of eight from 128 dimensions") {
-  using streamknn::detail::gpu::tuning::kReducedAutoInt8WideChunks;
+TEST_CASE("planner: under Auto either copy takes batches of eight from 128 dimensions") {
   using streamknn::detail::gpu::tuning::kReducedAutoMaxQueries;
+  using streamknn::detail::gpu::tuning::kReducedAutoWideChunks;
   using streamknn::detail::gpu::tuning::kReducedAutoWideMaxQueries;
-  const auto int8_shape = [](std::size_t dim, std::uint32_t queries) {
-    SearchShape shape = reduced_shape(1'275'219, dim, Metric::L2, queries, 72);
-    shape.reduced_int8 = true;
-    return shape;
-  };
-  for (std::uint32_t q = 1; q <= kReducedAutoWideMaxQueries + 1; ++q) {
-    CAPTURE(q);
-    const SearchShape at_128 = int8_shape(4 * kReducedAutoInt8WideChunks, q);
-    CHECK((plan_search(at_128, reduced_limits(kH200, at_128)).as<ReducedPlan>() != nullptr) ==
-          (q <= kReducedAutoWideMaxQueries));
-    // Narrower int8 stores, and the float16 copy at 128 dimensions, keep batches of up to four.
-    const SearchShape narrower = int8_shape(4 * kReducedAutoInt8WideChunks - 4, q);
-    CHECK((plan_search(narrower, reduced_limits(kH200, narrower)).as<ReducedPlan>() != nullptr) ==
-          (q <= kReducedAutoMaxQueries));
-    SearchShape float16 = at_128;
-    float16.reduced_int8 = false;
-    CHECK((plan_search(float16, reduced_limits(kH200, float16)).as<ReducedPlan>() != nullptr) ==
-          (q <= kReducedAutoMaxQueries));
+  static_assert(4 * kReducedAutoWideChunks == 128);
+  for (const bool int8 : {false, true}) {
+    const auto shape_at = [int8](std::size_t dim, std::uint32_t queries) {
+      SearchShape shape = reduced_shape(1'275'219, dim, Metric::L2, queries, 72);
+      shape.reduced_int8 = int8;
+      return shape;
+    };
+    for (std::uint32_t q = 1; q <= kReducedAutoWideMaxQueries + 1; ++q) {
+      CAPTURE(int8);
+      CAPTURE(q);
+      const SearchShape at_128 = shape_at(4 * kReducedAutoWideChunks, q);
+      CHECK((plan_search(at_128, reduced_limits(kH200, at_128)).as<ReducedPlan>() != nullptr) ==
+            (q <= kReducedAutoWideMaxQueries));
+      // Narrower stores keep batches of up to four.
+      const SearchShape narrower = shape_at(4 * kReducedAutoWideChunks - 4, q);
+      CHECK((plan_search(narrower, reduced_limits(kH200, narrower)).as<ReducedPlan>() != nullptr) ==
+            (q <= kReducedAutoMaxQueries));
+    }
   }
 }
 
