@@ -175,6 +175,10 @@ __device__ void fallback_ranks(const StoreView& s, const float* q, std::uint32_t
   const float4* vectors = reinterpret_cast<const float4*>(s.vectors);
 #pragma unroll
   for (int u = 0; u < U; ++u) rank[u] = 0.0f;
+  // Two chunks a step: each slot's loads of both are in flight at once. H200, K = 64, every point
+  // stored 100 times: 1,275,219 x 128 31.7 -> 20.0 ms a query, 100,000 x 128 4.7 -> 4.0 ms; four
+  // chunks a step spilled registers and took 1.1-1.3x the time of one.
+#pragma unroll 2
   for (std::uint32_t c = 0; c < s.chunks; ++c) {
     const float4 qc = make_float4(q[4 * c], q[4 * c + 1], q[4 * c + 2], q[4 * c + 3]);
 #pragma unroll
