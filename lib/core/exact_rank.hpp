@@ -193,6 +193,19 @@ STREAMKNN_HD int exact_compare(const float* q, const Point& a, const Point& b, s
   return acc.sign();
 }
 
+/// Adds the pair (q, p)'s exact key to the error-free sum acc: sum (q_i - p_i)^2, or -<q, p> for
+/// the inner product (float32 products are exact in float64).
+template <class Point>
+STREAMKNN_HD void add_exact_key(ExactSum& acc, const float* q, const Point& p, std::uint32_t n, bool inner_product) {
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (inner_product) {
+      acc.add(double(q[i]) * double(p(i)), true);
+    } else {
+      add_square_term(acc, q[i], p(i), false);
+    }
+  }
+}
+
 /// Whether two stored points hold the same coordinates (then every distance from a query ties).
 template <class Point>
 STREAMKNN_HD bool same_point(const Point& a, const Point& b, std::uint32_t n) {
@@ -365,13 +378,7 @@ struct ExactMinus {
   bool inner_product;
   STREAMKNN_HD int operator()(double m) const {
     ExactSum acc;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      if (inner_product) {
-        acc.add(double(q[i]) * double((*p)(i)), true);
-      } else {
-        add_square_term(acc, q[i], (*p)(i), false);
-      }
-    }
+    add_exact_key(acc, q, *p, n, inner_product);
     acc.add(m, true);
     return acc.sign();
   }

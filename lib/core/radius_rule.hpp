@@ -20,13 +20,7 @@ struct ExactMinusPair {
   bool inner_product;
   STREAMKNN_HD int operator()(double hi, double lo) const {
     ExactSum acc;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      if (inner_product) {
-        acc.add(double(q[i]) * double((*p)(i)), true);
-      } else {
-        add_square_term(acc, q[i], (*p)(i), false);
-      }
-    }
+    add_exact_key(acc, q, *p, n, inner_product);
     acc.add(hi, true);
     acc.add(lo, true);
     return acc.sign();
