@@ -215,7 +215,8 @@ __device__ __forceinline__ void admit_round(BlockState& st, Candidate* lists, st
   std::uint32_t limit[QG];
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
-    limit[j] = QG >= 4 ? min(st.bound[j], grid[j]) : j < int(nq) ? min(st.bound[j], __ldcg(threshold + j)) : 0u;
+    std::uint32_t unused;
+    limit[j] = QG >= 4 ? min(st.bound[j], grid[j]) : read_limit<QG>(st, threshold, j, nq, unused);
   }
   std::uint64_t id[P];
 #pragma unroll
