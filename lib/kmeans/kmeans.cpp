@@ -164,6 +164,10 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
   }
 }
 
+/// Points from which a fit of points on the device starts kLabelWorkers host threads for its labels.
+constexpr std::size_t kLabelsOnPool = std::size_t(1) << 18;
+constexpr std::size_t kLabelWorkers = 3;
+
 /// Points from which a run's result arrays are sized on a helper thread (size_result).
 constexpr std::size_t kResultOnHelper = std::size_t(1) << 16;
 
@@ -316,9 +320,12 @@ std::vector<float> start_for(const KMeansConfig& c, std::size_t run, const km::L
 /// The fit of points that passed check_shape; their rows are checked by checked_backend.
 KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, BackendKind kind, const char* caller,
                          km::WorkspaceShelf& shelf, std::uintptr_t ready = 0) {
-  // Points on the device leave the host's threads idle but for a k-means++ start.
+  // Points on the device leave the host's threads idle but for a k-means++ start and, for many
+  // points, the labels' way back (CudaLloyd::fetch_labels: 4 bytes a label written on one core ran
+  // at its store rate, a tenth of a millisecond per million labels and more).
   const bool host_work = !s.on_device || c.init == KMeansInit::KMeansPlusPlus;
-  ThreadPool pool(host_work ? km::pool_workers(c.cpu_threads) : 0);
+  const std::size_t workers = km::pool_workers(c.cpu_threads);
+  ThreadPool pool(host_work ? workers : s.n >= kLabelsOnPool ? std::min(workers, kLabelWorkers) : 0);
   auto be = checked_backend(c, kind, s, pool, caller, shelf, ready);
   // tol x variance is 0 whatever the (finite) variance when tol is 0: no pass over the points.
   const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(*be, s.n, s.d);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "core/exact_rank.hpp"
 
@@ -23,6 +24,11 @@ namespace streamknn::detail::kmeans {
 
 namespace ex = streamknn::detail::exact;
 
+/// Infinity as a constant: `1.0 / 0.0` is a division the device compiler may emit as a call,
+/// hoisted ahead of the branch that needs it.
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+inline constexpr float kInfinityF = std::numeric_limits<float>::infinity();
+
 /// Fan-out of the fold tree: a node is the left-to-right float64 sum of up to 32 children.
 inline constexpr std::uint32_t kFold = 32;
 
@@ -35,18 +41,34 @@ struct Row {
 STREAMKNN_KM_HD double round_up(double x) { return x * (1.0 + 0x1p-50); }    // x >= 0
 STREAMKNN_KM_HD double round_down(double x) { return x * (1.0 - 0x1p-50); }  // x >= 0
 
+/// The float32 screen's bound (exact_rank.hpp: |r - S| <= gamma S + tiny) with the factors the
+/// bounds below multiply by, so no bound divides: S <= (r + tiny) up and S >= (r - tiny) down.
+/// Each factor, and each bound from it, is rounded outward by round_up / round_down, whose 2^-50
+/// covers the few float64 roundings between (docs/kmeans.md, "Pruning").
+struct PruneBound {
+  double tiny = 0;
+  double up = kInfinity;  ///< >= 1 / (1 - gamma); +inf where the screen proves nothing (gamma >= 0.5)
+  double down = 0;        ///< <= 1 / (1 + gamma); 0 there
+};
+STREAMKNN_KM_HD PruneBound prune_bound(std::uint32_t d) {
+  const ex::ScreenBound b = ex::screen_bound(d);
+  PruneBound p;
+  p.tiny = b.tiny;
+  if (b.gamma < 0.5) {
+    p.up = round_up(1.0 / (1.0 - b.gamma));
+    p.down = round_down(1.0 / (1.0 + b.gamma));
+  }
+  return p;
+}
+
 /// Bounds on the exact squared distance S of a pair whose float32 screen value is r.
-STREAMKNN_KM_HD double upper_sq(float r, const ex::ScreenBound& b) {
-  if (!(b.gamma < 0.5)) return 1.0 / 0.0;
-  return round_up((double(r) + b.tiny) / (1.0 - b.gamma));
-}
-STREAMKNN_KM_HD double lower_sq(float r, const ex::ScreenBound& b) {
+STREAMKNN_KM_HD double upper_sq(float r, const PruneBound& b) { return round_up((double(r) + b.tiny) * b.up); }
+STREAMKNN_KM_HD double lower_sq(float r, const PruneBound& b) {
   const double x = double(r) - b.tiny;
-  if (!(x > 0) || !(b.gamma < 0.5)) return 0.0;
-  return round_down(x / (1.0 + b.gamma));
+  return x > 0 ? round_down(x * b.down) : 0.0;
 }
-STREAMKNN_KM_HD double upper_dist(float r, const ex::ScreenBound& b) { return round_up(ex::sqrt64(upper_sq(r, b))); }
-STREAMKNN_KM_HD double lower_dist(float r, const ex::ScreenBound& b) { return round_down(ex::sqrt64(lower_sq(r, b))); }
+STREAMKNN_KM_HD double upper_dist(float r, const PruneBound& b) { return round_up(ex::sqrt64(upper_sq(r, b))); }
+STREAMKNN_KM_HD double lower_dist(float r, const PruneBound& b) { return round_down(ex::sqrt64(lower_sq(r, b))); }
 
 /// The float32 screen value of a pair (any summation order is covered by the bound). On the host
 /// eight partial sums let the compiler vectorise without reassociating; on the device one
@@ -83,41 +105,50 @@ STREAMKNN_KM_HD double squared_distance(const float* x, const float* c, std::uin
   return ex::float64_key(x, Row{c}, d, false).key;
 }
 
-/// Exact (S_a, a) < (S_b, b) for the pairs (x, centroid a) and (x, centroid b).
-STREAMKNN_KM_HD bool exact_closer(const float* x, const float* ca, std::uint32_t a, const float* cb, std::uint32_t b,
-                                  std::uint32_t d) {
-  const ex::Key ka = ex::float64_key(x, Row{ca}, d, false), kb = ex::float64_key(x, Row{cb}, d, false);
-  return ex::exact_less(x, ka, a, Row{ca}, kb, b, Row{cb}, d, false);
-}
-
 /// A point's label from its full scan: r1 (at j1) the smallest screen and r2 the smallest of the
 /// others. Sets best (the exact nearest by (distance, index)), u >= its distance and l <= the
 /// distance of every other centroid. Where the screen cannot separate j1 from the rest (a close
 /// call, rare but for ties), every centroid is screened again (no stored screens: the GPU takes
-/// this path on single threads) and the candidates the bound cannot rule out are ranked exactly.
+/// this path on single threads); those the screen cannot rule out get their float64 key
+/// (exact_rank.hpp: within err of the exact squared distance) and are ranked against the best so
+/// far in index order, exactly (exact_less: the keys where their intervals are apart, else the
+/// exact sum).
 STREAMKNN_KM_HD void settle(const float* x, const float* centroids, std::uint32_t k, std::uint32_t d,
-                            const ex::ScreenBound& b, float r1, std::uint32_t j1, float r2, std::uint32_t& best,
-                            double& u, double& l) {
+                            const PruneBound& b, float r1, std::uint32_t j1, float r2, std::uint32_t& best, double& u,
+                            double& l) {
   const double top = upper_sq(r1, b);
   best = j1;
   u = upper_dist(r1, b);
-  l = k == 1 ? 1.0 / 0.0 : lower_dist(r2, b);
+  l = k == 1 ? kInfinity : lower_dist(r2, b);
   if (k == 1 || lower_sq(r2, b) > top) return;
+  const float* at_best = centroids + std::size_t(j1) * d;
+  ex::Key key_best = ex::float64_key(x, Row{at_best}, d, false);
+  float r_best = r1;
+  // The two smallest screens and the first's centroid: l is the bound of the others' smallest.
+  float low1 = r1, low2 = kInfinityF;
+  std::uint32_t low1_at = j1;
   for (std::uint32_t j = 0; j < k; ++j) {
-    if (j == best) continue;
-    const float* cj = centroids + std::size_t(j) * d;
-    if (lower_sq(screen(x, cj, d), b) > top) continue;
-    if (exact_closer(x, cj, j, centroids + std::size_t(best) * d, best, d)) best = j;
+    if (j == j1) continue;
+    const float* at_j = centroids + std::size_t(j) * d;
+    const float r = screen(x, at_j, d);
+    if (r < low1) {
+      low2 = low1;
+      low1 = r;
+      low1_at = j;
+    } else if (r < low2) {
+      low2 = r;
+    }
+    if (lower_sq(r, b) > top) continue;  // farther than j1, so than the best so far
+    const ex::Key key_j = ex::float64_key(x, Row{at_j}, d, false);
+    if (ex::exact_less(x, key_j, j, Row{at_j}, key_best, best, Row{at_best}, d, false)) {
+      best = j;
+      at_best = at_j;
+      key_best = key_j;
+      r_best = r;
+    }
   }
-  // lower_dist is non-decreasing in the screen: the smallest bound is that of the smallest screen.
-  float nearest_other = 1.0f / 0.0f;
-  for (std::uint32_t j = 0; j < k; ++j) {
-    if (j == best) continue;
-    const float r = screen(x, centroids + std::size_t(j) * d, d);
-    nearest_other = r < nearest_other ? r : nearest_other;
-  }
-  u = upper_dist(screen(x, centroids + std::size_t(best) * d, d), b);
-  l = lower_dist(nearest_other, b);
+  u = upper_dist(r_best, b);
+  l = lower_dist(low1_at == best ? low2 : low1, b);
 }
 
 /// Squared movement of a centroid (float64 of the float32 values, fused multiply-adds in dimension

@@ -28,7 +28,7 @@ constexpr std::size_t kChunk = 1024;  // points per task
 class CpuLloyd final : public LloydBackend {
  public:
   CpuLloyd(const LloydShape& s, ThreadPool& pool)
-      : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(ex::screen_bound(std::uint32_t(s.d))), pool_(pool),
+      : x_(s.points), n_(s.n), d_(s.d), k_(s.k), bound_(prune_bound(std::uint32_t(s.d))), pool_(pool),
         centroids_(s.k * s.d), labels_(s.n, 0), upper_(s.n), lower_(s.n), half_gap_(s.k), delta_(s.k, 0.0),
         counts_(s.k), sums_(s.k * s.d), digits_(s.k * s.d * kSumDigits), tops_(s.d), units_(s.d) {
     if (!s.labels_only) feature_tops();  // predict() sums nothing
@@ -297,7 +297,7 @@ class CpuLloyd final : public LloydBackend {
 
   const float* x_;
   std::size_t n_, d_, k_;
-  ex::ScreenBound bound_;
+  PruneBound bound_;
   ThreadPool& pool_;  // the fit's (kmeans.cpp), which outlives the backend
   std::vector<float> centroids_;
   std::vector<std::uint32_t> labels_;

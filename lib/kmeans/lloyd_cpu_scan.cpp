@@ -62,7 +62,7 @@ void screen_all(const float* x, const float* centroids, std::size_t k, std::size
   for (; j < k; ++j) r[j] = screen(x, centroids + j * d, std::uint32_t(d));
 }
 
-Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::size_t d, const exact::ScreenBound& b,
+Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::size_t d, const PruneBound& b,
                     float* r) {
   screen_all(x, centroids, k, d, r);
   std::size_t j1 = 0;

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/exact_rank.hpp"
+#include "kmeans/kmeans_exact.hpp"
 
 namespace streamknn::detail::kmeans {
 
@@ -20,7 +20,7 @@ void screen_all(const float* x, const float* centroids, std::size_t k, std::size
 
 /// The exact nearest centroid of x by (exact squared distance, index), with Hamerly's bounds;
 /// r is scratch of k floats.
-Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::size_t d, const exact::ScreenBound& b,
+Labelled scan_point(const float* x, const float* centroids, std::size_t k, std::size_t d, const PruneBound& b,
                     float* r);
 
 /// False when this binary's scan needs instructions the CPU lacks (STREAMKNN_CPU_ISA).

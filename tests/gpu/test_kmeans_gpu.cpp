@@ -2,12 +2,13 @@
 // from the same start. The contract is identity: the same labels, the same centroid bits, the
 // same inertia and iteration count (docs/kmeans.md). Shapes cover clusters 1..4,096 and dimensions
 // 1..1,024 (centroid tiles through shared memory), tied grids, duplicated starts (empty clusters
-// and their relocation), clusters of more than 32,768 points, sums over values of every magnitude,
-// k-means++ and n_init, predict, fits over a CUDA reference set's snapshot, repeated empty-cluster
-// relocations, bad floats anywhere in the staged copy of the points, and the iterations the CUDA
-// backend queues ahead (one-step kernels, or the run kernel) stopping where the host's loop stops
-// (by max_iter, tol, unchanged labels), reporting the CPU's iterations to on_iteration, and one
-// object's fits reusing the device memory its last fit left (from one thread and from several).
+// and their relocation), clusters of more than 32,768 points, blocks of the run kernel past one
+// round of rescans, sums over values of every magnitude, k-means++ and n_init, predict, fits over
+// a CUDA reference set's snapshot, repeated empty-cluster relocations, bad floats anywhere in the
+// staged copy of the points, and the iterations the CUDA backend queues ahead (one-step kernels,
+// or the run kernel) stopping where the host's loop stops (by max_iter, tol, unchanged labels),
+// reporting the CPU's iterations to on_iteration, and one object's fits reusing the device memory
+// its last fit left (from one thread and from several).
 #include <algorithm>
 #include <array>
 #include <thread>
@@ -74,6 +75,14 @@ TEST_CASE("kmeans gpu: empty clusters, ties, long runs, large clusters") {
     const auto x = clustered(g, n, d, 2, false);
     auto c = first_points(x, d, 2, 50);
     check_same(c, x, d);
+  }
+  {  // the run kernel's blocks past one round of rescans (a block takes n / (4 x SMs) points):
+     // overlapping blobs move many points an iteration; a tied grid puts close calls everywhere
+    const std::size_t d = 2;
+    const auto x = clustered(g, 600000, d, 24, false);
+    check_same(first_points(x, d, 16, 60), x, d);
+    const auto grid = clustered(g, 300000, d, 1, true);
+    check_same(first_points(grid, d, 8, 30), grid, d, true);
   }
 }
 

@@ -34,11 +34,13 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= a.n || stopped(a.loop)) return;
   const std::uint32_t c = a.labels[i];
-  double u = a.upper[i], l = a.lower[i];
-  if (moved) move_bounds(u, l, c, a.delta[c], *a.moves);
-  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, ex::screen_bound(a.d),
-                  a.half_gap[c], l, u)) {
-    write_bounds(a.upper, a.lower, i, u, l);
+  float u = a.upper[i], l = a.lower[i];
+  const float delta_c = moved ? __double2float_ru(a.delta[c]) : 0.0f;
+  const float delta_other = moved ? moves32(*a.moves).other_than(c) : 0.0f;
+  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, bound32(km::prune_bound(a.d)),
+                  a.half_gap[c], delta_c, delta_other, u, l)) {
+    a.upper[i] = u;
+    a.lower[i] = l;
     return;
   }
   a.list[atomicAdd(a.list_count, 1u)] = i;
@@ -98,8 +100,9 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   }
   if (!active) return;
   std::uint32_t best;
-  double u, l;
-  km::settle(x, a.centroids, a.k, a.d, ex::screen_bound(a.d), near.r1, near.j1, near.r2, best, u, l);
+  float u, l;
+  const km::PruneBound bound = km::prune_bound(a.d);
+  settle32(x, a.centroids, a.k, a.d, bound, bound32(bound), near, best, u, l);
   if (!all && a.labels[i] != best) {
     const std::uint32_t at = atomicAdd(a.changed, 1u);
     if (a.moved) {
@@ -108,7 +111,8 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
     }
   }
   a.labels[i] = best;
-  write_bounds(a.upper, a.lower, i, u, l);
+  a.upper[i] = u;
+  a.lower[i] = l;
 }
 
 __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::uint32_t d, float* half_gap,
@@ -116,7 +120,7 @@ __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::ui
   __shared__ float best[kThreads / 32];
   if (stopped(loop)) return;
   const std::uint32_t c = blockIdx.x;
-  float m = 1.0f / 0.0f;  // the smallest screen to another centroid (half_gap_of)
+  float m = km::kInfinityF;  // the smallest screen to another centroid (half_gap_of)
   for (std::uint32_t o = threadIdx.x; o < k; o += blockDim.x) {
     if (o != c) m = fminf(m, km::screen(centroids + std::size_t(c) * d, centroids + std::size_t(o) * d, d));
   }
@@ -125,7 +129,7 @@ __global__ void half_gap_kernel(const float* centroids, std::uint32_t k, std::ui
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < int(blockDim.x / 32); ++w) m = fminf(m, best[w]);
-    half_gap[c] = half_gap_of(m, ex::screen_bound(d));
+    half_gap[c] = half_gap_of(m, bound32(km::prune_bound(d)));
   }
 }
 

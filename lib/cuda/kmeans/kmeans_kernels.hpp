@@ -188,6 +188,8 @@ void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, cons
 
 /// out[i] = i.
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
+/// out (n values of `width` bytes, 1 or 2) = labels (n, each below 2^(8 width)).
+void launch_narrow_labels(const std::uint32_t* labels, std::uint32_t n, int width, void* out, cudaStream_t stream);
 
 /// Temporary bytes of sort_costs, and the sort: costs (n) in descending order into sorted, the
 /// points (iota) along into order.

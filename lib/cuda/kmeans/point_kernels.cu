@@ -60,6 +60,13 @@ __global__ void gather_kernel(const float* x, const std::uint32_t* rows, std::ui
   }
 }
 
+/// out[i] = labels[i] as a T.
+template <class T>
+__global__ void narrow_kernel(const std::uint32_t* labels, std::uint32_t n, T* out) {
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = T(labels[i]);
+}
+
 /// One block per (chunk, group of up to kThreads columns): the chunk's rows pass through shared
 /// memory, coalesced, and thread j sums its column over them in point order.
 __global__ void __launch_bounds__(kThreads) variance_kernel(const float* x, std::uint32_t n, std::uint32_t d,
@@ -126,6 +133,16 @@ void launch_gather(const float* x, const std::uint32_t* rows, std::uint32_t coun
   if (count == 0) return;
   gather_kernel<<<grid_for(std::size_t(count) * d), kThreads, 0, stream>>>(x, rows, count, d, out);
   check_launch("kmeans gather_kernel");
+}
+
+void launch_narrow_labels(const std::uint32_t* labels, std::uint32_t n, int width, void* out, cudaStream_t stream) {
+  if (n == 0) return;
+  if (width == 1) {
+    narrow_kernel<<<grid_for(n), kThreads, 0, stream>>>(labels, n, static_cast<std::uint8_t*>(out));
+  } else {
+    narrow_kernel<<<grid_for(n), kThreads, 0, stream>>>(labels, n, static_cast<std::uint16_t*>(out));
+  }
+  check_launch("kmeans narrow_kernel");
 }
 
 void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, const double* mean, double* out,

@@ -14,9 +14,10 @@
 // 132-multiprocessor device); larger fits run the one-step kernels. It labels its points as the
 // bounds and scan kernels do (point_rules.cuh): Hamerly's test per point, the points that fail it
 // listed, then scanned against every centroid by the block's threads, one listed point each in
-// turn. A changed label moves the point's exact sums from its old cluster to its new one in the
-// block's table of 12-bit halves; after the pass the block adds the table's non-zero digits to the
-// iteration's global table of moved sums. Three such tables take turns: iteration i adds to table
+// turn. A changed label is kept as a move (the point, its old and new cluster); after each round
+// of rescans every thread takes its share of the round's moves into the exact digits of one cell
+// of the k x d table (MoveSums), and after the pass each cell's lanes add the non-zero digits to
+// the iteration's global table of moved sums. Three such tables take turns: iteration i adds to table
 // i % 3 before the barrier, every block reads it after; block 0 zeroes table (i - 1) % 3 after the
 // barrier, when every block has read it (before its own barrier of iteration i) and none will add
 // to it before iteration i + 2.
@@ -45,10 +46,11 @@ constexpr std::uint32_t kRunMaxClusters = 64;
 constexpr std::uint32_t kRunMaxCells = 256;
 constexpr int kTables = 3;                     // the moved sums' tables in turn
 constexpr int kScanGroup = 8;                  // centroids a rescan screens at once
-constexpr int kRunMaxBlocksPerSm = 4;             // more add to the barrier, not to the speed
-constexpr std::uint32_t kMaxSpan = 65536;  // the list's 16-bit places
-// A block's halves take at most kBlockItems moved points between flushes (point_rules.cuh).
-static_assert(kMaxSpan <= kBlockItems);
+// More blocks a multiprocessor add to the barrier and to the update every block works out for
+// itself (4: 1.03-1.09x the time at 16 x 2 and 16 x 16; 2: no faster).
+constexpr int kRunMaxBlocksPerSm = 3;
+constexpr std::uint32_t kMaxSpan = 65536;  // the list's and the moves' 16-bit places
+static_assert(kRunMaxClusters <= 256, "a move packs its labels in 8 bits each (pack_move)");
 
 /// 64-bit words of one iteration's table of moved sums.
 __host__ __device__ std::size_t table_words(std::uint32_t k, std::uint32_t d) {
@@ -63,9 +65,10 @@ struct RunShared {
   std::int64_t* digits;     // k x d x kSumDigits: the exact sums
   double* shift2;           // k: the last update's squared movements
   double* delta;            // k: their bounds
+  float* delta_up;          // k: delta rounded up to float32 (Hamerly's test)
   float* centroids;         // k x d
   float* before;            // k x d
-  int* halves;              // k x d x kHalves, then k counts: the block's moves this iteration
+  std::uint32_t* moves;     // kRunThreads: a round of rescans' changed labels (pack_move)
   float* half_gap;          // k
   std::uint32_t* gap_bits;  // k: the smallest screen to another centroid (float bits)
   std::uint32_t* counts;    // k
@@ -91,9 +94,10 @@ __host__ __device__ RunShared carve(unsigned char* base, std::uint32_t k, std::u
   s.digits = reinterpret_cast<std::int64_t*>(take(cells * km::kSumDigits * sizeof(std::int64_t)));
   s.shift2 = reinterpret_cast<double*>(take(k * sizeof(double)));
   s.delta = reinterpret_cast<double*>(take(k * sizeof(double)));
+  s.delta_up = reinterpret_cast<float*>(take(k * sizeof(float)));
   s.centroids = reinterpret_cast<float*>(take(cells * sizeof(float)));
   s.before = reinterpret_cast<float*>(take(cells * sizeof(float)));
-  s.halves = reinterpret_cast<int*>(take((cells * kHalves + k) * sizeof(int)));
+  s.moves = reinterpret_cast<std::uint32_t*>(take(kRunThreads * sizeof(std::uint32_t)));
   s.half_gap = reinterpret_cast<float*>(take(k * sizeof(float)));
   s.gap_bits = reinterpret_cast<std::uint32_t*>(take(k * sizeof(std::uint32_t)));
   s.counts = reinterpret_cast<std::uint32_t*>(take(k * sizeof(std::uint32_t)));
@@ -110,22 +114,29 @@ __host__ __device__ RunShared carve(unsigned char* base, std::uint32_t k, std::u
 /// The block's scalars beside RunShared.
 struct RunScalars {
   Moves moves;             // the largest two of delta
+  Moves32 moves_up;        // rounded up to float32 (Hamerly's test)
   std::uint32_t fill;      // the block's listed points
   std::uint32_t changed;   // the block's changed labels this iteration
   std::uint32_t total;     // every block's, after the barrier
   int stop;
 };
 
-/// half_gap[c] as half_gap_kernel computes it (half_gap_of the smallest screen to another centroid).
-__device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d, const ex::ScreenBound& b) {
-  for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) sh.gap_bits[c] = __float_as_uint(1.0f / 0.0f);
-  __syncthreads();
-  for (std::uint32_t p = threadIdx.x; p < k * k; p += blockDim.x) {
+/// The smallest screen from each centroid to another (gap_bits, set to +inf before), threads
+/// `first`.. of the block taking the k x k pairs in turn.
+__device__ void screen_pairs(const RunShared& sh, std::uint32_t k, std::uint32_t d, std::uint32_t first) {
+  for (std::uint32_t p = threadIdx.x - first; p < k * k; p += blockDim.x - first) {
     const std::uint32_t c = p % k, o = p / k;  // a warp's lanes: different centroids' minima
     if (c == o) continue;
     const float r = km::screen(sh.centroids + c * d, sh.centroids + o * d, d);
     atomicMin(sh.gap_bits + c, __float_as_uint(r));  // r >= 0: its bits order as the values
   }
+}
+
+/// half_gap[c] as half_gap_kernel computes it (half_gap_of the smallest screen to another centroid).
+__device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d, const Bound32& b) {
+  for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) sh.gap_bits[c] = __float_as_uint(km::kInfinityF);
+  __syncthreads();
+  screen_pairs(sh, k, d, 0);
   __syncthreads();
   for (std::uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
     sh.half_gap[c] = half_gap_of(__uint_as_float(sh.gap_bits[c]), b);
@@ -133,10 +144,71 @@ __device__ void half_gaps(const RunShared& sh, std::uint32_t k, std::uint32_t d,
   __syncthreads();
 }
 
+/// A changed label: the point's place in the block's range, its old and new cluster.
+__device__ __forceinline__ std::uint32_t pack_move(std::uint32_t e, std::uint32_t from, std::uint32_t to) {
+  return e | from << 16 | to << 24;
+}
+
+/// A thread's share of the block's moved sums: one cell (c, j) of the k x d table, its digits and
+/// (for j = 0) the cluster's count, from every `lanes`-th move of each round; the cell's lanes
+/// (consecutive lanes of one warp) add theirs up at the flush. Integers: the order of additions
+/// never changes a bit. (Shared atomics per moved point would contend wherever many points move to
+/// one cluster: a round's rescans all waiting on the same few words.)
+struct MoveSums {
+  std::uint32_t cell, lanes;
+  std::int64_t digit[km::kSumDigits] = {};
+  int count = 0;
+
+  __device__ MoveSums(std::uint32_t k, std::uint32_t d) {
+    lanes = 1;
+    while (lanes < 32 && 2 * lanes * k * d <= blockDim.x) lanes *= 2;
+    cell = threadIdx.x / lanes;
+  }
+
+  /// Adds the `count` moves of a round (their points at xs).
+  __device__ void add(const RunShared& sh, const float* xs, std::uint32_t k, std::uint32_t d, std::uint32_t moves) {
+    if (cell >= k * d) return;
+    const std::uint32_t c = cell / d, j = cell % d;
+    for (std::uint32_t i = threadIdx.x % lanes; i < moves; i += lanes) {
+      const std::uint32_t m = sh.moves[i], from = (m >> 16) & 0xffu, to = m >> 24;
+      if (from != c && to != c) continue;
+      const km::DigitTerms t = km::digit_terms(xs[std::size_t(m & 0xffffu) * d + j], sh.tops[j]);
+      const std::int64_t sign = to == c ? 1 : -1;
+#pragma unroll
+      for (int b = 0; b < km::kSumDigits; ++b) {
+        digit[b] += sign * (b == t.at ? t.low : b == t.at + 1 ? t.high : 0);
+      }
+      count += int(sign);
+    }
+  }
+
+  /// The cell's lanes add up their sums; the first adds the non-zero ones to the iteration's
+  /// global table (out: k x d x kSumDigits digits, then k counts).
+  __device__ void flush(std::uint32_t k, std::uint32_t d, unsigned long long* out) {
+    // Most cells of most blocks move nothing in late iterations: a warp skips its zero digits.
+#pragma unroll
+    for (int b = 0; b < km::kSumDigits; ++b) {
+      if (!__any_sync(0xffffffffu, digit[b] != 0)) continue;
+      for (std::uint32_t o = lanes / 2; o > 0; o /= 2) digit[b] += __shfl_xor_sync(0xffffffffu, digit[b], int(o));
+    }
+    if (__any_sync(0xffffffffu, count != 0)) {
+      for (std::uint32_t o = lanes / 2; o > 0; o /= 2) count += __shfl_xor_sync(0xffffffffu, count, int(o));
+    }
+    if (cell >= k * d || threadIdx.x % lanes != 0) return;
+#pragma unroll
+    for (int b = 0; b < km::kSumDigits; ++b) {
+      if (digit[b] != 0) atomicAdd(out + cell * km::kSumDigits + b, static_cast<unsigned long long>(digit[b]));
+    }
+    if (cell % d == 0 && count != 0) {
+      atomicAdd(out + std::size_t(k) * d * km::kSumDigits + cell / d, static_cast<unsigned long long>(std::int64_t(count)));
+    }
+  }
+};
+
 /// The full scan of the block's point at place e (its values at xs + e d) against the shared
-/// centroids; a changed label moves its sums.
-__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b, const float* xs,
-                       std::uint32_t e) {
+/// centroids; a changed label is kept as a move.
+__device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const km::PruneBound& b,
+                       const Bound32& b32, const float* xs, std::uint32_t e, std::uint32_t round_start) {
   const float* x = xs + std::size_t(e) * a.d;
   Nearest2 near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kScanGroup) {  // kScanGroup independent sums at once
@@ -157,61 +229,53 @@ __device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, con
     }
   }
   std::uint32_t best;
-  double u, l;
-  km::settle(x, sh.centroids, a.k, a.d, b, near.r1, near.j1, near.r2, best, u, l);
+  float u, l;
+  settle32(x, sh.centroids, a.k, a.d, b, b32, near, best, u, l);
   const std::uint32_t from = sh.labels[e];
   if (from != best) {
-    atomicAdd(&v.changed, 1u);
-    for (std::uint32_t j = 0; j < a.d; ++j) {
-      add_halves(sh.halves + (best * a.d + j) * kHalves, x[j], sh.tops[j], 1);
-      add_halves(sh.halves + (from * a.d + j) * kHalves, x[j], sh.tops[j], -1);
-    }
-    int* counts = sh.halves + a.k * a.d * kHalves;
-    atomicAdd(counts + best, 1);
-    atomicAdd(counts + from, -1);
+    sh.moves[atomicAdd(&v.changed, 1u) - round_start] = pack_move(e, from, best);
     sh.labels[e] = best;
   }
-  write_bounds(sh.upper, sh.lower, e, u, l);
+  sh.upper[e] = u;
+  sh.lower[e] = l;
 }
 
 /// The labelling of the block's `count` points (their values at xs, row-major): Hamerly's test of
 /// every point, the failing ones listed; then every thread of the block rescans listed points, so
-/// a few failing points cost one rescan's time, not one each.
-__device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& v, const ex::ScreenBound& b,
-                             const float* xs, std::uint32_t count) {
+/// a few failing points cost one rescan's time, not one each, in rounds of one per thread, whose
+/// moves each thread's share of the sums takes in after the round.
+__device__ void label_points(const RunArgs& a, const RunShared& sh, RunScalars& v, const km::PruneBound& b,
+                             const Bound32& b32, const float* xs, std::uint32_t count, MoveSums& sums) {
   for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
     const std::uint32_t c = sh.labels[e];
-    double u = sh.upper[e], l = sh.lower[e];
-    move_bounds(u, l, c, sh.delta[c], v.moves);
-    if (keeps_label(xs + std::size_t(e) * a.d, sh.centroids + c * a.d, a.d, b, sh.half_gap[c], l, u)) {
-      write_bounds(sh.upper, sh.lower, e, u, l);
+    float u = sh.upper[e], l = sh.lower[e];
+    if (keeps_label(xs + std::size_t(e) * a.d, sh.centroids + c * a.d, a.d, b32, sh.half_gap[c], sh.delta_up[c],
+                    v.moves_up.other_than(c), u, l)) {
+      sh.upper[e] = u;
+      sh.lower[e] = l;
     } else {
       sh.list[atomicAdd(&v.fill, 1u)] = std::uint16_t(e);
     }
   }
   __syncthreads();
   const std::uint32_t listed = v.fill;
-  for (std::uint32_t f = threadIdx.x; f < listed; f += blockDim.x) rescan(a, sh, v, b, xs, sh.list[f]);
+  std::uint32_t done = 0;  // the moves of the rounds before (v.changed is 0 at the labelling's start)
+  for (std::uint32_t round = 0; round < listed; round += blockDim.x) {
+    if (round + threadIdx.x < listed) rescan(a, sh, v, b, b32, xs, sh.list[round + threadIdx.x], done);
+    __syncthreads();
+    const std::uint32_t moved = v.changed - done;
+    sums.add(sh, xs, a.k, a.d, moved);
+    done += moved;
+    __syncthreads();
+  }
 }
 
-/// Adds the block's table to the iteration's global one (out) and zeroes it for the next.
-__device__ void flush_moves(const RunArgs& a, const RunShared& sh, RunScalars& v, unsigned long long* out) {
-  const std::uint32_t cells = a.k * a.d, words = cells * km::kSumDigits;
-  for (std::uint32_t w = threadIdx.x; w < words; w += blockDim.x) {
-    int* cell = sh.halves + (w / km::kSumDigits) * kHalves;
-    const int b = int(w % km::kSumDigits);
-    const std::int64_t digit = half_digit(cell, b);
-    cell[2 * b] = 0;
-    cell[2 * b + 1] = 0;
-    if (digit != 0) atomicAdd(out + w, static_cast<unsigned long long>(digit));
-  }
-  int* counts = sh.halves + cells * kHalves;
-  for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) {
-    if (counts[c] != 0) atomicAdd(out + words + c, static_cast<unsigned long long>(std::int64_t(counts[c])));
-    counts[c] = 0;
-  }
+/// Adds the block's moved sums to the iteration's global table (out) and resets them.
+__device__ void flush_moves(const RunArgs& a, RunScalars& v, MoveSums& sums, unsigned long long* out) {
+  sums.flush(a.k, a.d, out);
+  sums = MoveSums(a.k, a.d);
   if (threadIdx.x == 0) {
-    if (v.changed != 0) atomicAdd(out + words + a.k, static_cast<unsigned long long>(v.changed));
+    if (v.changed != 0) atomicAdd(out + table_words(a.k, a.d) - 1, static_cast<unsigned long long>(v.changed));
     v.changed = 0;
     v.fill = 0;
   }
@@ -234,39 +298,90 @@ __device__ __forceinline__ double cell_sum(const RunShared& sh, std::uint32_t t,
   return km::digits_value(sh.digits + std::size_t(t) * km::kSumDigits, km::sum_unit(sh.tops[t % d]));
 }
 
-/// The means and their movements (means_kernel, shifts_kernel), the report of iteration `it`
-/// (block 0) and the decision to stop (loop_stop, an empty cluster), in every block alike.
-__device__ void update(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t it) {
-  const std::uint32_t cells = a.k * a.d;
-  const bool writer = blockIdx.x == 0;
-  for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) {
-    const double sum = cell_sum(sh, t, a.d);
-    sh.before[t] = sh.centroids[t];
-    sh.centroids[t] = km::mean(sum, sh.counts[t / a.d]);
+/// A lane's share of the movement bounds in index order (take_move's rule: the first of equal
+/// largest is argmax, max2 the largest of the others), merged across the warp by index.
+struct LargestTwo {
+  double max1 = -1, max2 = -1;  // below every bound (bounds are >= 0)
+  std::uint32_t argmax = ~0u;
+  __device__ void take(double b, std::uint32_t c) {  // c increasing
+    if (b > max1) {
+      max2 = max1;
+      max1 = b;
+      argmax = c;
+    } else if (b > max2) {
+      max2 = b;
+    }
   }
-  __syncthreads();
+  __device__ void merge_warp() {
+    for (int o = 16; o > 0; o /= 2) {
+      const double m1 = __shfl_xor_sync(0xffffffffu, max1, o), m2 = __shfl_xor_sync(0xffffffffu, max2, o);
+      const std::uint32_t at = __shfl_xor_sync(0xffffffffu, argmax, o);
+      if (m1 > max1 || (m1 == max1 && at < argmax)) {
+        max2 = fmax(max1, m2);
+        max1 = m1;
+        argmax = at;
+      } else {
+        max2 = fmax(max2, m1);
+      }
+    }
+  }
+  /// As the host's loop from {0, 0, 0} leaves them (k >= 1: max1 >= 0 and argmax set).
+  __device__ Moves moves() const { return Moves{max1, fmax(max2, 0.0), argmax}; }
+};
+
+/// Warp 0 after the means: each centroid's movement and its bound (shifts_kernel), the report of
+/// iteration `it` (block 0), the largest two bounds and the decision to stop (loop_stop, an
+/// empty cluster), as the host's loop decides in index order.
+__device__ void movements(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t it) {
+  const bool writer = blockIdx.x == 0;
   double* report = a.reports + std::size_t(it) * a.report_doubles;
   auto* report_counts = reinterpret_cast<std::uint32_t*>(report + a.k);
-  for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) {
+  LargestTwo top;
+  bool empty = false;
+  for (std::uint32_t c = threadIdx.x; c < a.k; c += 32) {
     const double s = km::squared_shift(sh.centroids + c * a.d, sh.before + c * a.d, a.d);
     sh.shift2[c] = s;
-    sh.delta[c] = km::movement_bound(s, a.d);
+    const double delta = km::movement_bound(s, a.d);
+    sh.delta[c] = delta;
+    sh.delta_up[c] = __double2float_ru(delta);
+    top.take(delta, c);
+    empty = empty || sh.counts[c] == 0;
     if (writer) {
       report[c] = s;
       report_counts[c] = sh.counts[c];
     }
   }
-  __syncthreads();
+  top.merge_warp();
+  empty = __any_sync(0xffffffffu, empty);
+  __syncwarp();
   if (threadIdx.x == 0) {
-    Moves m{0.0, 0.0, 0u};  // in index order, as the host's loop
-    bool empty = false;
-    for (std::uint32_t c = 0; c < a.k; ++c) {
-      take_move(m, sh.delta[c], c);
-      empty = empty || sh.counts[c] == 0;
-    }
-    v.moves = m;
+    v.moves = top.moves();
+    v.moves_up = moves32(v.moves);
     v.stop = queued_stop(empty, v.total, sh.shift2, a.k, a.tol);
     if (writer) report_counts[a.k] = v.total;
+  }
+}
+
+/// The means (means_kernel), then at once warp 0's movements and the decision to stop while the
+/// other warps screen the centroid pairs, then the next half gaps (half_gap_kernel): the work of
+/// an update in every block alike, in three block barriers.
+__device__ void update(const RunArgs& a, const RunShared& sh, RunScalars& v, std::uint32_t it, const Bound32& b) {
+  const std::uint32_t cells = a.k * a.d;
+  for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) {
+    const double sum = cell_sum(sh, t, a.d);
+    sh.before[t] = sh.centroids[t];
+    sh.centroids[t] = km::mean(sum, sh.counts[t / a.d]);
+  }
+  for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) sh.gap_bits[c] = __float_as_uint(km::kInfinityF);
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    movements(a, sh, v, it);
+  } else {
+    screen_pairs(sh, a.k, a.d, 32);
+  }
+  __syncthreads();
+  for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) {
+    sh.half_gap[c] = half_gap_of(__uint_as_float(sh.gap_bits[c]), b);
   }
   __syncthreads();
 }
@@ -303,20 +418,21 @@ __device__ void write_state(const RunArgs& a, const RunShared& sh, const RunScal
 }
 
 /// points_in_shared: RunPlan's (the block's points read from shared memory, copied at the start).
-__global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a, bool points_in_shared) {
+__global__ void __launch_bounds__(kRunThreads, kRunMaxBlocksPerSm) run_kernel(RunArgs a, bool points_in_shared) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ RunScalars v;
   const std::uint32_t span = block_span(a.n, gridDim.x);
   const RunShared sh = carve(raw, a.k, a.d, span, points_in_shared);
   const std::uint32_t lo = std::min(a.n, blockIdx.x * span), count = std::min(a.n - lo, span);
   const std::uint32_t cells = a.k * a.d, words = cells * km::kSumDigits;
-  const ex::ScreenBound bound = ex::screen_bound(a.d);
+  const km::PruneBound bound = km::prune_bound(a.d);
+  const Bound32 bound_up = bound32(bound);
   for (std::uint32_t w = threadIdx.x; w < words; w += blockDim.x) sh.digits[w] = std::int64_t(a.digits[w]);
   for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) sh.centroids[t] = a.centroids[t];
-  for (std::uint32_t w = threadIdx.x; w < cells * kHalves + a.k; w += blockDim.x) sh.halves[w] = 0;
   for (std::uint32_t c = threadIdx.x; c < a.k; c += blockDim.x) {
     sh.counts[c] = a.counts[c];
     sh.delta[c] = a.delta[c];
+    sh.delta_up[c] = __double2float_ru(a.delta[c]);
   }
   for (std::uint32_t j = threadIdx.x; j < a.d; j += blockDim.x) sh.tops[j] = a.tops[j];
   for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
@@ -329,16 +445,17 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a, bool points
     for (std::size_t w = threadIdx.x; w < std::size_t(count) * a.d; w += blockDim.x) sh.points[w] = xs[w];
     xs = sh.points;
   }
-  if (threadIdx.x == 0) v = RunScalars{*a.moves, 0, 0, 0, 0};
+  if (threadIdx.x == 0) v = RunScalars{*a.moves, moves32(*a.moves), 0, 0, 0, 0};
   __syncthreads();
-  half_gaps(sh, a.k, a.d, bound);
+  half_gaps(sh, a.k, a.d, bound_up);
   const std::size_t table = table_words(a.k, a.d);
   cg::grid_group grid = cg::this_grid();
+  MoveSums sums(a.k, a.d);
   for (std::uint32_t it = 0; it < a.count; ++it) {
-    label_points(a, sh, v, bound, xs, count);
+    label_points(a, sh, v, bound, bound_up, xs, count, sums);
     __syncthreads();
     unsigned long long* moved = a.moved_sums + (it % kTables) * table;
-    flush_moves(a, sh, v, moved);
+    flush_moves(a, v, sums, moved);
     grid.sync();
     take_moves(a, sh, v, moved);
     if (blockIdx.x == 0 && it > 0) {
@@ -346,13 +463,12 @@ __global__ void __launch_bounds__(kRunThreads) run_kernel(RunArgs a, bool points
       for (std::size_t w = threadIdx.x; w < table; w += blockDim.x) old[w] = 0;
     }
     __syncthreads();
-    update(a, sh, v, it);
+    update(a, sh, v, it, bound_up);
     if (v.stop || it + 1 == a.count) {
       write_points(a, sh, lo, count);
       if (blockIdx.x == 0) write_state(a, sh, v, it + 1);
       return;
     }
-    half_gaps(sh, a.k, a.d, bound);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/staged_upload.hpp"
@@ -21,6 +22,7 @@ struct CudaWorkspace final : LloydWorkspace {
   gpu::DeviceArray<unsigned char> block;
   gpu::DeviceArray<float> points;
   StagingRing staging;
+  std::vector<unsigned char> labels;  ///< the labels' narrow copy on the host (CudaLloyd::fetch_labels)
 
   /// `reuse` where it is a CUDA workspace of `device` (a current device's context), else a new
   /// one; its arrays grown to at least `block_bytes` and `point_floats` (gpu::grow: an array too
