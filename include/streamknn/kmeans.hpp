@@ -72,7 +72,8 @@ struct KMeansConfig {
   BackendKind backend = BackendKind::Auto;  ///< Auto: CUDA where a device is usable, else CPU
   int cuda_device = 0;
   /// Threads of a fit's host work (the check of the points, the starts, tol's scale, the CPU
-  /// backend, the CUDA backend's checked copy of the points), the calling thread included (at most
+  /// backend, the CUDA backend's checked copy of the points and its labels' way back: a fit of
+  /// many points from device memory takes at most 4 of them), the calling thread included (at most
   /// kMaxCpuThreads); 0 = one per hardware thread. Results do not depend on it.
   std::size_t cpu_threads = 0;
   /// Progress of long fits: called on the thread that called fit after every Lloyd iteration of
