@@ -11,7 +11,8 @@
 // called from any number of threads at once.
 //
 // Memory: a KMeans object keeps the device memory of its last CUDA fit (its arrays, a stream and
-// the device copy of host points) for its next fit or predict, which then skips the allocations
+// the device copy of host points; on the host, the pinned buffers that copy goes through and the
+// labels' narrow copy back) for its next fit or predict, which then skips the allocations
 // (about 0.3 ms a fit on an H200, more for host points); a fit running while another holds it
 // makes its own. Copies of the object and those made by with_config() share it;
 // release_workspace() or the last sharer's destruction frees it.
