@@ -10,12 +10,13 @@
 // Threading: a KMeans object's configuration is fixed at construction; fit() and predict() may be
 // called from any number of threads at once.
 //
-// Memory: a KMeans object keeps the device memory of its last CUDA fit (its arrays, a stream and
-// the device copy of host points; on the host, the pinned buffers that copy goes through and the
-// labels' narrow copy back) for its next fit or predict, which then skips the allocations
-// (about 0.3 ms a fit on an H200, more for host points); a fit running while another holds it
-// makes its own. Copies of the object and those made by with_config() share it;
-// release_workspace() or the last sharer's destruction frees it.
+// Memory: a KMeans object keeps the device memory of its last CUDA fit (its arrays, its streams
+// and the device copy of host points; on the host, the pinned buffers that copy goes through and
+// the labels' narrow copy back) and the host threads of its last fit or predict (asleep between
+// them) for its next one, which then skips the allocations and the threads' start (about 0.3 ms a
+// fit on an H200, more for host points); a fit running while another holds them makes its own.
+// Copies of the object and those made by with_config() share them; release_workspace() or the
+// last sharer's destruction frees them.
 //
 // Errors: bad arguments throw InvalidArgument naming the argument and its value; BackendKind::Cuda
 // without a usable device throws BackendUnavailable; OutOfMemory and CudaError as the rest of the
@@ -140,8 +141,8 @@ class KMeans {
   /// reuse it as the fits of one object do.
   KMeans with_config(KMeansConfig config) const;
 
-  /// Frees the device memory kept from the last CUDA fit (the class comment's Memory); fits
-  /// running at the time keep theirs until they end.
+  /// Frees the device memory kept from the last CUDA fit and stops the threads kept (the class
+  /// comment's Memory); fits running at the time keep theirs until they end.
   void release_workspace() const;
 
   const KMeansConfig& config() const noexcept { return config_; }

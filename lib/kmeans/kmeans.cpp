@@ -5,6 +5,7 @@
 #include "streamknn/kmeans.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <limits>
@@ -199,6 +200,13 @@ KMeansResult lloyd(km::LloydBackend& be, const km::LloydShape& s, std::span<cons
   r.clusters = k;
   r.dim = d;
   std::future<void> sized = size_result(r, s.n, k, d);
+  be.expect_labels([&r, &sized]() -> std::span<std::uint32_t> {
+    if (sized.valid()) {
+      if (sized.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return {};
+      sized.get();
+    }
+    return r.labels;
+  });
   std::vector<std::uint64_t> counts(k);
   std::vector<double> shift2(k), sums;
   std::vector<float> before, next;
@@ -321,11 +329,14 @@ std::vector<float> start_for(const KMeansConfig& c, std::size_t run, const km::L
 KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, BackendKind kind, const char* caller,
                          km::WorkspaceShelf& shelf, std::uintptr_t ready = 0) {
   // Points on the device leave the host's threads idle but for a k-means++ start and, for many
-  // points, the labels' way back (CudaLloyd::fetch_labels: 4 bytes a label written on one core ran
-  // at its store rate, a tenth of a millisecond per million labels and more).
+  // points, the labels' way back (lib/cuda/kmeans/label_return.hpp: 4 bytes a label written on
+  // one core ran at its store rate, a tenth of a millisecond per million labels and more). The
+  // object's last pool is taken where it has as many threads (WorkspaceShelf).
   const bool host_work = !s.on_device || c.init == KMeansInit::KMeansPlusPlus;
   const std::size_t workers = km::pool_workers(c.cpu_threads);
-  ThreadPool pool(host_work ? workers : s.n >= kLabelsOnPool ? std::min(workers, kLabelWorkers) : 0);
+  std::unique_ptr<ThreadPool> threads =
+      shelf.take_pool(host_work ? workers : s.n >= kLabelsOnPool ? std::min(workers, kLabelWorkers) : 0);
+  ThreadPool& pool = *threads;
   auto be = checked_backend(c, kind, s, pool, caller, shelf, ready);
   // tol x variance is 0 whatever the (finite) variance when tol is 0: no pass over the points.
   const double tol = c.tol == 0 ? 0.0 : c.tol * km::mean_variance(*be, s.n, s.d);
@@ -342,6 +353,8 @@ KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, Backend
   }
   best.backend = kind;
   shelf.put(be->release_workspace());
+  be.reset();  // before its pool goes back: another fit may take that at once
+  shelf.put_pool(std::move(threads));
   return best;
 }
 
@@ -421,14 +434,16 @@ std::vector<std::uint32_t> KMeans::predict(std::span<const float> centroids, std
   check_rows(centroids, dim, "KMeans::predict", "centroids");
   std::vector<std::uint32_t> labels(points.size() / dim);
   if (labels.empty()) return labels;
-  ThreadPool pool(km::pool_workers(config_.cpu_threads));
+  std::unique_ptr<ThreadPool> pool = workspace_->take_pool(km::pool_workers(config_.cpu_threads));
   km::LloydShape s{points.data(), labels.size(), dim, centroids.size() / dim};
   s.labels_only = true;
-  auto be = checked_backend(config_, resolve(config_), s, pool, "KMeans::predict", *workspace_);
+  auto be = checked_backend(config_, resolve(config_), s, *pool, "KMeans::predict", *workspace_);
   be->start(centroids);
   be->assign({});
   be->fetch_labels(labels);
   workspace_->put(be->release_workspace());
+  be.reset();  // before its pool goes back: another fit may take that at once
+  workspace_->put_pool(std::move(pool));
   return labels;
 }
 
@@ -438,6 +453,6 @@ KMeans KMeans::with_config(KMeansConfig config) const {
   return other;
 }
 
-void KMeans::release_workspace() const { workspace_->put(nullptr); }
+void KMeans::release_workspace() const { workspace_->clear(); }
 
 }  // namespace streamknn

@@ -7,8 +7,9 @@
 // a CUDA reference set's snapshot, repeated empty-cluster relocations, bad floats anywhere in the
 // staged copy of the points, and the iterations the CUDA backend queues ahead (one-step kernels,
 // or the run kernel) stopping where the host's loop stops (by max_iter, tol, unchanged labels),
-// reporting the CPU's iterations to on_iteration, and one object's fits reusing the device memory
-// its last fit left (from one thread and from several).
+// reporting the CPU's iterations to on_iteration, labels brought to the host during later runs
+// (then only their changes), and one object's fits reusing the device memory its last fit left
+// (from one thread and from several).
 #include <algorithm>
 #include <array>
 #include <thread>
@@ -268,8 +269,9 @@ TEST_CASE("kmeans gpu: empty clusters again and again, relocated alike") {
 
 TEST_CASE("kmeans gpu: iterations queued ahead stop where the loop stops") {
   // Queued runs of the one-step kernels are 2, 4, 8, then 16 iterations; the run kernel's (at most
-  // 64 clusters and 256 cells, as here) are 64: stops by max_iter at every place of the first runs
-  // and about the run kernel's second, by tol at a spread of iterations, and by unchanged labels.
+  // 64 clusters and 256 cells, as here) are 32, then 64: stops by max_iter at every place of the
+  // first runs and about the run kernel's next two, by tol at a spread of iterations, and by
+  // unchanged labels.
   // (An empty cluster stops a run where it occurs: "empty clusters again and again" has one in
   // every iteration.)
   auto g = rng(207);
@@ -289,7 +291,7 @@ TEST_CASE("kmeans gpu: iterations queued ahead stop where the loop stops") {
     }
     std::vector<std::size_t> limits;
     for (std::size_t max_iter = 1; max_iter <= 33; ++max_iter) limits.push_back(max_iter);
-    for (const std::size_t max_iter : {63u, 64u, 65u, 66u, 127u, 128u, 129u}) {
+    for (const std::size_t max_iter : {63u, 64u, 65u, 66u, 96u, 97u, 98u, 127u, 128u, 129u}) {
       if (max_iter < unlimited) limits.push_back(max_iter);
     }
     for (const std::size_t max_iter : limits) {
@@ -304,6 +306,41 @@ TEST_CASE("kmeans gpu: iterations queued ahead stop where the loop stops") {
       c.tol = tol;
       check_same(c, x, d);
     }
+  }
+}
+
+TEST_CASE("kmeans gpu: labels brought to the host while later iterations run") {
+  // From 262,144 points the run kernel's labels come over to the host before each run after the
+  // first (33 iterations), and the fit's end brings only those that changed since, or all of them
+  // where more changed than that list holds (a sixteenth of the points): stops on both sides of
+  // the second run's start, blobs whose labels settle early, uniform points on a line whose
+  // clusters creep from one end over hundreds of iterations, and n_init's several runs.
+  auto g = rng(211);
+  const std::size_t n = 300000;
+  {
+    const std::size_t d = 2, k = 16;
+    const auto x = clustered(g, n, d, 12, false);
+    for (const std::size_t max_iter : {33u, 34u, 40u, 97u, 98u, 300u}) {
+      CAPTURE(max_iter);
+      auto c = first_points(x, d, k, max_iter);
+      c.tol = 0;
+      check_same(c, x, d);
+    }
+    auto c = first_points(x, d, k, 300);
+    c.init = KMeansInit::Random;
+    c.initial_centroids.clear();
+    c.n_init = 3;
+    check_same(c, x, d);
+  }
+  {
+    auto x = uniform(g, n, 0, 1);
+    KMeansConfig c;
+    c.clusters = 8;
+    c.max_iter = 300;
+    c.tol = 0;
+    c.init = KMeansInit::Given;
+    for (std::size_t i = 0; i < c.clusters; ++i) c.initial_centroids.push_back(0.001f * float(i));
+    check_same(c, x, 1);
   }
 }
 

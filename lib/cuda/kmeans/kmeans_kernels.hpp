@@ -190,6 +190,12 @@ void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, cons
 void launch_iota(std::uint32_t* out, std::uint32_t n, cudaStream_t stream);
 /// out (n values of `width` bytes, 1 or 2) = labels (n, each below 2^(8 width)).
 void launch_narrow_labels(const std::uint32_t* labels, std::uint32_t n, int width, void* out, cudaStream_t stream);
+/// The labels (n) that differ from their narrow copy (`width` bytes each: in `newer` below
+/// `split`, in `older` from there): *count (zeroed first) = how many, and changes (2 x room) holds
+/// the place and the label of up to `room` of them, a pair each, in no order.
+void launch_label_changes(const std::uint32_t* labels, const void* newer, const void* older, std::uint32_t split,
+                          int width, std::uint32_t n, std::uint32_t room, std::uint32_t* count,
+                          std::uint32_t* changes, cudaStream_t stream);
 
 /// Temporary bytes of sort_costs, and the sort: costs (n) in descending order into sorted, the
 /// points (iota) along into order.

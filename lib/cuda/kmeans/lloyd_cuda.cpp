@@ -9,7 +9,8 @@
 // memory), up to 64 iterations in one cooperative launch; else the one-step kernels of 2, 4, 8,
 // then 16 iterations at most. Each iteration decides as the host's loop will (loop_stop, an empty
 // cluster) and stops the rest, and the host takes the iterations' reports from one copy. An
-// empty-cluster relocation gets the far points from a sort of the costs on the device. Same
+// empty-cluster relocation gets the far points from a sort of the costs on the device. The labels
+// come back narrow, and for many points mostly while later runs iterate (label_return.hpp). Same
 // arithmetic as the CPU backend (lib/kmeans/kmeans_exact.hpp), so the same results.
 #include <cuda_runtime_api.h>
 
@@ -23,6 +24,7 @@
 #include "core/thread_pool.hpp"
 #include "cuda/cuda_raii.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
+#include "cuda/kmeans/label_return.hpp"
 #include "cuda/kmeans/staged_upload.hpp"
 #include "cuda/kmeans/workspace.hpp"
 #include "kmeans/cluster_sums.hpp"
@@ -73,8 +75,6 @@ class CudaLloyd final : public LloydBackend {
   /// The same for the run kernel (run_kernel.cu), which stops where the loop stops at no cost: a
   /// run is as long as the reports' one copy back keeps cheap.
   static constexpr std::size_t kMaxKernelRun = 64;
-  static constexpr std::uint32_t kNarrowLabels = 1u << 16;  // fewer labels come over as they are
-  static constexpr std::size_t kWidenChunk = std::size_t(1) << 16;  // labels a pool task widens
 
  public:
   /// Leaves check.first at the first float beyond check.bound, with the upload stopped there
@@ -88,8 +88,15 @@ class CudaLloyd final : public LloydBackend {
         plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
         max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun),
         ws_(CudaWorkspace::take(std::move(reuse), device, place(nullptr), s.on_device ? 0 : s.n * s.d)),
+        labels_back_(pool, n_, k_, ws_->labels, ws_->side),
         host_(host_doubles(s.k, max_run_)) {
     place(ws_->block.get());
+    labels_back_.place(LabelReturn::Arrays{.staging = list_.get(),
+                                           .snapshots = {snapshot_a_.size() != 0 ? snapshot_a_.get() : nullptr,
+                                                         snapshot_b_.size() != 0 ? snapshot_b_.get() : nullptr},
+                                           .count = change_count_.get(),
+                                           .changes = moved_points_.get(),
+                                           .room = LabelReturn::room_for(n_, k_)});
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
     check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync",
                "kmeans n");
@@ -123,7 +130,10 @@ class CudaLloyd final : public LloydBackend {
     queued_ = 0;
     slot_ = 0;
     run_length_ = plan_.blocks != 0 ? max_run_ : 2;
+    runs_ = 0;
   }
+
+  void expect_labels(std::function<std::span<std::uint32_t>()> out) override { labels_back_.expect(std::move(out)); }
 
   std::size_t changed() override {
     if (!changed_ready_) copy_out(host_counts() + k_, changed_count(), sizeof(std::uint32_t));
@@ -187,32 +197,7 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void fetch_sums(std::span<double> out) override { copy_out(out.data(), sums_.get(), sums_.bytes()); }
-  /// Many labels of few clusters come over in 1 or 2 bytes each (packed into list_, free once the
-  /// labelling is done) and the pool's threads widen them: a copy of 4 bytes a label into pageable
-  /// memory runs at the host's one-thread copy rate (about 10 GB/s: 0.4 ms a million labels).
-  /// (Pinned memory for the narrow copy saved a twentieth of a millisecond a million labels, but
-  /// pinning it cost a first fit a millisecond and more.)
-  void fetch_labels(std::span<std::uint32_t> out) override {
-    const std::size_t width = label_width(), bytes = std::size_t(n_) * width;
-    if (width == 4 || n_ < kNarrowLabels) {
-      copy_out(out.data(), labels_.get(), labels_.bytes());
-      return;
-    }
-    std::vector<unsigned char>& narrow = ws_->labels;
-    if (narrow.size() < bytes) narrow.resize(bytes);
-    gk::launch_narrow_labels(labels_.get(), n_, int(width), list_.get(), stream());
-    copy_out(narrow.data(), list_.get(), bytes);
-    const std::size_t chunks = (n_ + kWidenChunk - 1) / kWidenChunk;
-    pool_.parallel_for(chunks, [&](std::size_t c) {
-      const std::size_t lo = c * kWidenChunk, hi = std::min<std::size_t>(n_, lo + kWidenChunk);
-      if (width == 1) {
-        for (std::size_t i = lo; i < hi; ++i) out[i] = narrow[i];
-      } else {
-        const auto* wide = reinterpret_cast<const std::uint16_t*>(narrow.data());
-        for (std::size_t i = lo; i < hi; ++i) out[i] = wide[i];
-      }
-    });
-  }
+  void fetch_labels(std::span<std::uint32_t> out) override { labels_back_.take(labels_.get(), out, stream()); }
   void fetch_centroids(std::span<float> out) override { copy_out(out.data(), centroids_.get(), centroids_.bytes()); }
 
   std::vector<FarPoint> far_points(std::size_t m) override {
@@ -281,9 +266,6 @@ class CudaLloyd final : public LloydBackend {
   }
 
  private:
-  /// Bytes a label takes on its way to the host (fetch_labels).
-  std::size_t label_width() const noexcept { return k_ <= 256 ? 1 : k_ <= 65536 ? 2 : 4; }
-
   /// Copies the points to the workspace's copy (staged_upload.hpp), check.first at the first float
   /// beyond check.bound (then the copy holds no usable points), else n x d.
   void upload(const float* points, int device, ThreadPool& pool, RowCheck& check) {
@@ -299,13 +281,13 @@ class CudaLloyd final : public LloydBackend {
     written.record(reinterpret_cast<cudaStream_t>(ready));
     check_cuda(cudaStreamWaitEvent(s, written.get()), "cudaStreamWaitEvent(caller's stream)");
     const std::size_t count = std::size_t(n_) * d_;
-    const unsigned long long none = count;  // outlives the copy: copy_out waits
-    check_cuda(cudaMemcpyAsync(first_bad_.get(), &none, sizeof none, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
+    // None beyond: the all-ones bits (the largest index) stay.
+    check_cuda(cudaMemsetAsync(first_bad_.get(), 0xff, sizeof(unsigned long long), s), "cudaMemsetAsync",
                "kmeans first bad float");
     gk::launch_first_beyond(xp_, n_, d_, check.bound, first_bad_.get(), labels_only_ ? nullptr : tops_.get(), s);
     unsigned long long at = count;
     copy_out(&at, first_bad_.get(), sizeof at);
-    check.first = std::size_t(at);
+    check.first = std::size_t(std::min<unsigned long long>(at, count));
   }
 
   /// A run of `count` iterations queued at once, from bounds that exist and centroids that moved:
@@ -316,7 +298,14 @@ class CudaLloyd final : public LloydBackend {
   void run_iterations(std::size_t count, double tol) {
     const cudaStream_t s = stream();
     if (plan_.blocks != 0) {
-      gk::launch_run(run_args(count, tol), plan_, s);
+      // From the second run on, the labels may come over while it runs (the first starts from
+      // labels of the first iteration, most of which the run changes).
+      const auto launch = [&] { gk::launch_run(run_args(count, tol), plan_, s); };
+      if (runs_++ > 0) {
+        labels_back_.during(labels_.get(), changed(), s, launch);
+      } else {
+        launch();
+      }
     } else {
       queue_run(count, tol);
     }
@@ -554,13 +543,19 @@ class CudaLloyd final : public LloydBackend {
     put(root_, 1);
     put(variance_, (sums_n + kVarianceChunk - 1) / kVarianceChunk * d);
     put(means_, d);
+    // The labels' snapshots for their early way back (LabelReturn), where the run kernel serves.
+    const bool early = !labels_only_ && plan_.blocks != 0 && LabelReturn::early_for(n_, k_);
+    put(snapshot_a_, early ? n * LabelReturn::width_for(k_) : 0);
+    put(snapshot_b_, early ? n * LabelReturn::width_for(k_) : 0);
+    put(change_count_, 1);
     return at;
   }
 
   void upload_centroids(std::span<const float> c) {
     check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream()),
                "cudaMemcpyAsync", "kmeans centroids");
-    sync();  // c is pageable host memory the caller may reuse
+    // No wait here: the centroids (a vector of kmeans.cpp's loop, or predict's caller's) outlive
+    // the next wait, which every path reaches before they change.
   }
 
   void copy_on_device(void* to, const void* from, std::size_t bytes) {
@@ -590,6 +585,7 @@ class CudaLloyd final : public LloydBackend {
   // The stream, every Slice below (one block: place()) and the host points' copy, from an earlier
   // fit where the KMeans object kept one (workspace.hpp).
   std::unique_ptr<CudaWorkspace> ws_;
+  LabelReturn labels_back_;  // the labels' way to the host
   const float* xp_ = nullptr;  // the points the kernels read: ws_'s copy, or the caller's on the device
   Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
   Slice<float> upper_, lower_, centroids_, before_, half_gap_;
@@ -598,6 +594,8 @@ class CudaLloyd final : public LloydBackend {
   Slice<double> slots_;  // max_run_ reports of queued iterations, laid out as the host's (host_shift2())
   Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
   Slice<unsigned long long> first_bad_, digits_, moved_sums_;
+  Slice<unsigned char> snapshot_a_, snapshot_b_;
+  Slice<std::uint32_t> change_count_;
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
@@ -614,6 +612,7 @@ class CudaLloyd final : public LloydBackend {
   std::size_t slot_ = 0;        // the current iteration's report in host_
   std::size_t queued_ = 0;      // iterations of the last run that the host has not taken yet
   std::size_t run_length_ = 2;  // the next run's iterations at most: doubles up to max_run_
+  std::size_t runs_ = 0;        // queued runs since start()
 };
 
 }  // namespace

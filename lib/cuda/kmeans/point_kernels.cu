@@ -67,6 +67,24 @@ __global__ void narrow_kernel(const std::uint32_t* labels, std::uint32_t n, T* o
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = T(labels[i]);
 }
 
+/// Each point whose label differs from its narrow copy (in `newer` below `split`, in `older` from
+/// there): its place and label go to the next pair of `changes` (in no order) while there are
+/// fewer than `room` pairs; *count counts them all.
+template <class T>
+__global__ void changes_kernel(const std::uint32_t* labels, const T* newer, const T* older, std::uint32_t split,
+                               std::uint32_t n, std::uint32_t room, std::uint32_t* count, std::uint32_t* changes) {
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const std::uint32_t label = labels[i];
+    if (label == (i < split ? newer[i] : older[i])) continue;
+    const std::uint32_t slot = atomicAdd(count, 1u);
+    if (slot < room) {
+      changes[2 * std::size_t(slot)] = i;
+      changes[2 * std::size_t(slot) + 1] = label;
+    }
+  }
+}
+
 /// One block per (chunk, group of up to kThreads columns): the chunk's rows pass through shared
 /// memory, coalesced, and thread j sums its column over them in point order.
 __global__ void __launch_bounds__(kThreads) variance_kernel(const float* x, std::uint32_t n, std::uint32_t d,
@@ -143,6 +161,22 @@ void launch_narrow_labels(const std::uint32_t* labels, std::uint32_t n, int widt
     narrow_kernel<<<grid_for(n), kThreads, 0, stream>>>(labels, n, static_cast<std::uint16_t*>(out));
   }
   check_launch("kmeans narrow_kernel");
+}
+
+void launch_label_changes(const std::uint32_t* labels, const void* newer, const void* older, std::uint32_t split,
+                          int width, std::uint32_t n, std::uint32_t room, std::uint32_t* count,
+                          std::uint32_t* changes, cudaStream_t stream) {
+  if (n == 0) return;
+  if (width == 1) {
+    using T = std::uint8_t;
+    changes_kernel<<<grid_for(n), kThreads, 0, stream>>>(labels, static_cast<const T*>(newer),
+                                                         static_cast<const T*>(older), split, n, room, count, changes);
+  } else {
+    using T = std::uint16_t;
+    changes_kernel<<<grid_for(n), kThreads, 0, stream>>>(labels, static_cast<const T*>(newer),
+                                                         static_cast<const T*>(older), split, n, room, count, changes);
+  }
+  check_launch("kmeans changes_kernel");
 }
 
 void launch_variance_pass(const float* x, std::uint32_t n, std::uint32_t d, const double* mean, double* out,

@@ -1,5 +1,5 @@
 // What the CUDA backend of K-means keeps between the fits of one KMeans object
-// (lloyd_backend.hpp's WorkspaceShelf): its stream, its one block of device arrays, the device
+// (lloyd_backend.hpp's WorkspaceShelf): its streams, its one block of device arrays, the device
 // copy of host points and the pinned ring that copy goes through. Making and freeing them costs
 // about 0.3 ms of every fit on an H200 host (cudaMalloc, cudaFree, a stream), most of a small
 // fit's time, and pinning the ring about 5 ms more for host points.
@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cuda/cuda_raii.hpp"
@@ -19,10 +20,11 @@ struct CudaWorkspace final : LloydWorkspace {
   explicit CudaWorkspace(int on) : device(on) {}
   int device;
   gpu::Stream stream;
+  std::optional<gpu::Stream> side;  ///< the labels' early copies (label_return.hpp), made at the first one
   gpu::DeviceArray<unsigned char> block;
   gpu::DeviceArray<float> points;
   StagingRing staging;
-  std::vector<unsigned char> labels;  ///< the labels' narrow copy on the host (CudaLloyd::fetch_labels)
+  std::vector<unsigned char> labels;  ///< the labels' narrow copy on the host (label_return.hpp)
 
   /// `reuse` where it is a CUDA workspace of `device` (a current device's context), else a new
   /// one; its arrays grown to at least `block_bytes` and `point_floats` (gpu::grow: an array too
