@@ -20,7 +20,8 @@
 #                    staging and the exact re-rank's fallback; then test_reduced_screen's
 #                    sanitizer-sized case (the reduced-precision screen's paths, its copy's writes)
 #                    and test_kmeans_device's (K-means from device memory and one object's kept
-#                    memory; initcheck as well).
+#                    memory; initcheck as well); memcheck and initcheck on test_kmeans_gpu's
+#                    labels brought back during later runs (snapshots, the changes kernel).
 #                    racecheck runs the small-batch scan at its own scale (the full-size case's
 #                    stores of millions of points are too slow under it) and the direct search's
 #                    case on its kernel alone; memcheck and synccheck take about 15 s each.
@@ -154,7 +155,15 @@ for arg in "$@"; do
       # initcheck on K-means too: no kernel reads, and no copy to the host brings, memory nothing wrote.
       run sanitizer_initcheck_kmeans timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool initcheck \
         --error-exitcode 1 "$(bin test_kmeans_device)" -tc="*sanitizer-sized*,*share its kept*"
-      grep -E "ERROR SUMMARY" "$LOGS/sanitizer_initcheck_kmeans.log" | sed 's/^/    /' ;;
+      grep -E "ERROR SUMMARY" "$LOGS/sanitizer_initcheck_kmeans.log" | sed 's/^/    /'
+      # The labels' early way back (label_return.hpp) in fits of 300,000 points: memcheck and
+      # initcheck (the run kernel's racecheck at that size is too slow; the changes kernel shares
+      # no memory between threads).
+      for tool in memcheck initcheck; do
+        run "sanitizer_${tool}_kmeans_labels" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
+          --error-exitcode 1 "$(bin test_kmeans_gpu)" -tc="*labels brought*"
+        grep -E "ERROR SUMMARY" "$LOGS/sanitizer_${tool}_kmeans_labels.log" | sed 's/^/    /'
+      done ;;
     --sanitize-filters)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         run "sanitizer_${tool}_filters" timeout "${SANITIZER_TIMEOUT_S:-300}" compute-sanitizer --tool "$tool" \
