@@ -165,12 +165,9 @@ void relocate(km::LloydBackend& be, const km::LloydShape& s, std::vector<float>&
   }
 }
 
-/// Points from which a fit of points on the device takes kLabelWorkers host threads to widen its
-/// labels, which come back narrow up to kNarrowClusters clusters (lib/cuda/kmeans/label_return.hpp;
-/// more come back as they are).
-constexpr std::size_t kLabelsOnPool = std::size_t(1) << 18;
+/// Host threads a fit of points on the device takes for its labels (km::kLabelsOnPool points or
+/// more, of at most km::kNarrowClusters clusters: lloyd_backend.hpp).
 constexpr std::size_t kLabelWorkers = 3;
-constexpr std::size_t kNarrowClusters = 65536;
 
 /// Points from which a run's result arrays are sized on a helper thread (size_result).
 constexpr std::size_t kResultOnHelper = std::size_t(1) << 16;
@@ -337,7 +334,7 @@ KMeansResult fit_checked(const KMeansConfig& c, const km::LloydShape& s, Backend
   // object's last pool is taken where it has as many threads (WorkspaceShelf).
   const bool host_work = !s.on_device || c.init == KMeansInit::KMeansPlusPlus;
   const std::size_t workers = km::pool_workers(c.cpu_threads);
-  const bool widens = s.n >= kLabelsOnPool && s.k <= kNarrowClusters;
+  const bool widens = s.n >= km::kLabelsOnPool && s.k <= km::kNarrowClusters;
   std::unique_ptr<ThreadPool> threads = shelf.take_pool(host_work ? workers : widens ? std::min(workers, kLabelWorkers) : 0);
   ThreadPool& pool = *threads;
   auto be = checked_backend(c, kind, s, pool, caller, shelf, ready);

@@ -36,6 +36,12 @@ struct LloydShape {
 /// Points per partial sum of the mean variance (variance_pass; kmeans_init.hpp's mean_variance).
 inline constexpr std::size_t kVarianceChunk = 8192;
 
+/// Points from which the CUDA backend's labels come back through the fit's host threads (which
+/// widen them, and bring them early where runs allow: lib/cuda/kmeans/label_return.hpp), and the
+/// clusters up to which they come back narrow (1 or 2 bytes a label; more come back as they are).
+inline constexpr std::size_t kLabelsOnPool = std::size_t(1) << 18;
+inline constexpr std::size_t kNarrowClusters = 65536;
+
 /// What assign() may compute ahead: the Lloyd loop's iterations left, this one included, where the
 /// caller runs kmeans.cpp's loop with tolerance `tol` (0 iterations: a labelling alone). The CUDA
 /// backend then queues that many iterations (at most) without waiting between them, each stopping

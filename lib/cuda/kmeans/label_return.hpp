@@ -26,6 +26,7 @@
 
 #include "core/thread_pool.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "kmeans/lloyd_backend.hpp"
 
 namespace streamknn::detail::kmeans {
 
@@ -52,9 +53,9 @@ class LabelReturn {
               std::optional<gpu::Stream>& side);
 
   /// Bytes a label of k clusters takes on its way back: 1, 2 or 4.
-  static int width_for(std::uint32_t k) noexcept { return k <= 256 ? 1 : k <= 65536 ? 2 : 4; }
+  static int width_for(std::uint32_t k) noexcept { return k <= 256 ? 1 : k <= kNarrowClusters ? 2 : 4; }
   /// Whether labels of n points of k clusters come over early: many, and narrow.
-  static bool early_for(std::uint32_t n, std::uint32_t k) noexcept { return n >= kEarlyLabels && width_for(k) < 4; }
+  static bool early_for(std::uint32_t n, std::uint32_t k) noexcept { return n >= kLabelsOnPool && width_for(k) < 4; }
   /// The changes' room for n points of k clusters: their places and labels cost an eighth of the
   /// narrow copy's bytes at most (a copy of 24,000 pairs and their scattered writes took as long
   /// as the whole copy of a million labels), else the whole copy comes over.
@@ -78,9 +79,6 @@ class LabelReturn {
   void take(const std::uint32_t* labels, std::span<std::uint32_t> out, cudaStream_t s);
 
  private:
-  /// Points from which labels come over early (the fit's pool widens them: kmeans.cpp
-  /// kLabelsOnPool).
-  static constexpr std::uint32_t kEarlyLabels = 1u << 18;
   /// A snapshot is taken once an iteration changes at most this share of the labels (1 / x):
   /// earlier ones would see most of their labels change again.
   static constexpr std::size_t kFewChanges = 1024;
