@@ -105,6 +105,22 @@ STREAMKNN_KM_HD double squared_distance(const float* x, const float* c, std::uin
   return ex::float64_key(x, Row{c}, d, false).key;
 }
 
+/// A scan's two smallest screens: r1 at centroid j1, r2 the smallest of the others (of equal
+/// screens the first taken is j1). The GPU kernels' full scans and settle's close call keep them.
+struct NearestTwo {
+  float r1 = kInfinityF, r2 = kInfinityF;
+  std::uint32_t j1 = 0;
+  STREAMKNN_KM_HD void take(float r, std::uint32_t c) {
+    if (r < r1) {
+      r2 = r1;
+      r1 = r;
+      j1 = c;
+    } else if (r < r2) {
+      r2 = r;
+    }
+  }
+};
+
 /// A point's label from its full scan: r1 (at j1) the smallest screen and r2 the smallest of the
 /// others. Sets best (the exact nearest by (distance, index)), u >= its distance and l <= the
 /// distance of every other centroid. Where the screen cannot separate j1 from the rest (a close
@@ -124,20 +140,13 @@ STREAMKNN_KM_HD void settle(const float* x, const float* centroids, std::uint32_
   const float* at_best = centroids + std::size_t(j1) * d;
   ex::Key key_best = ex::float64_key(x, Row{at_best}, d, false);
   float r_best = r1;
-  // The two smallest screens and the first's centroid: l is the bound of the others' smallest.
-  float low1 = r1, low2 = kInfinityF;
-  std::uint32_t low1_at = j1;
+  // The two smallest screens again: l is the bound of the smallest but the best's.
+  NearestTwo low{r1, kInfinityF, j1};
   for (std::uint32_t j = 0; j < k; ++j) {
     if (j == j1) continue;
     const float* at_j = centroids + std::size_t(j) * d;
     const float r = screen(x, at_j, d);
-    if (r < low1) {
-      low2 = low1;
-      low1 = r;
-      low1_at = j;
-    } else if (r < low2) {
-      low2 = r;
-    }
+    low.take(r, j);
     if (lower_sq(r, b) > top) continue;  // farther than j1, so than the best so far
     const ex::Key key_j = ex::float64_key(x, Row{at_j}, d, false);
     if (ex::exact_less(x, key_j, j, Row{at_j}, key_best, best, Row{at_best}, d, false)) {
@@ -148,7 +157,7 @@ STREAMKNN_KM_HD void settle(const float* x, const float* centroids, std::uint32_
     }
   }
   u = upper_dist(r_best, b);
-  l = lower_dist(low1_at == best ? low2 : low1, b);
+  l = lower_dist(low.j1 == best ? low.r2 : low.r1, b);
 }
 
 /// Squared movement of a centroid (float64 of the float32 values, fused multiply-adds in dimension

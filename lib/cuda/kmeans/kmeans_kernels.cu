@@ -37,7 +37,7 @@ __global__ void bounds_kernel(LabelArgs a, bool moved) {
   float u = a.upper[i], l = a.lower[i];
   const float delta_c = moved ? __double2float_ru(a.delta[c]) : 0.0f;
   const float delta_other = moved ? moves32(*a.moves).other_than(c) : 0.0f;
-  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, bound32(km::prune_bound(a.d)),
+  if (keeps_label(a.x + std::size_t(i) * a.d, a.centroids + std::size_t(c) * a.d, a.d, bound32(a.bound),
                   a.half_gap[c], delta_c, delta_other, u, l)) {
     a.upper[i] = u;
     a.lower[i] = l;
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   const bool active = t < count;
   const std::uint32_t i = active ? (all ? t : a.list[t]) : 0;
   const float* x = a.x + std::size_t(i) * a.d;
-  Nearest2 near;
+  km::NearestTwo near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kTileC) {
     float acc[kTileC];
 #pragma unroll
@@ -101,8 +101,7 @@ __global__ void __launch_bounds__(kScanThreads, 4) scan_kernel(LabelArgs a, bool
   if (!active) return;
   std::uint32_t best;
   float u, l;
-  const km::PruneBound bound = km::prune_bound(a.d);
-  settle32(x, a.centroids, a.k, a.d, bound, bound32(bound), near, best, u, l);
+  settle32(x, a.centroids, a.k, a.d, a.bound, bound32(a.bound), near, best, u, l);
   if (!all && a.labels[i] != best) {
     const std::uint32_t at = atomicAdd(a.changed, 1u);
     if (a.moved) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kmeans/kmeans_exact.hpp"
+
 namespace streamknn::detail::gpu::kmeans {
 
 /// The centroids' last movement as the bounds kernel needs it: the two largest movement bounds
@@ -41,6 +43,7 @@ struct LabelArgs {
   std::uint32_t* moved = nullptr;    ///< n: the points whose label the scan changed (null: not kept)
   std::uint32_t* moved_from = nullptr;  ///< n: their labels before
   const Loop* loop = nullptr;        ///< a queued iteration's control (null: none)
+  streamknn::detail::kmeans::PruneBound bound;  ///< prune_bound(d), worked out once for the fit
   std::uint32_t n = 0, d = 0, k = 0;
 };
 
@@ -139,6 +142,7 @@ struct RunArgs {
   std::size_t report_doubles = 0;
   Loop* loop = nullptr;               ///< out: ran and stop
   double tol = 0;
+  streamknn::detail::kmeans::PruneBound bound;  ///< prune_bound(d), worked out once for the fit
   std::uint32_t count = 0;            ///< iterations at most
   std::uint32_t n = 0, d = 0, k = 0;
 };

@@ -84,7 +84,7 @@ class CudaLloyd final : public LloydBackend {
   CudaLloyd(const LloydShape& s, int device, ThreadPool& pool, RowCheck& check, std::uintptr_t ready,
             std::unique_ptr<LloydWorkspace> reuse)
       : pool_(pool), scope_(device), n_(std::uint32_t(s.n)), d_(std::uint32_t(s.d)), k_(std::uint32_t(s.k)),
-        levels_(fold_levels_for(s.n)), labels_only_(s.labels_only),
+        levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), bound_(prune_bound(d_)),
         plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
         max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun),
         ws_(CudaWorkspace::take(std::move(reuse), device, place(nullptr), s.on_device ? 0 : s.n * s.d)),
@@ -359,6 +359,7 @@ class CudaLloyd final : public LloydBackend {
                        .report_doubles = slot_doubles(),
                        .loop = loop_.get(),
                        .tol = tol,
+                       .bound = bound_,
                        .count = std::uint32_t(count),
                        .n = n_,
                        .d = d_,
@@ -382,6 +383,7 @@ class CudaLloyd final : public LloydBackend {
                           .moved = labels_only_ ? nullptr : moved_points_.get(),  // predict() keeps no moves
                           .moved_from = moved_from_.get(),
                           .loop = loop,
+                          .bound = bound_,
                           .n = n_,
                           .d = d_,
                           .k = k_};
@@ -579,6 +581,7 @@ class CudaLloyd final : public LloydBackend {
   gpu::DeviceScope scope_;
   std::uint32_t n_, d_, k_, levels_;
   bool labels_only_;  // LloydShape::labels_only
+  PruneBound bound_;  // the screen's bound at d_ (kmeans_exact.hpp), for every labelling kernel
   gk::RunPlan plan_;  // the run kernel's launch (blocks 0: runs of the one-step kernels)
   std::size_t max_run_;  // a run's iterations at most
   unsigned sum_blocks_ = 1;  // the sums kernel's grid (move_sums_blocks)

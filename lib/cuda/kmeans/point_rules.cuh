@@ -88,28 +88,12 @@ __device__ __forceinline__ bool queued_stop(bool empty, std::uint32_t changed, c
   return empty || km::loop_stop(1, changed, shift2, k, tol) != km::LoopStop::Continue;
 }
 
-/// A full scan's nearest two screens: r1 at centroid j1, r2 the smallest of the others (the first
-/// of equal screens is j1).
-struct Nearest2 {
-  float r1 = km::kInfinityF, r2 = km::kInfinityF;
-  std::uint32_t j1 = 0;
-  __device__ __forceinline__ void take(float r, std::uint32_t c) {
-    if (r < r1) {
-      r2 = r1;
-      r1 = r;
-      j1 = c;
-    } else if (r < r2) {
-      r2 = r;
-    }
-  }
-};
-
 /// A point's label and bounds from its full scan (km::settle), in float32 where the screen
 /// separates the nearest centroid, as it does but for close calls: settle's first test with
 /// Bound32's outward-rounded factors (never looser than the float64 test), else km::settle, whose
 /// bounds come back rounded outward. u >= the distance to `best`, l <= every other's.
 __device__ __forceinline__ void settle32(const float* x, const float* centroids, std::uint32_t k, std::uint32_t d,
-                                        const km::PruneBound& b, const Bound32& b32, const Nearest2& near,
+                                        const km::PruneBound& b, const Bound32& b32, const km::NearestTwo& near,
                                         std::uint32_t& best, float& u, float& l) {
   const float top = upper_sq32(near.r1, b32);
   if (k == 1 || lower_sq32(near.r2, b32) > top) {

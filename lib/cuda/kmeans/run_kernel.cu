@@ -210,7 +210,7 @@ struct MoveSums {
 __device__ void rescan(const RunArgs& a, const RunShared& sh, RunScalars& v, const km::PruneBound& b,
                        const Bound32& b32, const float* xs, std::uint32_t e, std::uint32_t round_start) {
   const float* x = xs + std::size_t(e) * a.d;
-  Nearest2 near;
+  km::NearestTwo near;
   for (std::uint32_t c0 = 0; c0 < a.k; c0 += kScanGroup) {  // kScanGroup independent sums at once
     float acc[kScanGroup];
 #pragma unroll
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kRunThreads, kRunMaxBlocksPerSm) run_kernel(Ru
   const RunShared sh = carve(raw, a.k, a.d, span, points_in_shared);
   const std::uint32_t lo = std::min(a.n, blockIdx.x * span), count = std::min(a.n - lo, span);
   const std::uint32_t cells = a.k * a.d, words = cells * km::kSumDigits;
-  const km::PruneBound bound = km::prune_bound(a.d);
+  const km::PruneBound bound = a.bound;
   const Bound32 bound_up = bound32(bound);
   for (std::uint32_t w = threadIdx.x; w < words; w += blockDim.x) sh.digits[w] = std::int64_t(a.digits[w]);
   for (std::uint32_t t = threadIdx.x; t < cells; t += blockDim.x) sh.centroids[t] = a.centroids[t];
