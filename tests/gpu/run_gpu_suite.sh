@@ -6,7 +6,7 @@
 # OUT: the folder the logs are written to (default gpu-logs).
 #     (always)       test_conformance_cuda, test_gpu_vs_cpu, test_device_search, test_gpu_filters,
 #                    test_kmeans_gpu, test_kmeans_device, test_reduced_screen (the last five when
-#                    present; the last 95-140 s on an H200: each case in both forms of the copy)
+#                    present; the last about 185 s on an H200: each case in both forms of the copy)
 #     --sanitize     compute-sanitizer memcheck/racecheck/synccheck/initcheck on test_conformance_cuda
 #     --sanitize-kernels  memcheck/racecheck/synccheck on the test_gpu_vs_cpu cases that cover the
 #                    kernels' shared-memory protocols: small batches over one-chunk stores (the

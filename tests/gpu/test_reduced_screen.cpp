@@ -3,11 +3,11 @@
 // distance bits) and the exact big-integer reference (support/exact_reference.hpp), with the
 // device's result buffers poisoned before every search: hard data (grids of ties, duplicates,
 // offsets of 1e3-1e6, every metric it serves, k up to its widest screen and past it), random
-// stores of several blocks per query and batches of 1-40 queries, values beyond float16's
-// range and below its smallest, and a store whose copy is kept in step across publishes
-// (inserts, moves, erases, growth); each in both forms of the copy (float16 and int8), and
-// int8 points whose range dwarfs their neighbours' distances. Auto against Off on a large store
-// closes it.
+// stores of several blocks per query and batches of 1-40 queries, int8 stores of several
+// segments per block, values beyond float16's range and below its smallest, and a store whose
+// copy is kept in step across publishes (inserts, moves, erases, growth); each in both forms of
+// the copy (float16 and int8), and int8 points whose range dwarfs their neighbours' distances.
+// Auto against Off on a large store closes it.
 #include <algorithm>
 #include <cmath>
 
@@ -151,7 +151,7 @@ TEST_CASE("the reduced screen on random stores of several blocks per query, batc
         t.publish();
         for (PointId pid = 1; pid < 3 * n; pid += 3 * 97) t.erase(pid);
         t.publish();
-        for (std::size_t nq : {1, 3, 16, 40}) {
+        for (std::size_t nq : {1, 2, 3, 16, 40}) {
           const auto queries = gaussian(g, nq * dim);
           for (std::size_t k : {1, 10, 64, 128}) {
             CAPTURE(nq);
@@ -159,6 +159,32 @@ TEST_CASE("the reduced screen on random stores of several blocks per query, batc
             CHECK(check(t, metric, queries, k, nq == 1 && dim == 20 ? 1 : 0) == 0);
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("the int8 screen over stores of several segments per block, one and two queries") {
+  // Stores of 8 and 40 dimensions (one and three 16-byte chunks a point) over enough slots for
+  // every block to take several segments, some of them erased, against the exact reference.
+  auto g = rng(7106);
+  for (std::size_t dim : {8, 40}) {
+    CAPTURE(dim);
+    Twin t(dim, Metric::L2, ReducedFormat::Int8);
+    const std::size_t n = dim == 8 ? 700'000 : 400'000;
+    const auto data = gaussian(g, n * dim);
+    for (std::size_t i = 0; i < n; ++i) {
+      t.insert(PointId(i), std::vector<float>(data.begin() + i * dim, data.begin() + (i + 1) * dim));
+    }
+    t.publish();
+    for (PointId id = 5; id < n; id += 13) t.erase(id);
+    t.publish();
+    for (std::size_t nq : {1, 2}) {
+      const auto queries = gaussian(g, nq * dim);
+      for (std::size_t k : {1, 16, 128}) {
+        CAPTURE(nq);
+        CAPTURE(k);
+        CHECK(check(t, Metric::L2, queries, k, k == 16 ? 1 : 0) == 0);
       }
     }
   }
@@ -259,7 +285,7 @@ TEST_CASE("Auto and Off give the same answers as Always on a large store (the pl
     }
     stores.back().publish();
   }
-  for (std::size_t nq : {1, 8, 12}) {
+  for (std::size_t nq : {1, 2, 8, 12}) {
     const auto queries = gaussian(g, nq * dim);
     for (std::size_t k : {1, 64, 128}) {
       CAPTURE(nq);
@@ -279,8 +305,8 @@ TEST_CASE("the reduced screen: each path (sanitizer-sized)") {
   for (ReducedFormat format : kFormats) {
     CAPTURE(name(format));
     // 2,400 slots: segments whose lists are cut (a segment admits more than twice the width at
-    // first), a last partial one; one query, a batch of 3 (a group of 4) and one of 17 (groups of
-    // 8, 8 and 1); a publish of moves and erases between.
+    // first), a last partial one; one query, two (a group of 2), a batch of 3 (a group of 4) and
+    // one of 17 (groups of 8, 8 and 1); a publish of moves and erases between.
     auto g = rng(7105);
     for (Metric metric : {Metric::L2, Metric::InnerProduct}) {
       for (std::size_t dim : {40, 300}) {
@@ -292,7 +318,7 @@ TEST_CASE("the reduced screen: each path (sanitizer-sized)") {
         for (PointId id = 0; id < 2400; id += 7) t.move(id, gaussian(g, dim));
         for (PointId id = 3; id < 2400; id += 11) t.erase(id);
         t.publish();
-        for (std::size_t nq : {1, 3, 17}) {
+        for (std::size_t nq : {1, 2, 3, 17}) {
           const auto queries = gaussian(g, nq * dim);
           for (std::size_t k : {5, 100}) CHECK(check(t, metric, queries, k, 1) == 0);
         }
