@@ -35,10 +35,10 @@ class LabelReturn {
   /// Labels from which they come over narrow; fewer come over as they are.
   static constexpr std::uint32_t kNarrowLabels = 1u << 16;
 
-  /// The device arrays it uses (the fit's block: CudaLloyd::place()): room for n labels of
-  /// width() bytes to narrow them into at the end (staging), two snapshots (as much each; null
-  /// where early copies do not serve) and, for the changes since, a counter and `room` pairs of
-  /// a place and a label.
+  /// The device arrays it uses (the fit's block: FitArrays::place, fit_arrays.hpp): room for n
+  /// labels of width() bytes to narrow them into at the end (staging), two snapshots (as much
+  /// each; null where early copies do not serve) and, for the changes since, a counter and `room`
+  /// pairs of a place and a label.
   struct Arrays {
     void* staging = nullptr;
     std::array<void*, 2> snapshots{};

@@ -23,6 +23,7 @@
 #include "core/check.hpp"
 #include "core/thread_pool.hpp"
 #include "cuda/cuda_raii.hpp"
+#include "cuda/kmeans/fit_arrays.hpp"
 #include "cuda/kmeans/kmeans_kernels.hpp"
 #include "cuda/kmeans/label_return.hpp"
 #include "cuda/kmeans/staged_upload.hpp"
@@ -57,16 +58,6 @@ void require_device_memory(const float* points, int device, const char* caller) 
 using gpu::DeviceArray;
 using gpu::check_cuda;
 
-/// A typed part of a fit's one device allocation, read as a DeviceArray is.
-template <class T>
-struct Slice {
-  T* ptr = nullptr;
-  std::size_t count = 0;
-  T* get() const noexcept { return ptr; }
-  std::size_t size() const noexcept { return count; }
-  std::size_t bytes() const noexcept { return count * sizeof(T); }
-};
-
 class CudaLloyd final : public LloydBackend {
   /// Iterations queued at most before the host looks: the kernels queued after a stop cost a few
   /// microseconds each, so runs begin at 2 iterations and double, and a fit that stops early
@@ -87,25 +78,25 @@ class CudaLloyd final : public LloydBackend {
         levels_(fold_levels_for(s.n)), labels_only_(s.labels_only), bound_(prune_bound(d_)),
         plan_(s.labels_only ? gk::RunPlan{} : gk::plan_run(n_, k_, d_)),
         max_run_(plan_.blocks != 0 ? kMaxKernelRun : kMaxRun),
-        ws_(CudaWorkspace::take(std::move(reuse), device, place(nullptr), s.on_device ? 0 : s.n * s.d)),
+        ws_(CudaWorkspace::take(std::move(reuse), device, a_.place(nullptr, sizes()), s.on_device ? 0 : s.n * s.d)),
         labels_back_(pool, n_, k_, ws_->labels, ws_->side),
-        host_(host_doubles(s.k, max_run_)) {
-    place(ws_->block.get());
-    labels_back_.place(LabelReturn::Arrays{.staging = list_.get(),
-                                           .snapshots = {snapshot_a_.size() != 0 ? snapshot_a_.get() : nullptr,
-                                                         snapshot_b_.size() != 0 ? snapshot_b_.get() : nullptr},
-                                           .count = change_count_.get(),
-                                           .changes = moved_points_.get(),
+        host_(FitArrays::host_doubles(s.k, max_run_)) {
+    a_.place(ws_->block.get(), sizes());
+    labels_back_.place(LabelReturn::Arrays{.staging = a_.list.get(),
+                                           .snapshots = {a_.snapshot_a.size() != 0 ? a_.snapshot_a.get() : nullptr,
+                                                         a_.snapshot_b.size() != 0 ? a_.snapshot_b.get() : nullptr},
+                                           .count = a_.change_count.get(),
+                                           .changes = a_.moved_points.get(),
                                            .room = LabelReturn::room_for(n_, k_)});
     // n_ is a member: the (pageable) source outlives the copy; the constructor's last wait covers it.
-    check_cuda(cudaMemcpyAsync(one_.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync",
+    check_cuda(cudaMemcpyAsync(a_.one.get(), &n_, sizeof n_, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync",
                "kmeans n");
-    if (!labels_only_) gk::launch_iota(iota_.get(), n_, stream());
+    if (!labels_only_) gk::launch_iota(a_.iota.get(), n_, stream());
     // A run's one copy brings every report slot and the whole loop control, also those a run that
     // stopped early or the run kernel (which leaves tol) did not write: zeroed, so none is stale.
-    check_cuda(cudaMemsetAsync(loop_.get(), 0, sizeof(gk::Loop), stream()), "cudaMemsetAsync", "kmeans loop control");
-    if (slots_.size() != 0) {
-      check_cuda(cudaMemsetAsync(slots_.get(), 0, slots_.bytes(), stream()), "cudaMemsetAsync", "kmeans reports");
+    check_cuda(cudaMemsetAsync(a_.loop.get(), 0, sizeof(gk::Loop), stream()), "cudaMemsetAsync", "kmeans loop control");
+    if (a_.slots.size() != 0) {
+      check_cuda(cudaMemsetAsync(a_.slots.get(), 0, a_.slots.bytes(), stream()), "cudaMemsetAsync", "kmeans reports");
     }
     if (s.on_device) {
       xp_ = s.points;
@@ -116,7 +107,7 @@ class CudaLloyd final : public LloydBackend {
     }
     // The exact sums' units: computed with the check for device points, after the copy else.
     if (!labels_only_ && !s.on_device && check.first == s.n * s.d) {
-      gk::launch_feature_tops(xp_, n_, d_, tops_.get(), stream());
+      gk::launch_feature_tops(xp_, n_, d_, a_.tops.get(), stream());
     }
     if (!labels_only_) sum_blocks_ = gk::move_sums_blocks(n_, k_, d_);
   }
@@ -165,9 +156,9 @@ class CudaLloyd final : public LloydBackend {
   void accumulate(std::span<std::uint64_t> counts) override {
     if (!from_run_) {
       queue_sums(summed_, nullptr);
-      queue_update(gk::LoopEnd{}, shift2_.get());
-      // One copy: the shifts, the counts and the changed count lie in that order (place()).
-      check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), report_bytes(), cudaMemcpyDeviceToHost, stream()),
+      queue_update(gk::LoopEnd{}, a_.shift2.get());
+      // One copy: the shifts, the counts and the changed count lie in that order (FitArrays::place).
+      check_cuda(cudaMemcpyAsync(host_shift2(), a_.shift2.get(), report_bytes(), cudaMemcpyDeviceToHost, stream()),
                  "cudaMemcpyAsync", "kmeans counts and shifts");
       summed_ = true;
       sync();
@@ -177,12 +168,12 @@ class CudaLloyd final : public LloydBackend {
       counts[c] = host_counts()[c];
       if (counts[c] == 0) advanced_ = false;
     }
-    if (!advanced_) copy_on_device(centroids_.get(), before_.get(), centroids_.bytes());
+    if (!advanced_) copy_on_device(a_.centroids.get(), a_.before.get(), a_.centroids.bytes());
   }
 
   void advance(std::span<double> shift2) override {
     if (!advanced_) {  // the wager was not taken: the means now, then wait for their movements
-      gk::launch_means(update_args(shift2_.get()), nullptr, stream());
+      gk::launch_means(update_args(a_.shift2.get()), nullptr, stream());
       finish_move(shift2);
       return;
     }
@@ -191,14 +182,16 @@ class CudaLloyd final : public LloydBackend {
   }
 
   void move_to(std::span<const float> c, std::span<double> shift2) override {
-    copy_on_device(before_.get(), centroids_.get(), centroids_.bytes());
+    copy_on_device(a_.before.get(), a_.centroids.get(), a_.centroids.bytes());
     upload_centroids(c);
     finish_move(shift2);
   }
 
-  void fetch_sums(std::span<double> out) override { copy_out(out.data(), sums_.get(), sums_.bytes()); }
-  void fetch_labels(std::span<std::uint32_t> out) override { labels_back_.take(labels_.get(), out, stream()); }
-  void fetch_centroids(std::span<float> out) override { copy_out(out.data(), centroids_.get(), centroids_.bytes()); }
+  void fetch_sums(std::span<double> out) override { copy_out(out.data(), a_.sums.get(), a_.sums.bytes()); }
+  void fetch_labels(std::span<std::uint32_t> out) override { labels_back_.take(a_.labels.get(), out, stream()); }
+  void fetch_centroids(std::span<float> out) override {
+    copy_out(out.data(), a_.centroids.get(), a_.centroids.bytes());
+  }
 
   std::vector<FarPoint> far_points(std::size_t m) override {
     // The costs sorted on the device; the screen's prefix of them, their points and labels come
@@ -211,10 +204,10 @@ class CudaLloyd final : public LloydBackend {
       far_order_ = DeviceArray<std::uint32_t>(n_, "kmeans far points");
       far_count_ = DeviceArray<std::uint32_t>(1, "kmeans far point count");
     }
-    gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
-    gk::sort_costs(far_temp_.get(), far_temp_.size(), costs_.get(), far_sorted_.get(), iota_.get(), far_order_.get(), n_,
-                   s);
-    gk::launch_far_points(far_sorted_.get(), far_order_.get(), labels_.get(), n_, std::uint32_t(m), d_,
+    gk::launch_point_costs(xp_, a_.centroids.get(), a_.labels.get(), n_, d_, a_.costs.get(), s);
+    gk::sort_costs(far_temp_.get(), far_temp_.size(), a_.costs.get(), far_sorted_.get(), a_.iota.get(),
+                   far_order_.get(), n_, s);
+    gk::launch_far_points(far_sorted_.get(), far_order_.get(), a_.labels.get(), n_, std::uint32_t(m), d_,
                           far_count_.get(), far_labels_.get(), s);
     std::uint32_t count = 0;
     copy_out(&count, far_count_.get(), sizeof count);
@@ -244,11 +237,11 @@ class CudaLloyd final : public LloydBackend {
   void variance_pass(const double* mean, std::span<double> out) override {
     const cudaStream_t s = stream();
     if (mean) {
-      check_cuda(cudaMemcpyAsync(means_.get(), mean, means_.bytes(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
+      check_cuda(cudaMemcpyAsync(a_.means.get(), mean, a_.means.bytes(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
                  "kmeans feature means");
     }
-    gk::launch_variance_pass(xp_, n_, d_, mean ? means_.get() : nullptr, variance_.get(), s);
-    copy_out(out.data(), variance_.get(), out.size_bytes());  // waits: `mean` may go once this returns
+    gk::launch_variance_pass(xp_, n_, d_, mean ? a_.means.get() : nullptr, a_.variance.get(), s);
+    copy_out(out.data(), a_.variance.get(), out.size_bytes());  // waits: `mean` may go once this returns
   }
 
   std::unique_ptr<LloydWorkspace> release_workspace() override {
@@ -258,10 +251,10 @@ class CudaLloyd final : public LloydBackend {
 
   double inertia() override {
     const cudaStream_t s = stream();
-    gk::launch_point_costs(xp_, centroids_.get(), labels_.get(), n_, d_, costs_.get(), s);
-    fold(costs_.get(), nullptr, one_.get(), 1, 1, root_.get());  // one_ holds n (the constructor's copy)
+    gk::launch_point_costs(xp_, a_.centroids.get(), a_.labels.get(), n_, d_, a_.costs.get(), s);
+    fold(a_.costs.get(), nullptr, a_.one.get(), 1, 1, a_.root.get());  // a_.one holds n (the constructor's copy)
     double out = 0;
-    copy_out(&out, root_.get(), sizeof out);
+    copy_out(&out, a_.root.get(), sizeof out);
     return out;
   }
 
@@ -282,11 +275,11 @@ class CudaLloyd final : public LloydBackend {
     check_cuda(cudaStreamWaitEvent(s, written.get()), "cudaStreamWaitEvent(caller's stream)");
     const std::size_t count = std::size_t(n_) * d_;
     // None beyond: the all-ones bits (the largest index) stay.
-    check_cuda(cudaMemsetAsync(first_bad_.get(), 0xff, sizeof(unsigned long long), s), "cudaMemsetAsync",
+    check_cuda(cudaMemsetAsync(a_.first_bad.get(), 0xff, sizeof(unsigned long long), s), "cudaMemsetAsync",
                "kmeans first bad float");
-    gk::launch_first_beyond(xp_, n_, d_, check.bound, first_bad_.get(), labels_only_ ? nullptr : tops_.get(), s);
+    gk::launch_first_beyond(xp_, n_, d_, check.bound, a_.first_bad.get(), labels_only_ ? nullptr : a_.tops.get(), s);
     unsigned long long at = count;
-    copy_out(&at, first_bad_.get(), sizeof at);
+    copy_out(&at, a_.first_bad.get(), sizeof at);
     check.first = std::size_t(std::min<unsigned long long>(at, count));
   }
 
@@ -302,17 +295,17 @@ class CudaLloyd final : public LloydBackend {
       // labels of the first iteration, most of which the run changes).
       const auto launch = [&] { gk::launch_run(run_args(count, tol), plan_, s); };
       if (runs_++ > 0) {
-        labels_back_.during(labels_.get(), changed(), s, launch);
+        labels_back_.during(a_.labels.get(), changed(), s, launch);
       } else {
         launch();
       }
     } else {
       queue_run(count, tol);
     }
-    check_cuda(cudaMemcpyAsync(host_.data(), slots_.get(), count * slot_doubles() * sizeof(double),
+    check_cuda(cudaMemcpyAsync(host_.data(), a_.slots.get(), count * slot_doubles() * sizeof(double),
                                cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans iteration reports");
-    check_cuda(cudaMemcpyAsync(host_loop(), loop_.get(), sizeof(gk::Loop), cudaMemcpyDeviceToHost, s),
+    check_cuda(cudaMemcpyAsync(host_loop(), a_.loop.get(), sizeof(gk::Loop), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans loop control");
     sync();
     slot_ = 0;
@@ -325,15 +318,15 @@ class CudaLloyd final : public LloydBackend {
   void queue_run(std::size_t count, double tol) {
     const cudaStream_t s = stream();
     *host_loop() = gk::Loop{0, 0, tol};
-    check_cuda(cudaMemcpyAsync(loop_.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
+    check_cuda(cudaMemcpyAsync(a_.loop.get(), host_loop(), sizeof(gk::Loop), cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync", "kmeans loop control");
     check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
     for (std::size_t i = 0; i < count; ++i) {
-      queue_labelling(true, true, loop_.get());
-      queue_sums(true, loop_.get());
-      double* report = slots_.get() + i * slot_doubles();
-      queue_update(gk::LoopEnd{.loop = loop_.get(),
-                               .counts = counts_.get(),
+      queue_labelling(true, true, a_.loop.get());
+      queue_sums(true, a_.loop.get());
+      double* report = a_.slots.get() + i * slot_doubles();
+      queue_update(gk::LoopEnd{.loop = a_.loop.get(),
+                               .counts = a_.counts.get(),
                                .counters = changed_count(),
                                .report_counts = reinterpret_cast<std::uint32_t*>(report + k_)},
                    report);
@@ -343,21 +336,21 @@ class CudaLloyd final : public LloydBackend {
   /// The run kernel's arguments: the fit's arrays, at most `count` iterations, the loop's tol.
   gk::RunArgs run_args(std::size_t count, double tol) const {
     return gk::RunArgs{.x = xp_,
-                       .labels = labels_.get(),
-                       .upper = upper_.get(),
-                       .lower = lower_.get(),
-                       .tops = tops_.get(),
-                       .digits = digits_.get(),
-                       .counts = counts_.get(),
-                       .centroids = centroids_.get(),
-                       .before = before_.get(),
-                       .sums = sums_.get(),
-                       .delta = delta_.get(),
-                       .moves = moves_.get(),
-                       .moved_sums = moved_sums_.get(),
-                       .reports = slots_.get(),
+                       .labels = a_.labels.get(),
+                       .upper = a_.upper.get(),
+                       .lower = a_.lower.get(),
+                       .tops = a_.tops.get(),
+                       .digits = a_.digits.get(),
+                       .counts = a_.counts.get(),
+                       .centroids = a_.centroids.get(),
+                       .before = a_.before.get(),
+                       .sums = a_.sums.get(),
+                       .delta = a_.delta.get(),
+                       .moves = a_.moves.get(),
+                       .moved_sums = a_.moved_sums.get(),
+                       .reports = a_.slots.get(),
                        .report_doubles = slot_doubles(),
-                       .loop = loop_.get(),
+                       .loop = a_.loop.get(),
                        .tol = tol,
                        .bound = bound_,
                        .count = std::uint32_t(count),
@@ -370,18 +363,18 @@ class CudaLloyd final : public LloydBackend {
   /// of every point. In a queued run (loop), its counters are zeroed by the run and each iteration.
   void queue_labelling(bool bounded, bool moved, const gk::Loop* loop) {
     const gk::LabelArgs a{.x = xp_,
-                          .centroids = centroids_.get(),
-                          .labels = labels_.get(),
-                          .upper = upper_.get(),
-                          .lower = lower_.get(),
-                          .half_gap = half_gap_.get(),
-                          .delta = delta_.get(),
-                          .moves = moves_.get(),
-                          .list = list_.get(),
+                          .centroids = a_.centroids.get(),
+                          .labels = a_.labels.get(),
+                          .upper = a_.upper.get(),
+                          .lower = a_.lower.get(),
+                          .half_gap = a_.half_gap.get(),
+                          .delta = a_.delta.get(),
+                          .moves = a_.moves.get(),
+                          .list = a_.list.get(),
                           .list_count = list_count(),
                           .changed = changed_count(),
-                          .moved = labels_only_ ? nullptr : moved_points_.get(),  // predict() keeps no moves
-                          .moved_from = moved_from_.get(),
+                          .moved = labels_only_ ? nullptr : a_.moved_points.get(),  // predict() keeps no moves
+                          .moved_from = a_.moved_from.get(),
                           .loop = loop,
                           .bound = bound_,
                           .n = n_,
@@ -392,7 +385,7 @@ class CudaLloyd final : public LloydBackend {
       check_cuda(cudaMemsetAsync(changed_count(), 0, 2 * sizeof(std::uint32_t), s), "cudaMemsetAsync", "kmeans counters");
     }
     if (bounded) {
-      gk::launch_half_gaps(centroids_.get(), k_, d_, half_gap_.get(), loop, s);
+      gk::launch_half_gaps(a_.centroids.get(), k_, d_, a_.half_gap.get(), loop, s);
       gk::launch_bounds(a, moved, s);
       gk::launch_scan(a, false, s);
     } else {
@@ -408,13 +401,13 @@ class CudaLloyd final : public LloydBackend {
   void queue_sums(bool moved, const gk::Loop* loop) {
     const cudaStream_t s = stream();
     const gk::SumArgs a{.x = xp_,
-                        .labels = labels_.get(),
-                        .moved = moved ? moved_points_.get() : nullptr,
-                        .moved_from = moved_from_.get(),
+                        .labels = a_.labels.get(),
+                        .moved = moved ? a_.moved_points.get() : nullptr,
+                        .moved_from = a_.moved_from.get(),
                         .moved_count = changed_count(),
-                        .tops = tops_.get(),
-                        .digits = digits_.get(),
-                        .counts = counts_.get(),
+                        .tops = a_.tops.get(),
+                        .digits = a_.digits.get(),
+                        .counts = a_.counts.get(),
                         .loop = loop,
                         .n = n_,
                         .d = d_,
@@ -431,41 +424,42 @@ class CudaLloyd final : public LloydBackend {
 
   /// The update's arrays, the movements going to shift2 (k).
   gk::UpdateArgs update_args(double* shift2) const {
-    return gk::UpdateArgs{.digits = digits_.get(),
-                          .tops = tops_.get(),
-                          .counts = counts_.get(),
-                          .sums = sums_.get(),
-                          .centroids = centroids_.get(),
-                          .before = before_.get(),
+    return gk::UpdateArgs{.digits = a_.digits.get(),
+                          .tops = a_.tops.get(),
+                          .counts = a_.counts.get(),
+                          .sums = a_.sums.get(),
+                          .centroids = a_.centroids.get(),
+                          .before = a_.before.get(),
                           .shift2 = shift2,
-                          .delta = delta_.get(),
-                          .moves = moves_.get(),
+                          .delta = a_.delta.get(),
+                          .moves = a_.moves.get(),
                           .k = k_,
                           .d = d_};
   }
 
   /// The fold tree over `k` sequences (counts on the device) of rows of `values` into roots (k x d);
-  /// moff_, offs_ and the levels are sized for the inertia's one sequence of n values.
+  /// a_.moff, a_.offs and the levels are sized for the inertia's one sequence of n values.
   void fold(const double* values, const std::uint32_t* members, const std::uint32_t* counts, std::uint32_t k,
             std::uint32_t d, double* roots) {
     const cudaStream_t s = stream();
-    gk::launch_tree_tables(counts, k, levels_, moff_.get(), offs_.get(), s);
+    gk::launch_tree_tables(counts, k, levels_, a_.moff.get(), a_.offs.get(), s);
     std::size_t nodes = n_ / kFold + k + 1;
-    gk::launch_fold_leaves(values, members, moff_.get(), offs_.get(), k, d, nodes, level_a_.get(), s);
-    double* below = level_a_.get();
+    gk::launch_fold_leaves(values, members, a_.moff.get(), a_.offs.get(), k, d, nodes, a_.level_a.get(), s);
+    double* below = a_.level_a.get();
     for (std::uint32_t level = 1; level < levels_; ++level) {
       nodes = nodes / kFold + k + 1;
-      double* out = level % 2 ? level_b_.get() : level_a_.get();
-      gk::launch_fold_level(below, offs_.get() + (level - 1) * (k + 1), offs_.get() + level * (k + 1), k, d, nodes, out, s);
+      double* out = level % 2 ? a_.level_b.get() : a_.level_a.get();
+      gk::launch_fold_level(below, a_.offs.get() + (level - 1) * (k + 1), a_.offs.get() + level * (k + 1), k, d,
+                            nodes, out, s);
       below = out;
     }
-    gk::launch_fold_roots(below, offs_.get() + (levels_ - 1) * (k + 1), k, d, roots, s);
+    gk::launch_fold_roots(below, a_.offs.get() + (levels_ - 1) * (k + 1), k, d, roots, s);
   }
 
   void finish_move(std::span<double> shift2) {
     const cudaStream_t s = stream();
-    gk::launch_shifts(update_args(shift2_.get()), gk::LoopEnd{}, s);
-    check_cuda(cudaMemcpyAsync(host_shift2(), shift2_.get(), shift2_.bytes(), cudaMemcpyDeviceToHost, s),
+    gk::launch_shifts(update_args(a_.shift2.get()), gk::LoopEnd{}, s);
+    check_cuda(cudaMemcpyAsync(host_shift2(), a_.shift2.get(), a_.shift2.bytes(), cudaMemcpyDeviceToHost, s),
                "cudaMemcpyAsync", "kmeans shifts");
     sync();
     take_shifts(shift2);
@@ -477,10 +471,10 @@ class CudaLloyd final : public LloydBackend {
     moved_ = true;
   }
 
-  /// After the counts in the report (place()): the labels the last scan changed, then the
+  /// After the counts in the report (FitArrays::place): the labels the last scan changed, then the
   /// bounds kernel's list's length.
-  std::uint32_t* changed_count() const { return counts_.ptr + k_; }
-  std::uint32_t* list_count() const { return counts_.ptr + k_ + 1; }
+  std::uint32_t* changed_count() const { return a_.counts.ptr + k_; }
+  std::uint32_t* list_count() const { return a_.counts.ptr + k_ + 1; }
   /// The current iteration's report on the host (slot_ of host_): the shifts (k), then the counts
   /// and the changed count.
   double* host_shift2() { return host_.data() + slot_ * slot_doubles(); }
@@ -490,71 +484,13 @@ class CudaLloyd final : public LloydBackend {
 
   /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
   std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
-  /// A report's place in doubles (reports lie one after another, on the host and in slots_).
-  static std::size_t slot_doubles(std::size_t k) { return k + (k + 2) / 2; }
-  std::size_t slot_doubles() const { return slot_doubles(k_); }
-  /// host_: max_run reports, then a gk::Loop.
-  static std::size_t host_doubles(std::size_t k, std::size_t max_run) {
-    static_assert(sizeof(gk::Loop) % sizeof(double) == 0);
-    return max_run * slot_doubles(k) + sizeof(gk::Loop) / sizeof(double);
-  }
+  std::size_t slot_doubles() const { return FitArrays::slot_doubles(k_); }
 
-  /// Gives every array of the block its place from `base`, each 256-byte aligned (nullptr: only
-  /// sizes them); returns the block's bytes.
-  std::size_t place(unsigned char* base) {
-    const std::size_t k = k_, d = d_, at_most = 256;
-    const std::size_t n = n_, sums_n = labels_only_ ? 0 : n;  // the sums', inertia's and variance's
-    const std::size_t sums_k = labels_only_ ? 0 : k;
-    std::size_t at = 0;
-    const auto put = [&](auto& slice, std::size_t count) {
-      at = (at + at_most - 1) / at_most * at_most;
-      slice.ptr = base ? reinterpret_cast<decltype(slice.ptr)>(base + at) : nullptr;
-      slice.count = count;
-      at += count * sizeof(*slice.ptr);
-    };
-    put(labels_, n);
-    put(upper_, n);
-    put(lower_, n);
-    put(list_, n);
-    put(centroids_, k * d);
-    put(before_, k * d);
-    put(half_gap_, k);
-    put(delta_, k);
-    // The report (one copy to the host an iteration): shift2_ (k), counts_ (k), the changed count
-    // and the list's length (zeroed together).
-    put(report_, k + (k + 3) / 2);
-    shift2_ = Slice<double>{report_.ptr, k};
-    counts_ = Slice<std::uint32_t>{base ? reinterpret_cast<std::uint32_t*>(report_.ptr + k) : nullptr, k};
-    put(moves_, 1);
-    put(loop_, 1);
-    put(slots_, labels_only_ ? 0 : max_run_ * slot_doubles(k));
-    put(moved_sums_, plan_.blocks != 0 ? gk::run_moved_words(k_, d_) : 0);
-    put(moff_, 2);  // the inertia's fold tree: one sequence (fold())
-    put(offs_, std::size_t(levels_) * 2);
-    put(sums_, sums_k * d);
-    put(digits_, sums_k * d * kSumDigits);
-    put(tops_, labels_only_ ? 0 : d);
-    put(moved_points_, sums_n);
-    put(moved_from_, sums_n);
-    put(one_, 1);
-    put(first_bad_, 1);
-    put(iota_, sums_n);
-    put(level_a_, labels_only_ ? 0 : n / kFold + 2);  // the inertia's tree: one sequence of n
-    put(level_b_, labels_only_ ? 0 : n / (kFold * kFold) + 3);
-    put(costs_, sums_n);
-    put(root_, 1);
-    put(variance_, (sums_n + kVarianceChunk - 1) / kVarianceChunk * d);
-    put(means_, d);
-    // The labels' snapshots for their early way back (LabelReturn), where the run kernel serves.
-    const bool early = !labels_only_ && plan_.blocks != 0 && LabelReturn::early_for(n_, k_);
-    put(snapshot_a_, early ? n * LabelReturn::width_for(k_) : 0);
-    put(snapshot_b_, early ? n * LabelReturn::width_for(k_) : 0);
-    put(change_count_, 1);
-    return at;
-  }
+  /// What sizes the fit's arrays (FitArrays::place).
+  FitSizes sizes() const { return FitSizes{n_, d_, k_, levels_, labels_only_, plan_.blocks != 0, max_run_}; }
 
   void upload_centroids(std::span<const float> c) {
-    check_cuda(cudaMemcpyAsync(centroids_.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream()),
+    check_cuda(cudaMemcpyAsync(a_.centroids.get(), c.data(), c.size_bytes(), cudaMemcpyHostToDevice, stream()),
                "cudaMemcpyAsync", "kmeans centroids");
     // No wait here: the centroids (a vector of kmeans.cpp's loop, or predict's caller's) outlive
     // the next wait, which every path reaches before they change.
@@ -585,20 +521,12 @@ class CudaLloyd final : public LloydBackend {
   gk::RunPlan plan_;  // the run kernel's launch (blocks 0: runs of the one-step kernels)
   std::size_t max_run_;  // a run's iterations at most
   unsigned sum_blocks_ = 1;  // the sums kernel's grid (move_sums_blocks)
-  // The stream, every Slice below (one block: place()) and the host points' copy, from an earlier
-  // fit where the KMeans object kept one (workspace.hpp).
+  FitArrays a_;  // the fit's device arrays, in ws_'s block
+  // The stream, the block of a_'s arrays and the host points' copy, from an earlier fit where the
+  // KMeans object kept one (workspace.hpp).
   std::unique_ptr<CudaWorkspace> ws_;
   LabelReturn labels_back_;  // the labels' way to the host
   const float* xp_ = nullptr;  // the points the kernels read: ws_'s copy, or the caller's on the device
-  Slice<std::uint32_t> labels_, list_, counts_, moff_, offs_, iota_, one_, tops_, moved_points_, moved_from_;
-  Slice<float> upper_, lower_, centroids_, before_, half_gap_;
-  Slice<gk::Moves> moves_;
-  Slice<gk::Loop> loop_;
-  Slice<double> slots_;  // max_run_ reports of queued iterations, laid out as the host's (host_shift2())
-  Slice<double> report_, delta_, shift2_, sums_, level_a_, level_b_, costs_, root_, variance_, means_;
-  Slice<unsigned long long> first_bad_, digits_, moved_sums_;
-  Slice<unsigned char> snapshot_a_, snapshot_b_;
-  Slice<std::uint32_t> change_count_;
   DeviceArray<unsigned char> far_temp_;  // the relocation's sort (far_points), at its first use
   DeviceArray<double> far_sorted_;
   DeviceArray<std::uint32_t> far_order_, far_labels_, far_count_;
@@ -608,7 +536,7 @@ class CudaLloyd final : public LloydBackend {
   std::vector<double> host_;
   bool bounded_ = false, moved_ = false;
   bool advanced_ = false;       // accumulate() moved the centroids to the means (its wager won)
-  bool summed_ = false;         // digits_ and counts_ are those of the labels before the last assign()
+  bool summed_ = false;         // a_.digits and a_.counts are those of the labels before the last assign()
   bool first_ = true;           // the last assign() scanned every point (changed() is n)
   bool changed_ready_ = true;   // the changed count has reached host_counts()[k_]
   bool from_run_ = false;       // the current iteration ran in a queued run (its report is slot_)
