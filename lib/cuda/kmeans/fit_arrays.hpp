@@ -49,6 +49,8 @@ struct FitArrays {
   /// A report's place in doubles (reports lie one after another, on the host and in slots): the
   /// shifts (k doubles), then the counts (k) and the changed count.
   static std::size_t slot_doubles(std::size_t k) { return k + (k + 2) / 2; }
+  /// The bytes of a report that come to the host: the shifts, the counts and the changed count.
+  static std::size_t report_bytes(std::size_t k) { return k * sizeof(double) + (k + 1) * sizeof(std::uint32_t); }
   /// The host's copies: max_run reports, then a gpu::kmeans::Loop.
   static std::size_t host_doubles(std::size_t k, std::size_t max_run) {
     static_assert(sizeof(gpu::kmeans::Loop) % sizeof(double) == 0);

@@ -158,7 +158,8 @@ class CudaLloyd final : public LloydBackend {
       queue_sums(summed_, nullptr);
       queue_update(gk::LoopEnd{}, a_.shift2.get());
       // One copy: the shifts, the counts and the changed count lie in that order (FitArrays::place).
-      check_cuda(cudaMemcpyAsync(host_shift2(), a_.shift2.get(), report_bytes(), cudaMemcpyDeviceToHost, stream()),
+      check_cuda(cudaMemcpyAsync(host_shift2(), a_.shift2.get(), FitArrays::report_bytes(k_), cudaMemcpyDeviceToHost,
+                                 stream()),
                  "cudaMemcpyAsync", "kmeans counts and shifts");
       summed_ = true;
       sync();
@@ -482,8 +483,6 @@ class CudaLloyd final : public LloydBackend {
   /// The queued run's control, after the max_run_ reports of host_.
   gk::Loop* host_loop() { return reinterpret_cast<gk::Loop*>(host_.data() + max_run_ * slot_doubles()); }
 
-  /// The report's bytes: the shifts (k doubles), then the counts (k) and the changed count.
-  std::size_t report_bytes() const { return std::size_t(k_) * sizeof(double) + (std::size_t(k_) + 1) * sizeof(std::uint32_t); }
   std::size_t slot_doubles() const { return FitArrays::slot_doubles(k_); }
 
   /// What sizes the fit's arrays (FitArrays::place).
